@@ -1,0 +1,280 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"flowweight/configs"
+)
+
+// DefaultPath is where the probe looks for its configuration when -config is not given.
+const DefaultPath = "/etc/flowweight/probe.toml"
+
+// Scopes: what the probe measures.
+const (
+	// ScopeHost measures the whole machine (gopsutil over /proc).
+	ScopeHost = "host"
+	// ScopeCgroup measures one cgroup (a container or a systemd service), taking CPU capacity
+	// from its quota; use it whenever the backend shares the machine with other work.
+	ScopeCgroup = "cgroup"
+)
+
+// Bounds used by Validate. They are wide on purpose: they catch unit mistakes (an integer
+// interval is read as nanoseconds) rather than encode taste.
+const (
+	MinInterval     = 100 * time.Millisecond
+	MaxInterval     = time.Hour
+	MinTimeout      = 10 * time.Millisecond
+	MaxJitter       = 0.5
+	MaxBackendIDLen = 64
+)
+
+// Config is the probe's configuration file. Each field's comment gives its unit and default;
+// Defaults returns the defaults in one place.
+type Config struct {
+	// BackendID names this backend to the collector; it must match the id in the
+	// collector's backend list. Default: the host name. At most 64 bytes.
+	BackendID string `toml:"backend_id"`
+	// Collector is the collector's push address, "host:port" (UDP). Required; no default.
+	Collector string `toml:"collector"`
+	// KeyFile is the path of the shared HMAC key. Required; the key is never written inline
+	// so that the config file can be world-readable while the key file is not.
+	// Default: "/etc/flowweight/probe.key".
+	KeyFile string `toml:"key_file"`
+	// Interval between reports, a duration string. Default "5s".
+	Interval time.Duration `toml:"interval"`
+	// Jitter spreads reports of many probes: each wait is Interval·(1 ± Jitter·u), u uniform in
+	// [0,1). A fraction in [0, 0.5]. Default 0.1.
+	Jitter float64 `toml:"jitter"`
+	// Scope is "host" (whole machine) or "cgroup" (one cgroup, see CgroupPath). Default "host".
+	Scope string `toml:"scope"`
+	// CgroupPath is the cgroup measured when Scope is "cgroup": an absolute directory under a
+	// cgroup mount ("/sys/fs/cgroup/cpu/flowweight/web1" on v1, "/sys/fs/cgroup/system.slice/
+	// web.service" on v2) or a path relative to the hierarchy root ("flowweight/web1"). The
+	// cgroup version is detected from the mounts. Required for scope "cgroup"; no default.
+	CgroupPath string `toml:"cgroup_path"`
+	// ServicePorts lists the local TCP ports whose ESTABLISHED connections are counted
+	// (IPv4 and IPv6). Empty: connections are not reported. Default: empty.
+	ServicePorts []int `toml:"service_ports"`
+	// NIC is the interface whose throughput is reported, e.g. "eth0". Empty: not reported.
+	// Default: empty.
+	NIC string `toml:"nic"`
+	// NICSpeedMbps is the NIC's line rate in Mbit/s; 0 reads /sys/class/net/NIC/speed.
+	// Default 0.
+	NICSpeedMbps int `toml:"nic_speed_mbps"`
+	// Health configures the HTTP check of the local service.
+	Health Health `toml:"health"`
+	// DrainFile: while this file exists the probe reports the backend as draining.
+	// Default "/run/flowweight/drain".
+	DrainFile string `toml:"drain_file"`
+	// LogLevel is "debug", "info", "warn" or "error". Default "info".
+	LogLevel string `toml:"log_level"`
+}
+
+// Health configures the HTTP health check of the local service.
+type Health struct {
+	// URL is fetched with GET on every interval, over a new connection each time. Empty: no
+	// check, and the backend counts as healthy while the probe runs. Default: empty.
+	URL string `toml:"url"`
+	// Timeout bounds the whole check (connect, headers, body); at most Interval.
+	// Default "2s".
+	Timeout time.Duration `toml:"timeout"`
+	// ExpectStatus lists the HTTP status codes that count as healthy: comma-separated codes
+	// or ranges, e.g. "200-399" or "200,204". Default "200-399".
+	ExpectStatus string `toml:"expect_status"`
+	// BodyContains, when not empty, must occur in the first 64 KiB of the body.
+	// Default: empty.
+	BodyContains string `toml:"body_contains"`
+}
+
+// Defaults returns the configuration used for every key a file leaves out.
+func Defaults() Config {
+	host, _ := os.Hostname()
+	return Config{
+		BackendID: host,
+		KeyFile:   "/etc/flowweight/probe.key",
+		Interval:  5 * time.Second,
+		Jitter:    0.1,
+		Scope:     ScopeHost,
+		Health: Health{
+			Timeout:      2 * time.Second,
+			ExpectStatus: "200-399",
+		},
+		DrainFile: "/run/flowweight/drain",
+		LogLevel:  "info",
+	}
+}
+
+// Load decodes the file at path over Defaults and validates the result.
+func Load(path string) (Config, error) {
+	c := Defaults()
+	if err := configs.DecodeFile(path, &c); err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Validate reports every problem in c, each prefixed with the key it is about.
+func (c Config) Validate() error {
+	var p configs.Problems
+	switch {
+	case c.BackendID == "":
+		p.Addf("backend_id", "empty (and the host name is unknown)")
+	case len(c.BackendID) > MaxBackendIDLen:
+		p.Addf("backend_id", "%d bytes, at most %d allowed", len(c.BackendID), MaxBackendIDLen)
+	}
+	if c.Collector == "" {
+		p.Addf("collector", "required: the collector's UDP address as host:port")
+	} else if err := checkHostPort(c.Collector); err != nil {
+		p.Add("collector", err)
+	}
+	if c.KeyFile == "" {
+		p.Addf("key_file", "required: the path of the shared key file")
+	}
+	checkDuration(&p, "interval", c.Interval, MinInterval, MaxInterval)
+	if c.Jitter < 0 || c.Jitter > MaxJitter || c.Jitter != c.Jitter {
+		p.Addf("jitter", "%v is outside [0, %v]", c.Jitter, MaxJitter)
+	}
+	switch c.Scope {
+	case ScopeHost:
+	case ScopeCgroup:
+		if c.CgroupPath == "" {
+			p.Addf("cgroup_path", "required when scope is %q", ScopeCgroup)
+		}
+	default:
+		p.Addf("scope", "%q is not %q or %q", c.Scope, ScopeHost, ScopeCgroup)
+	}
+	seen := map[int]bool{}
+	for i, port := range c.ServicePorts {
+		key := fmt.Sprintf("service_ports[%d]", i)
+		switch {
+		case port < 1 || port > 65535:
+			p.Addf(key, "port %d is outside 1-65535", port)
+		case seen[port]:
+			p.Addf(key, "port %d is listed twice", port)
+		}
+		seen[port] = true
+	}
+	if c.NIC != "" && (strings.ContainsAny(c.NIC, "/ ") || c.NIC == "." || c.NIC == "..") {
+		p.Addf("nic", "%q is not an interface name", c.NIC)
+	}
+	if c.NICSpeedMbps < 0 {
+		p.Addf("nic_speed_mbps", "%d is negative (0 reads the speed from sysfs)", c.NICSpeedMbps)
+	}
+	if c.Health.URL != "" {
+		u, err := url.Parse(c.Health.URL)
+		switch {
+		case err != nil:
+			p.Add("health.url", err)
+		case u.Scheme != "http" && u.Scheme != "https":
+			p.Addf("health.url", "%q: scheme must be http or https", c.Health.URL)
+		case u.Host == "":
+			p.Addf("health.url", "%q has no host", c.Health.URL)
+		}
+	}
+	checkDuration(&p, "health.timeout", c.Health.Timeout, MinTimeout, MaxInterval)
+	if c.Health.Timeout > c.Interval && c.Interval > 0 {
+		p.Addf("health.timeout", "%v is longer than interval %v: a hanging service would delay reports", c.Health.Timeout, c.Interval)
+	}
+	if _, err := ParseStatusRanges(c.Health.ExpectStatus); err != nil {
+		p.Add("health.expect_status", err)
+	}
+	if c.DrainFile == "" {
+		p.Addf("drain_file", "empty")
+	} else if !filepath.IsAbs(c.DrainFile) {
+		p.Addf("drain_file", "%q is not an absolute path", c.DrainFile)
+	}
+	if _, err := ParseLogLevel(c.LogLevel); err != nil {
+		p.Add("log_level", err)
+	}
+	return p.Err()
+}
+
+func checkDuration(p *configs.Problems, key string, d, lo, hi time.Duration) {
+	switch {
+	case d < lo:
+		p.Addf(key, "%v is below the minimum %v (write durations as strings, e.g. \"5s\")", d, lo)
+	case d > hi:
+		p.Addf(key, "%v is above the maximum %v", d, hi)
+	}
+}
+
+func checkHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %w", s, err)
+	}
+	if host == "" {
+		return fmt.Errorf("%q has no host", s)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return fmt.Errorf("%q: port %q is not a number", s, port)
+	}
+	if n < 1 || n > 65535 {
+		return fmt.Errorf("%q: port %d is outside 1-65535", s, n)
+	}
+	return nil
+}
+
+// StatusRange is an inclusive range of HTTP status codes.
+type StatusRange struct{ Lo, Hi int }
+
+// StatusRanges is a set of status ranges; a code is accepted when any range contains it.
+type StatusRanges []StatusRange
+
+// Contains reports whether code lies in one of the ranges.
+func (rs StatusRanges) Contains(code int) bool {
+	for _, r := range rs {
+		if code >= r.Lo && code <= r.Hi {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseStatusRanges parses "200-399" or "200,204,300-302". Codes must lie in 100-599.
+func ParseStatusRanges(s string) (StatusRanges, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("empty: give codes or ranges such as \"200-399\"")
+	}
+	var rs StatusRanges
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		if !isRange {
+			hi = lo
+		}
+		l, err1 := parseStatus(lo)
+		h, err2 := parseStatus(hi)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("%q: %w", part, err)
+		}
+		if l > h {
+			return nil, fmt.Errorf("%q: range is reversed", part)
+		}
+		rs = append(rs, StatusRange{l, h})
+	}
+	return rs, nil
+}
+
+func parseStatus(s string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a status code", s)
+	}
+	if n < 100 || n > 599 {
+		return 0, fmt.Errorf("status %d is outside 100-599", n)
+	}
+	return n, nil
+}

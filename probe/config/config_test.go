@@ -1,0 +1,164 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// minimal is the smallest valid file; cases append lines to it.
+const minimal = `
+backend_id = "web1"
+collector = "127.0.0.1:7946"
+key_file = "/etc/flowweight/probe.key"
+`
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "probe.toml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadExample(t *testing.T) {
+	c, err := Load(filepath.Join("..", "..", "configs", "probe.toml"))
+	if err != nil {
+		t.Fatalf("configs/probe.toml: %v", err)
+	}
+	if c.BackendID != "web1" || c.Interval != 5*time.Second || len(c.ServicePorts) != 2 {
+		t.Errorf("example decoded to %+v", c)
+	}
+}
+
+func TestDefaultsApplied(t *testing.T) {
+	c, err := Load(write(t, minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Defaults()
+	want.BackendID, want.Collector = "web1", "127.0.0.1:7946"
+	if c.Interval != want.Interval || c.Jitter != want.Jitter || c.Scope != want.Scope ||
+		c.Health.Timeout != want.Health.Timeout || c.Health.ExpectStatus != want.Health.ExpectStatus ||
+		c.DrainFile != want.DrainFile || c.LogLevel != want.LogLevel {
+		t.Errorf("got %+v, want defaults %+v", c, want)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		body  string
+		key   string // the message must name this key
+		extra string // and contain this text
+	}{
+		{"unknown key", minimal + "intervall = \"5s\"\n", "intervall", "unknown key"},
+		{"unknown key in table", minimal + "[health]\nurll = \"http://x\"\n", "health.urll", "unknown key"},
+		{"wrong type", minimal + "jitter = \"a\"\n", "jitter", "incompatible"},
+		{"wrong type list", minimal + "service_ports = 80\n", "service_ports", "incompatible"},
+		{"bad duration", minimal + "interval = \"5 parsecs\"\n", "interval", "duration"},
+		{"integer duration", minimal + "interval = 5\n", "interval", "minimum"},
+		{"interval too long", minimal + "interval = \"2h\"\n", "interval", "maximum"},
+		{"collector missing", "backend_id = \"a\"\n", "collector", "required"},
+		{"collector no port", strings.Replace(minimal, "127.0.0.1:7946", "127.0.0.1", 1), "collector", "host:port"},
+		{"collector no host", strings.Replace(minimal, "127.0.0.1:7946", ":7946", 1), "collector", "no host"},
+		{"collector port range", strings.Replace(minimal, "127.0.0.1:7946", "127.0.0.1:70000", 1), "collector", "outside"},
+		{"collector port name", strings.Replace(minimal, "127.0.0.1:7946", "127.0.0.1:http", 1), "collector", "not a number"},
+		{"key file empty", strings.Replace(minimal, "/etc/flowweight/probe.key", "", 1), "key_file", "required"},
+		{"jitter negative", minimal + "jitter = -0.1\n", "jitter", "outside"},
+		{"jitter large", minimal + "jitter = 0.6\n", "jitter", "outside"},
+		{"scope unknown", minimal + "scope = \"vm\"\n", "scope", "vm"},
+		{"cgroup without path", minimal + "scope = \"cgroup\"\n", "cgroup_path", "required"},
+		{"port zero", minimal + "service_ports = [0]\n", "service_ports[0]", "outside"},
+		{"port high", minimal + "service_ports = [80, 65536]\n", "service_ports[1]", "outside"},
+		{"port twice", minimal + "service_ports = [80, 80]\n", "service_ports[1]", "twice"},
+		{"nic path", minimal + "nic = \"../eth0\"\n", "nic", "interface"},
+		{"nic speed", minimal + "nic_speed_mbps = -1\n", "nic_speed_mbps", "negative"},
+		{"health url scheme", minimal + "[health]\nurl = \"ftp://x/\"\n", "health.url", "scheme"},
+		{"health url host", minimal + "[health]\nurl = \"http:///x\"\n", "health.url", "no host"},
+		{"health timeout bad", minimal + "[health]\ntimeout = \"zz\"\n", "health.timeout", "duration"},
+		{"health timeout long", minimal + "interval = \"1s\"\n[health]\ntimeout = \"2s\"\n", "health.timeout", "longer than interval"},
+		{"status reversed", minimal + "[health]\nexpect_status = \"399-200\"\n", "health.expect_status", "reversed"},
+		{"status range", minimal + "[health]\nexpect_status = \"200-700\"\n", "health.expect_status", "outside"},
+		{"status junk", minimal + "[health]\nexpect_status = \"ok\"\n", "health.expect_status", "not a status"},
+		{"status empty", minimal + "[health]\nexpect_status = \"\"\n", "health.expect_status", "empty"},
+		{"drain relative", minimal + "drain_file = \"drain\"\n", "drain_file", "absolute"},
+		{"log level", minimal + "log_level = \"loud\"\n", "log_level", "loud"},
+		{"backend id long", strings.Replace(minimal, "web1", strings.Repeat("x", 65), 1), "backend_id", "65 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(write(t, tt.body))
+			if err == nil {
+				t.Fatalf("no error for:\n%s", tt.body)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tt.key) || !strings.Contains(msg, tt.extra) {
+				t.Errorf("error %q does not name key %q with %q", msg, tt.key, tt.extra)
+			}
+		})
+	}
+}
+
+// Every problem is reported in one run, not only the first.
+func TestValidateJoinsProblems(t *testing.T) {
+	c := Defaults()
+	c.Collector, c.Jitter, c.Scope = "nope", 2, "vm"
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, key := range []string{"collector", "jitter", "scope"} {
+		if !strings.Contains(err.Error(), key+":") {
+			t.Errorf("error %q lacks %s", err, key)
+		}
+	}
+}
+
+func TestStatusRanges(t *testing.T) {
+	tests := []struct {
+		spec string
+		in   []int
+		out  []int
+	}{
+		{"200-399", []int{200, 301, 399}, []int{199, 400, 500}},
+		{"200", []int{200}, []int{201, 204}},
+		{"200, 204,300-302", []int{200, 204, 300, 302}, []int{201, 303}},
+	}
+	for _, tt := range tests {
+		rs, err := ParseStatusRanges(tt.spec)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.spec, err)
+		}
+		for _, c := range tt.in {
+			if !rs.Contains(c) {
+				t.Errorf("%q does not contain %d", tt.spec, c)
+			}
+		}
+		for _, c := range tt.out {
+			if rs.Contains(c) {
+				t.Errorf("%q contains %d", tt.spec, c)
+			}
+		}
+	}
+}
+
+func FuzzParseStatusRanges(f *testing.F) {
+	for _, s := range []string{"200-399", "200,204", "", "-", "599-100", "1-2-3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		rs, err := ParseStatusRanges(s)
+		if err != nil {
+			return
+		}
+		for _, r := range rs {
+			if r.Lo < 100 || r.Hi > 599 || r.Lo > r.Hi {
+				t.Fatalf("%q gave bad range %+v", s, r)
+			}
+		}
+	})
+}
