@@ -1,0 +1,15 @@
+// Package report is the push protocol shared by the probe and the collector:
+// the wire codec (AppendSeal, Open), the key file loader (LoadKey) and the
+// replay guard (Guard).
+//
+// It is a pure codec in the sense of gobgp's packet package: it opens no
+// socket, reads no clock (callers pass "now" in) and never logs. Every
+// rejection is a *Error carrying a Reason, so the server can count and
+// rate-limit them without parsing strings.
+//
+// The byte layout is specified in docs/push-protocol.md; a golden datagram
+// under testdata keeps that document, the encoder and the decoder in step.
+//
+// This package must not import anything from flowweight: the probe links it,
+// and the probe knows nothing of the collector or of OpenFlow.
+package report

@@ -1,0 +1,371 @@
+package report
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+	"unicode/utf8"
+)
+
+// Flags carry the probe's view of the service. Unknown bits are rejected as
+// malformed: a new flag comes with a new protocol version, so an old
+// collector never silently ignores, say, a drain request.
+type Flags uint16
+
+const (
+	// FlagHealthOK: the local HTTP health check passed.
+	FlagHealthOK Flags = 1 << iota
+	// FlagDrain: the operator asked for no new connections (weight 0) while
+	// the backend keeps serving existing ones.
+	FlagDrain
+	// FlagLeaving: the probe is shutting down; this is its last report.
+	FlagLeaving
+
+	knownFlags = FlagHealthOK | FlagDrain | FlagLeaving
+)
+
+// Wire constants of protocol version 1 (docs/push-protocol.md).
+const (
+	Version     = 1   // the only version this package speaks
+	MaxDatagram = 512 // longer datagrams are ReasonOversized
+	TagSize     = 32  // full HMAC-SHA256, never truncated
+
+	MaxIDLen          = 64  // bytes of BackendID
+	MaxHealthErrorLen = 128 // bytes of HealthError
+	MinKeyLen         = 16  // bytes of key, for AppendSeal, Open and LoadKey
+
+	// HeaderSize is the fixed part before the backend id.
+	HeaderSize = 80
+	// MinDatagram is a header, a one-byte id and the tag.
+	MinDatagram = HeaderSize + 1 + TagSize
+
+	magic0, magic1 = 'F', 'W'
+
+	// Fixed-point scales. Utilisations travel as parts per billion, so any
+	// value with at most nine decimals survives the trip exactly; CPU
+	// counts travel in millicores (Kubernetes' unit), so a cgroup quota of
+	// 0.25 cores is exact.
+	utilScale = 1e9
+	cpuScale  = 1e3
+)
+
+// Byte offsets of the header fields (all big-endian).
+const (
+	offMagic     = 0  // 2 bytes "FW"
+	offVersion   = 2  // 1
+	offIDLen     = 3  // 1
+	offErrLen    = 4  // 1
+	offReserved  = 5  // 1, must be 0
+	offFlags     = 6  // 2
+	offNonce     = 8  // 8
+	offSeq       = 16 // 8
+	offTime      = 24 // 8, int64 unix ns
+	offInterval  = 32 // 8, int64 ns
+	offCPUUtil   = 40 // 4, ppb
+	offCPUCount  = 44 // 4, millicores
+	offMemUtil   = 48 // 4, ppb
+	offNetUtil   = 52 // 4, ppb
+	offMemBytes  = 56 // 8
+	offLatency   = 64 // 8, int64 ns
+	offConns     = 72 // 4
+	offStatus    = 76 // 2
+	offReserved2 = 78 // 2, must be 0
+)
+
+// Report is one probe sample as it travels from probe to collector.
+type Report struct {
+	BackendID     string        // 1..64 bytes of [A-Za-z0-9._-]
+	BootNonce     uint64        // random per probe process start
+	Seq           uint64        // 1,2,3... per boot
+	Time          time.Time     // probe wall clock when sent (unix nanoseconds on the wire)
+	Interval      time.Duration // probe's sampling interval
+	Flags         Flags
+	CPUUtil       float64 // [0,1] of CPUCount
+	CPUCount      float64 // cores available to the service (a cgroup quota may be fractional, e.g. 0.25)
+	MemUtil       float64 // [0,1]
+	MemBytes      uint64  // memory capacity (limit) in bytes
+	Conns         uint32  // established TCP connections on the service port(s)
+	NetUtil       float64 // [0,1]; 0 when not measured
+	HealthLatency time.Duration
+	HealthStatus  uint16 // HTTP status of the health check, 0 when no response
+	HealthError   string // <=128 bytes, empty when healthy
+}
+
+// validID reports whether id is 1..MaxIDLen bytes of [A-Za-z0-9._-]. The
+// charset keeps ids safe in logs, metric labels and file names.
+func validID[T string | []byte](id T) bool {
+	if len(id) == 0 || len(id) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Validate checks every field against the limits of the wire format, so a
+// probe learns about a bad value when it builds the report rather than from
+// a silent rejection at the collector. The error is a *Error with
+// ReasonMalformed naming the field.
+func (r *Report) Validate() error {
+	bad := func(format string, args ...any) error {
+		return reject(ReasonMalformed, r.BackendID, format, args...)
+	}
+	switch {
+	case !validID(r.BackendID):
+		return bad("backend id %q: want 1..%d bytes of [A-Za-z0-9._-]", r.BackendID, MaxIDLen)
+	case r.Seq == 0:
+		return bad("seq is 0: sequence numbers start at 1")
+	case r.Time.IsZero() || r.Time.Unix() <= 0 || r.Time.Unix() >= math.MaxInt64/int64(time.Second):
+		return bad("time %s: want after 1970 and before 2262 (unix nanoseconds in an int64)", r.Time)
+	case r.Interval <= 0:
+		return bad("interval %s: want > 0", r.Interval)
+	case r.Flags&^knownFlags != 0:
+		return bad("flags %#04x: unknown bits %#04x", uint16(r.Flags), uint16(r.Flags&^knownFlags))
+	case !unitRange(r.CPUUtil):
+		return bad("cpu_util %v: want [0,1]", r.CPUUtil)
+	case !cpuRange(r.CPUCount):
+		return bad("cpu_count %v: want 0.001..%.3f cores in steps of 0.001", r.CPUCount, math.MaxUint32/cpuScale)
+	case !unitRange(r.MemUtil):
+		return bad("mem_util %v: want [0,1]", r.MemUtil)
+	case r.MemBytes == 0:
+		return bad("mem_bytes is 0: want the memory capacity in bytes")
+	case !unitRange(r.NetUtil):
+		return bad("net_util %v: want [0,1]", r.NetUtil)
+	case r.HealthLatency < 0:
+		return bad("health_latency %s: want >= 0", r.HealthLatency)
+	case !validStatus(r.HealthStatus):
+		return bad("health_status %d: want 0 (no response) or 100..599", r.HealthStatus)
+	case len(r.HealthError) > MaxHealthErrorLen:
+		return bad("health_error is %d bytes: want <= %d", len(r.HealthError), MaxHealthErrorLen)
+	case !utf8.ValidString(r.HealthError):
+		return bad("health_error is not valid UTF-8")
+	}
+	return nil
+}
+
+// unitRange is false for NaN as well as for values outside [0,1].
+func unitRange(v float64) bool { return v >= 0 && v <= 1 }
+
+func cpuRange(v float64) bool {
+	m := math.Round(v * cpuScale)
+	return m >= 1 && m <= math.MaxUint32
+}
+
+func validStatus(s uint16) bool { return s == 0 || (s >= 100 && s <= 599) }
+
+func toUtil(v float64) uint32   { return uint32(math.Round(v * utilScale)) }
+func fromUtil(u uint32) float64 { return float64(u) / utilScale }
+
+// AppendSeal validates r, appends its encoding to dst and then the
+// HMAC-SHA256 tag computed with key over the encoding. On error dst is
+// returned unchanged.
+func (r *Report) AppendSeal(dst, key []byte) ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return dst, err
+	}
+	if len(key) < MinKeyLen {
+		return dst, fmt.Errorf("report: key for backend %q is %d bytes, want >= %d", r.BackendID, len(key), MinKeyLen)
+	}
+	start := len(dst)
+	be := binary.BigEndian
+	dst = append(dst, magic0, magic1, Version, byte(len(r.BackendID)), byte(len(r.HealthError)), 0)
+	dst = be.AppendUint16(dst, uint16(r.Flags))
+	dst = be.AppendUint64(dst, r.BootNonce)
+	dst = be.AppendUint64(dst, r.Seq)
+	dst = be.AppendUint64(dst, uint64(r.Time.UnixNano()))
+	dst = be.AppendUint64(dst, uint64(r.Interval))
+	dst = be.AppendUint32(dst, toUtil(r.CPUUtil))
+	dst = be.AppendUint32(dst, uint32(math.Round(r.CPUCount*cpuScale)))
+	dst = be.AppendUint32(dst, toUtil(r.MemUtil))
+	dst = be.AppendUint32(dst, toUtil(r.NetUtil))
+	dst = be.AppendUint64(dst, r.MemBytes)
+	dst = be.AppendUint64(dst, uint64(r.HealthLatency))
+	dst = be.AppendUint32(dst, r.Conns)
+	dst = be.AppendUint16(dst, r.HealthStatus)
+	dst = be.AppendUint16(dst, 0)
+	dst = append(dst, r.BackendID...)
+	dst = append(dst, r.HealthError...)
+	return hmacSHA256(dst, key, dst[start:]), nil
+}
+
+// Open checks datagram and decodes it into r. The checks run in this order,
+// each failure returning a *Error with the Reason in brackets: size
+// [truncated, oversized], magic [malformed], version [version], lengths
+// [malformed, truncated], backend id charset [malformed], key lookup
+// [unknown_backend], HMAC in constant time [bad_mac], field values
+// [malformed]. Field values are only looked at once the tag verified, so an
+// unauthenticated sender learns nothing from the reason beyond the framing.
+//
+// keyFor is called with the claimed, not yet authenticated, backend id; it
+// is called from the collector's read loop, so it should be a map lookup.
+// On error r is left untouched. Open allocates only the id string
+// (and HealthError when non-empty), and not even that when r already holds
+// the same value; Opener avoids the id allocation across backends.
+func Open(datagram []byte, keyFor func(backendID string) (key []byte, ok bool), r *Report) error {
+	return (*Opener)(nil).Open(datagram, keyFor, r)
+}
+
+// Opener is Open with a bounded cache of backend id strings, so a collector
+// decoding reports from many backends allocates nothing per datagram. Ids
+// enter the cache only after their MAC verified, so unauthenticated senders
+// cannot fill it; it holds at most MaxInterned ids and is emptied when full.
+// The zero value is ready to use; an Opener is not safe for concurrent use.
+type Opener struct {
+	ids map[string]string
+}
+
+// MaxInterned bounds Opener's id cache.
+const MaxInterned = 4096
+
+// Open is the package-level Open, using o's id cache. A nil *Opener has no
+// cache.
+func (o *Opener) Open(datagram []byte, keyFor func(backendID string) (key []byte, ok bool), r *Report) error {
+	n := len(datagram)
+	if n > MaxDatagram {
+		return reject(ReasonOversized, "", "datagram is %d bytes, max %d", n, MaxDatagram)
+	}
+	if n < HeaderSize {
+		return reject(ReasonTruncated, "", "datagram is %d bytes, shorter than the %d-byte header", n, HeaderSize)
+	}
+	if datagram[offMagic] != magic0 || datagram[offMagic+1] != magic1 {
+		return reject(ReasonMalformed, "", "bad magic %#02x%02x, want %#02x%02x", datagram[0], datagram[1], magic0, magic1)
+	}
+	if v := datagram[offVersion]; v != Version {
+		return reject(ReasonVersion, "", "version %d, this collector speaks %d", v, Version)
+	}
+	idLen, errLen := int(datagram[offIDLen]), int(datagram[offErrLen])
+	if idLen == 0 || idLen > MaxIDLen {
+		return reject(ReasonMalformed, "", "id length %d, want 1..%d", idLen, MaxIDLen)
+	}
+	if errLen > MaxHealthErrorLen {
+		return reject(ReasonMalformed, "", "health error length %d, want <= %d", errLen, MaxHealthErrorLen)
+	}
+	body := HeaderSize + idLen + errLen
+	if want := body + TagSize; n != want {
+		if n < want {
+			return reject(ReasonTruncated, "", "datagram is %d bytes, its lengths say %d", n, want)
+		}
+		return reject(ReasonMalformed, "", "datagram is %d bytes, its lengths say %d", n, want)
+	}
+	idb := datagram[HeaderSize : HeaderSize+idLen]
+	if !validID(idb) {
+		return reject(ReasonMalformed, "", "backend id %q: want [A-Za-z0-9._-]", idb)
+	}
+	// Find the id string without allocating when we can: the caller's
+	// previous report, then the cache.
+	id, cached := r.BackendID, false
+	if id != string(idb) {
+		if id, cached = o.lookup(idb); !cached {
+			id = string(idb)
+		}
+	}
+	if keyFor == nil {
+		return reject(ReasonUnknownBackend, id, "no key lookup configured")
+	}
+	key, ok := keyFor(id)
+	if !ok {
+		return reject(ReasonUnknownBackend, id, "no key for this backend")
+	}
+	if len(key) < MinKeyLen {
+		return reject(ReasonUnknownBackend, id, "configured key is %d bytes, want >= %d", len(key), MinKeyLen)
+	}
+	if !verifyMAC(key, datagram[:body], datagram[body:]) {
+		return reject(ReasonBadMAC, id, "tag does not verify")
+	}
+	if !cached {
+		o.intern(id)
+	}
+
+	be := binary.BigEndian
+	bad := func(format string, args ...any) error { return reject(ReasonMalformed, id, format, args...) }
+	if datagram[offReserved] != 0 || be.Uint16(datagram[offReserved2:]) != 0 {
+		return bad("reserved bytes are not zero")
+	}
+	var out Report
+	out.BackendID = id
+	out.Flags = Flags(be.Uint16(datagram[offFlags:]))
+	if out.Flags&^knownFlags != 0 {
+		return bad("flags %#04x: unknown bits %#04x", uint16(out.Flags), uint16(out.Flags&^knownFlags))
+	}
+	out.BootNonce = be.Uint64(datagram[offNonce:])
+	if out.Seq = be.Uint64(datagram[offSeq:]); out.Seq == 0 {
+		return bad("seq is 0")
+	}
+	ns := int64(be.Uint64(datagram[offTime:]))
+	if ns <= 0 {
+		return bad("time %d ns: want > 0", ns)
+	}
+	out.Time = time.Unix(0, ns).UTC()
+	if out.Interval = time.Duration(be.Uint64(datagram[offInterval:])); out.Interval <= 0 {
+		return bad("interval %d ns: want > 0", int64(out.Interval))
+	}
+	var err error
+	out.CPUUtil, err = utilField(datagram, offCPUUtil, "cpu_util", id)
+	if err != nil {
+		return err
+	}
+	mc := be.Uint32(datagram[offCPUCount:])
+	if mc == 0 {
+		return bad("cpu_count is 0")
+	}
+	out.CPUCount = float64(mc) / cpuScale
+	if out.MemUtil, err = utilField(datagram, offMemUtil, "mem_util", id); err != nil {
+		return err
+	}
+	if out.NetUtil, err = utilField(datagram, offNetUtil, "net_util", id); err != nil {
+		return err
+	}
+	if out.MemBytes = be.Uint64(datagram[offMemBytes:]); out.MemBytes == 0 {
+		return bad("mem_bytes is 0")
+	}
+	if out.HealthLatency = time.Duration(be.Uint64(datagram[offLatency:])); out.HealthLatency < 0 {
+		return bad("health_latency %d ns: want >= 0", int64(out.HealthLatency))
+	}
+	out.Conns = be.Uint32(datagram[offConns:])
+	if out.HealthStatus = be.Uint16(datagram[offStatus:]); !validStatus(out.HealthStatus) {
+		return bad("health_status %d: want 0 or 100..599", out.HealthStatus)
+	}
+	if errb := datagram[HeaderSize+idLen : body]; len(errb) > 0 {
+		if !utf8.Valid(errb) {
+			return bad("health_error is not valid UTF-8")
+		}
+		if out.HealthError = r.HealthError; out.HealthError != string(errb) {
+			out.HealthError = string(errb)
+		}
+	}
+	*r = out
+	return nil
+}
+
+func utilField(d []byte, off int, name, id string) (float64, error) {
+	u := binary.BigEndian.Uint32(d[off:])
+	if u > utilScale {
+		return 0, reject(ReasonMalformed, id, "%s %d ppb: want <= %d", name, u, uint32(utilScale))
+	}
+	return fromUtil(u), nil
+}
+
+func (o *Opener) lookup(idb []byte) (string, bool) {
+	if o == nil {
+		return "", false
+	}
+	s, ok := o.ids[string(idb)] // no allocation: the compiler special-cases this
+	return s, ok
+}
+
+func (o *Opener) intern(id string) {
+	if o == nil {
+		return
+	}
+	if o.ids == nil || len(o.ids) >= MaxInterned {
+		o.ids = make(map[string]string)
+	}
+	o.ids[id] = id
+}
