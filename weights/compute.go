@@ -1,0 +1,562 @@
+package weights
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Status is a backend's health as the collector sees it. Only Up and Warming backends carry
+// traffic; the others get weight 0 (unless the panic rule applies).
+type Status uint8
+
+const (
+	StatusUnknown Status = iota // configured, no report yet
+	StatusWarming               // new or recovered, ramping up
+	StatusUp                    // healthy
+	StatusDown                  // failed fail_threshold consecutive health checks
+	StatusStale                 // no report for stale_after
+	StatusDrained               // the operator asked for no new traffic
+)
+
+var statusNames = [...]string{"unknown", "warming", "up", "down", "stale", "drained"}
+
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "invalid"
+}
+
+// Live reports whether a backend in this status should receive new connections.
+func (s Status) Live() bool { return s == StatusUp || s == StatusWarming }
+
+// Backend is what Compute needs to know about one backend. Utilisations are smoothed by the
+// caller (see EWMA). The Prev* and Learned fields carry state from the previous Result, so
+// that this package stays pure: copy them from that Result's Explanation.
+type Backend struct {
+	Name          string
+	Status        Status
+	WarmupElapsed time.Duration // how long the backend has been warming (StatusWarming only)
+	HasMetrics    bool          // false until the first report; load then counts as the pool mean
+	CPU, Mem, Net float64       // smoothed utilisations in [0,1]
+	Conns         float64       // smoothed established connections
+	CPUCount      float64       // cores (may be fractional under a quota); 0 = unknown
+	MemBytes      float64       // memory capacity; 0 = unknown
+	Factor        float64       // operator's capacity factor; 0 means 1
+	// Throughput is the work the backend did in the last period, in any unit that is the
+	// same for the whole pool (the controller uses per-backend switch counters); <= 0 when
+	// unknown. Used only to learn capacity.
+	Throughput float64
+	Learned    float64 // learned capacity factor from the previous Result; 0 means 1
+	PrevShare  float64 // Explanation.Full of the previous Result; 0 when it had none
+	PrevWeight uint16  // weight applied last time; used by the panic rule
+}
+
+// Explanation says how one backend's weight came about. Shares sum to 1 over live backends.
+type Explanation struct {
+	Name    string  `json:"name"`
+	Status  string  `json:"status"`
+	LS      float64 `json:"ls"`      // composite load in [0,1]
+	C       float64 `json:"c"`       // capacity, normalised to a pool mean of 1
+	AL      float64 `json:"al"`      // LS / C
+	Learned float64 `json:"learned"` // learned capacity factor after this update
+	Target  float64 `json:"target"`  // share from the policy alone
+	Damped  float64 `json:"damped"`  // after damping toward the previous share
+	Full    float64 `json:"full"`    // after the step limit: the share before warm-up and floor
+	Warmup  float64 `json:"warmup"`  // warm-up multiplier in [warmup_start, 1]
+	Final   float64 `json:"final"`   // after warm-up, floor and rounding
+	Weight  uint16  `json:"weight"`
+	Note    string  `json:"note,omitempty"`
+}
+
+// Result is the outcome of Compute. Reuse one Result across calls: Compute overwrites it and
+// keeps its buffers, so steady-state updates do not allocate.
+type Result struct {
+	Backends []Explanation
+	Total    int  // sum of the weights; Tuning.Total, raised to the live count if smaller
+	Panic    bool // no live backend: weights come from the panic rule
+	Stepped  bool // the step limit held some share back
+
+	rem     []remainder
+	edge    []remainder
+	buckets [remBuckets]int32
+}
+
+type remainder struct {
+	frac float64
+	idx  int32
+}
+
+// Compute derives one weight per backend, in input order. It never returns an all-zero
+// vector while in is not empty: with no live backend the panic rule spreads traffic evenly.
+func Compute(in []Backend, t Tuning, out *Result) {
+	n := len(in)
+	out.Backends = slices.Grow(out.Backends[:0], n)[:n]
+	out.Panic, out.Stepped = false, false
+	exp := out.Backends
+	live := 0
+	for i := range in {
+		exp[i] = Explanation{Name: in[i].Name, Status: in[i].Status.String(), Learned: orOne(in[i].Learned), Warmup: 1}
+		if in[i].Status.Live() {
+			live++
+		}
+	}
+	total := t.Total
+	if total < n {
+		total = min(n, math.MaxUint16)
+	}
+	out.Total = total
+	if n == 0 {
+		return
+	}
+	if live == 0 {
+		panicWeights(in, t, out)
+		return
+	}
+
+	// Capacity: normalise CPU count and memory across the live pool so units cancel.
+	var sumP, sumM float64
+	var nP, nM int
+	for i := range in {
+		if !in[i].Status.Live() {
+			continue
+		}
+		if in[i].CPUCount > 0 {
+			sumP += in[i].CPUCount
+			nP++
+		}
+		if in[i].MemBytes > 0 {
+			sumM += in[i].MemBytes
+			nM++
+		}
+	}
+	meanP, meanM := safeMean(sumP, nP), safeMean(sumM, nM)
+	var sumLS float64
+	nLS := 0
+	for i := range in {
+		b := &in[i]
+		if !b.Status.Live() {
+			continue
+		}
+		p, m := 1.0, 1.0
+		if b.CPUCount > 0 {
+			p = b.CPUCount / meanP
+		}
+		if b.MemBytes > 0 {
+			m = b.MemBytes / meanM
+		}
+		c0 := (t.Capacity.CPU*p + t.Capacity.Mem*m) * orOne(b.Factor)
+		exp[i].C = c0 // declared; learned factor applied below
+		if b.HasMetrics {
+			ls := t.Load.CPU*clamp01(b.CPU) + t.Load.Mem*clamp01(b.Mem) +
+				t.Load.Conn*clamp01(b.Conns/t.MaxConns) + t.Load.Net*clamp01(b.Net)
+			exp[i].LS = clamp01(ls)
+			sumLS += exp[i].LS
+			nLS++
+		}
+	}
+	meanLS := t.MinLoad
+	if nLS > 0 {
+		meanLS = sumLS / float64(nLS)
+	}
+	for i := range in {
+		if in[i].Status.Live() && !in[i].HasMetrics {
+			exp[i].LS = meanLS
+			exp[i].Note = "no metrics yet: load taken as the pool mean"
+		}
+	}
+	if t.Policy == PolicyDynamic && t.Learn.Enabled {
+		learn(in, t, exp)
+	}
+
+	// C normalised to a pool mean of 1, with the learned factor for the dynamic policy.
+	var sumC float64
+	for i := range in {
+		if !in[i].Status.Live() {
+			continue
+		}
+		if t.Policy == PolicyDynamic {
+			exp[i].C *= exp[i].Learned
+		}
+		sumC += exp[i].C
+	}
+	meanC := sumC / float64(live)
+
+	// Target shares from the policy.
+	var sumS float64
+	for i := range in {
+		if !in[i].Status.Live() {
+			continue
+		}
+		e := &exp[i]
+		e.C /= meanC
+		e.AL = e.LS / e.C
+		var s float64
+		switch t.Policy {
+		case PolicyStatic:
+			s = e.C // no learning was applied: declared capacity
+		case PolicyEqual:
+			s = 1
+		case PolicyLeastConn:
+			s = e.C / (max(in[i].Conns, 0) + 1)
+		default:
+			s = e.C / max(e.LS, t.MinLoad)
+		}
+		e.Target = s
+		sumS += s
+	}
+	for i := range in {
+		if in[i].Status.Live() {
+			exp[i].Target /= sumS
+		}
+	}
+
+	// Damping: move from the previous share toward the target by Gain, in log space.
+	sumD := 0.0
+	for i := range in {
+		if !in[i].Status.Live() {
+			continue
+		}
+		e := &exp[i]
+		e.Damped = e.Target
+		if t.Policy == PolicyDynamic && t.Gain < 1 && in[i].PrevShare > 0 {
+			if t.Gain == 0.5 { // the default: a geometric mean, one instruction instead of exp+2 log
+				e.Damped = math.Sqrt(in[i].PrevShare * e.Target)
+			} else {
+				e.Damped = math.Exp((1-t.Gain)*math.Log(in[i].PrevShare) + t.Gain*math.Log(e.Target))
+			}
+		}
+		sumD += e.Damped
+	}
+	for i := range in {
+		if in[i].Status.Live() {
+			exp[i].Damped /= sumD
+		}
+	}
+
+	stepLimit(in, t, out)
+	units(in, t, out, live)
+	warmup(in, t, exp)
+	round(in, out)
+}
+
+// learn moves each measured backend's capacity factor toward throughput per unit of load,
+// relative to the pool, divided by its declared capacity. The declared capacity is the prior;
+// the factor corrects it slowly (Rate) and within bounds (MaxFactor), so one noisy period
+// cannot swing the pool.
+func learn(in []Backend, t Tuning, exp []Explanation) {
+	var sumSpeed, sumPrior float64
+	k := 0
+	for i := range in {
+		b := &in[i]
+		if b.Status.Live() && b.HasMetrics && b.Throughput > 0 && exp[i].LS >= t.Learn.MinLoad {
+			sumSpeed += b.Throughput / exp[i].LS
+			sumPrior += exp[i].C
+			k++
+		}
+	}
+	if k < 2 { // one backend alone has nothing to be compared with
+		return
+	}
+	meanSpeed, meanPrior := sumSpeed/float64(k), sumPrior/float64(k)
+	lo, hi := math.Log(1/t.Learn.MaxFactor), math.Log(t.Learn.MaxFactor)
+	for i := range in {
+		b := &in[i]
+		if !(b.Status.Live() && b.HasMetrics && b.Throughput > 0 && exp[i].LS >= t.Learn.MinLoad) {
+			continue
+		}
+		est := (b.Throughput / exp[i].LS) / meanSpeed
+		prior := exp[i].C / meanPrior
+		lf := math.Log(exp[i].Learned)
+		lf += t.Learn.Rate * (math.Log(est/prior) - lf)
+		exp[i].Learned = math.Exp(min(max(lf, lo), hi))
+	}
+}
+
+// stepLimit bounds how far any share moves per update by interpolating between the previous
+// shares and the damped ones: interpolation keeps the sum at 1 and keeps the order of the
+// moves. It applies only when the live set is unchanged: an eviction must take effect at once,
+// and a newcomer is ramped by warm-up instead.
+func stepLimit(in []Backend, t Tuning, out *Result) {
+	exp := out.Backends
+	same := true
+	var sumPrev float64
+	for i := range in {
+		live, had := in[i].Status.Live(), in[i].PrevShare > 0
+		if live != had {
+			same = false
+			break
+		}
+		if live {
+			sumPrev += in[i].PrevShare
+		}
+	}
+	k := 1.0
+	if same && t.MaxStep < 1 && sumPrev > 0 {
+		var worst float64
+		for i := range in {
+			if in[i].Status.Live() {
+				worst = max(worst, math.Abs(exp[i].Damped-in[i].PrevShare/sumPrev))
+			}
+		}
+		if worst > t.MaxStep {
+			k = t.MaxStep / worst
+			out.Stepped = true
+		}
+	}
+	for i := range in {
+		if !in[i].Status.Live() {
+			continue
+		}
+		e := &exp[i]
+		e.Full = e.Damped
+		if k < 1 {
+			p := in[i].PrevShare / sumPrev
+			e.Full = p + k*(e.Damped-p)
+		}
+	}
+}
+
+// warmup gives a warming backend its ramp fraction of its computed weight (in units, after
+// the floor) and hands what it gives up to the backends that are not warming, so a newcomer's
+// first weight is exactly that fraction of what it would otherwise get, up to rounding. When every live backend is warming there is no
+// one to hand it to, and the shares stay as they were.
+func warmup(in []Backend, t Tuning, exp []Explanation) {
+	var freed, rest float64
+	for i := range in {
+		if !in[i].Status.Live() {
+			continue
+		}
+		e := &exp[i]
+		if in[i].Status == StatusWarming && t.Warmup > 0 {
+			e.Warmup = t.WarmupStart + (1-t.WarmupStart)*min(float64(in[i].WarmupElapsed)/float64(t.Warmup), 1)
+			e.Warmup = max(e.Warmup, t.WarmupStart)
+		}
+		if e.Warmup < 1 {
+			freed += e.Final * (1 - e.Warmup)
+		} else {
+			rest += e.Final
+		}
+	}
+	if freed == 0 {
+		return
+	}
+	if rest == 0 {
+		for i := range in {
+			if in[i].Status.Live() {
+				exp[i].Note = "every live backend is warming: shares kept"
+			}
+		}
+		return
+	}
+	for i := range in {
+		if !in[i].Status.Live() {
+			continue
+		}
+		e := &exp[i]
+		if e.Warmup < 1 {
+			e.Final *= e.Warmup
+		} else {
+			e.Final += freed * e.Final / rest
+		}
+	}
+}
+
+// units turns shares into exact (fractional) weight units: a floor for every live backend, and
+// the rest of the total by share, so no healthy backend starves.
+func units(in []Backend, t Tuning, out *Result, live int) {
+	total := out.Total
+	floor := int(math.Round(t.Floor * float64(total)))
+	if floor*live > total {
+		floor = total / live
+	}
+	spare := float64(total - floor*live)
+	for i := range in {
+		if in[i].Status.Live() {
+			out.Backends[i].Final = float64(floor) + spare*out.Backends[i].Full
+		}
+	}
+}
+
+// round turns exact units into integers by the largest remainder method, so live weights sum
+// exactly to the total; every live backend keeps at least 1 (Open vSwitch never selects a
+// bucket of weight 0), taken from the largest weight when needed.
+func round(in []Backend, out *Result) {
+	exp := out.Backends
+	total := out.Total
+	out.rem = out.rem[:0]
+	assigned, maxIdx := 0, -1
+	for i := range in {
+		if !in[i].Status.Live() {
+			exp[i].Weight, exp[i].Final = 0, 0
+			continue
+		}
+		exact := exp[i].Final
+		w := int(exact)
+		exp[i].Weight = uint16(w)
+		assigned += w
+		out.rem = append(out.rem, remainder{frac: exact - float64(w), idx: int32(i)})
+	}
+	if left := total - assigned; left > 0 {
+		out.topRemainders(left)
+	}
+	for i := range in {
+		if !in[i].Status.Live() {
+			continue
+		}
+		if maxIdx < 0 || exp[i].Weight > exp[maxIdx].Weight {
+			maxIdx = i
+		}
+	}
+	for i := range in {
+		if in[i].Status.Live() && exp[i].Weight == 0 && exp[maxIdx].Weight > 1 {
+			exp[i].Weight++
+			exp[maxIdx].Weight--
+		}
+	}
+	for i := range in {
+		if in[i].Status.Live() {
+			exp[i].Final = float64(exp[i].Weight) / float64(total)
+		}
+	}
+}
+
+const remBuckets = 1024
+
+// topRemainders gives one more unit to the `left` backends with the largest remainders (ties
+// to the lower index). A full sort of 10,000 remainders was most of Compute's time; bucketing
+// by the leading bits of the fraction needs one pass, and only the boundary bucket is sorted.
+func (r *Result) topRemainders(left int) {
+	clear(r.buckets[:])
+	for _, x := range r.rem {
+		r.buckets[bucketOf(x.frac)]++
+	}
+	b := remBuckets - 1
+	for ; b >= 0; b-- {
+		if int(r.buckets[b]) >= left {
+			break
+		}
+		left -= int(r.buckets[b])
+	}
+	// Every remainder above bucket b gets a unit; bucket b is sorted and gives `left` more.
+	r.edge = r.edge[:0]
+	for _, x := range r.rem {
+		switch k := bucketOf(x.frac); {
+		case k > b:
+			r.Backends[x.idx].Weight++
+		case k == b:
+			r.edge = append(r.edge, x)
+		}
+	}
+	slices.SortFunc(r.edge, byRemainder)
+	for j := 0; j < left && j < len(r.edge); j++ {
+		r.Backends[r.edge[j].idx].Weight++
+	}
+}
+
+func bucketOf(frac float64) int { return min(max(int(frac*remBuckets), 0), remBuckets-1) }
+
+func byRemainder(a, b remainder) int {
+	switch {
+	case a.frac > b.frac:
+		return -1
+	case a.frac < b.frac:
+		return 1
+	}
+	return int(a.idx - b.idx)
+}
+
+// panicWeights spreads the total evenly when no backend is live: a select group with no
+// usable bucket drops every new connection, which is worse than sending some to a backend
+// that may be overloaded or whose reports merely stopped.
+func panicWeights(in []Backend, t Tuning, out *Result) {
+	exp := out.Backends
+	out.Panic = true
+	pick := func(keep func(b *Backend) bool) int {
+		c := 0
+		for i := range in {
+			if keep(&in[i]) {
+				c++
+			}
+		}
+		return c
+	}
+	chosen := func(b *Backend) bool { return false }
+	note := ""
+	if t.Panic == PanicLastGood {
+		chosen = func(b *Backend) bool { return b.PrevWeight > 0 && b.Status != StatusDrained }
+		note = "panic: no live backend, serving evenly over the last-known-good set"
+	}
+	if pick(chosen) == 0 {
+		chosen = func(b *Backend) bool { return b.Status != StatusDrained }
+		note = "panic: no live backend, serving evenly over every backend not drained"
+	}
+	if pick(chosen) == 0 {
+		chosen = func(*Backend) bool { return true }
+		note = "panic: every backend is drained, serving evenly over all of them"
+	}
+	k := pick(chosen)
+	each, extra := out.Total/k, out.Total%k
+	for i := range in {
+		if !chosen(&in[i]) {
+			continue
+		}
+		w := each
+		if extra > 0 {
+			w++
+			extra--
+		}
+		exp[i].Weight = uint16(w)
+		exp[i].Final = float64(w) / float64(out.Total)
+		exp[i].Note = note
+	}
+}
+
+// Worth reports whether next differs enough from the weights last applied (prev, in the
+// same order) to rewrite the switch: a backend gaining or losing all weight always counts;
+// otherwise some bucket must move by more than DeadBand of the total.
+func Worth(prev []uint16, next *Result, t Tuning) bool {
+	if len(prev) != len(next.Backends) {
+		return true
+	}
+	limit := t.DeadBand * float64(next.Total)
+	for i, e := range next.Backends {
+		if (prev[i] == 0) != (e.Weight == 0) {
+			return true
+		}
+		if math.Abs(float64(e.Weight)-float64(prev[i])) > limit {
+			return true
+		}
+	}
+	return false
+}
+
+// Weights returns the weights of r in input order, appended to dst.
+func (r *Result) Weights(dst []uint16) []uint16 {
+	for _, e := range r.Backends {
+		dst = append(dst, e.Weight)
+	}
+	return dst
+}
+
+func orOne(v float64) float64 {
+	if v > 0 && !math.IsInf(v, 0) {
+		return v
+	}
+	return 1
+}
+
+func safeMean(sum float64, n int) float64 {
+	if n == 0 || sum <= 0 {
+		return 1
+	}
+	return sum / float64(n)
+}
+
+func clamp01(v float64) float64 {
+	if math.IsNaN(v) || v < 0 {
+		return 0
+	}
+	return min(v, 1)
+}

@@ -1,0 +1,205 @@
+package weights
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Policy selects how a service's weights are derived. Operators compare policies and fall
+// back to a simpler one when a dynamic decision looks wrong, without redeploying.
+type Policy string
+
+const (
+	// PolicyDynamic derives weights from 1/AL with learned capacity (the default).
+	PolicyDynamic Policy = "dynamic"
+	// PolicyStatic uses declared capacity only and ignores load.
+	PolicyStatic Policy = "static"
+	// PolicyEqual gives every live backend the same weight.
+	PolicyEqual Policy = "equal"
+	// PolicyLeastConn approximates weighted least-connections: weight ∝ C/(conns+1).
+	PolicyLeastConn Policy = "least_conn"
+)
+
+// PanicMode says what to serve when every backend would get weight 0.
+type PanicMode string
+
+const (
+	// PanicLastGood spreads traffic evenly over the backends that had weight in the
+	// previous result; when there is none, over every configured backend that is not drained.
+	PanicLastGood PanicMode = "last_good"
+	// PanicAll spreads traffic evenly over every configured backend that is not drained.
+	PanicAll PanicMode = "all"
+)
+
+// Load holds the coefficients of the composite load LS; they must sum to 1 so that LS stays
+// a utilisation in [0,1].
+type Load struct {
+	CPU  float64 `toml:"cpu"`  // weight of CPU utilisation; default 0.6
+	Mem  float64 `toml:"mem"`  // weight of memory utilisation; default 0.3
+	Conn float64 `toml:"conn"` // weight of conns/max_conns; default 0.1
+	Net  float64 `toml:"net"`  // weight of NIC utilisation; default 0
+}
+
+// Capacity holds the coefficients of the capacity C; they must sum to 1.
+type Capacity struct {
+	CPU float64 `toml:"cpu"` // weight of CPU count relative to the pool mean; default 0.7
+	Mem float64 `toml:"mem"` // weight of memory size relative to the pool mean; default 0.3
+}
+
+// Learn tunes the slow correction of declared capacity from measured throughput.
+type Learn struct {
+	Enabled bool `toml:"enabled"` // default true
+	// Rate is the fraction (in log space) by which the learned factor moves toward the
+	// measured one per update, in (0,1]; default 0.2. Small values ignore noise, large ones
+	// follow noisy neighbours quickly.
+	Rate float64 `toml:"rate"`
+	// MinLoad is the composite load below which a backend's throughput says little about its
+	// speed (idle machines have huge throughput per unit of load); default 0.05.
+	MinLoad float64 `toml:"min_load"`
+	// MaxFactor bounds the learned factor to [1/MaxFactor, MaxFactor]; default 8.
+	MaxFactor float64 `toml:"max_factor"`
+}
+
+// Tuning holds every knob of the weighting. The zero value is not valid; start from
+// DefaultTuning, which is the single place where defaults are defined.
+type Tuning struct {
+	Policy   Policy   `toml:"policy"`   // dynamic | static | equal | least_conn; default dynamic
+	Load     Load     `toml:"load"`     // LS coefficients
+	Capacity Capacity `toml:"capacity"` // C coefficients
+	Learn    Learn    `toml:"learn"`    // learned capacity
+	// Alpha is the EWMA smoothing factor the collector applies to samples, in (0,1]; default 0.3.
+	Alpha float64 `toml:"alpha"`
+	// MaxConns is the connection count at which the connection term is saturated; default 1000.
+	MaxConns float64 `toml:"max_conns"`
+	// MinLoad is the floor of LS in 1/AL, so an idle backend does not get infinite weight;
+	// default 0.02.
+	MinLoad float64 `toml:"min_load"`
+	// Gain is how far (in log space) a dynamic share moves from the previous share toward the
+	// 1/AL target per update, in (0,1]; default 0.5. 1 is the seeds' formula undamped; 0.5 is
+	// the contraction that makes the 1/AL feedback settle instead of alternating, since a
+	// backend's load answers inversely to its weight.
+	Gain float64 `toml:"gain"`
+	// Total is the sum of the weights of live backends, at most 65535; default 1000.
+	Total int `toml:"total"`
+	// Floor is the smallest share a live backend gets, as a fraction of Total, so no healthy
+	// backend starves and its metrics keep meaning something; default 0.01.
+	Floor float64 `toml:"floor"`
+	// Warmup is how long a new or recovered backend ramps from WarmupStart to full weight;
+	// default 60s; 0 disables warm-up.
+	Warmup time.Duration `toml:"warmup"`
+	// WarmupStart is the fraction of its computed weight a warming backend starts at; default 0.5.
+	WarmupStart float64 `toml:"warmup_start"`
+	// DeadBand: a new weight vector is worth a switch rewrite only if some bucket moves by more
+	// than this fraction of Total (or a backend joins or leaves); default 0.02.
+	DeadBand float64 `toml:"dead_band"`
+	// MaxStep is the largest change of any backend's share per update, as a fraction of 1;
+	// default 0.2; 1 disables the limit. Joins and evictions are never delayed by it.
+	MaxStep float64 `toml:"max_step"`
+	// Panic is what to do when every backend would get 0; default last_good.
+	Panic PanicMode `toml:"panic"`
+}
+
+// DefaultTuning returns the defaults, drawn from the seeds: LS from CPU and memory with a
+// little connection pressure, smoothing 0.3, warm-up from 50% over a minute.
+func DefaultTuning() Tuning {
+	return Tuning{
+		Policy:      PolicyDynamic,
+		Load:        Load{CPU: 0.6, Mem: 0.3, Conn: 0.1, Net: 0},
+		Capacity:    Capacity{CPU: 0.7, Mem: 0.3},
+		Learn:       Learn{Enabled: true, Rate: 0.2, MinLoad: 0.05, MaxFactor: 8},
+		Alpha:       0.3,
+		MaxConns:    1000,
+		MinLoad:     0.02,
+		Gain:        0.5,
+		Total:       1000,
+		Floor:       0.01,
+		Warmup:      60 * time.Second,
+		WarmupStart: 0.5,
+		DeadBand:    0.02,
+		MaxStep:     0.2,
+		Panic:       PanicLastGood,
+	}
+}
+
+// Validate reports every problem at once; each error starts with the key it is about,
+// relative to the tuning table (e.g. "load", "alpha"), so a config loader can prefix it.
+func (t Tuning) Validate() []error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if err := t.Policy.Validate(); err != nil {
+		bad("policy", "%v", err)
+	}
+	const eps = 1e-9
+	for _, c := range []struct {
+		key string
+		v   float64
+	}{{"load.cpu", t.Load.CPU}, {"load.mem", t.Load.Mem}, {"load.conn", t.Load.Conn}, {"load.net", t.Load.Net},
+		{"capacity.cpu", t.Capacity.CPU}, {"capacity.mem", t.Capacity.Mem}} {
+		if !(c.v >= 0 && c.v <= 1) {
+			bad(c.key, "coefficient %v outside [0,1]", c.v)
+		}
+	}
+	if s := t.Load.CPU + t.Load.Mem + t.Load.Conn + t.Load.Net; math.Abs(s-1) > eps {
+		bad("load", "coefficients cpu+mem+conn+net sum to %g, want 1", s)
+	}
+	if s := t.Capacity.CPU + t.Capacity.Mem; math.Abs(s-1) > eps {
+		bad("capacity", "coefficients cpu+mem sum to %g, want 1", s)
+	}
+	inUnit := func(key string, v float64) {
+		if !(v > 0 && v <= 1) {
+			bad(key, "%v outside (0,1]", v)
+		}
+	}
+	inUnit("alpha", t.Alpha)
+	inUnit("gain", t.Gain)
+	inUnit("max_step", t.MaxStep)
+	if t.Learn.Enabled {
+		inUnit("learn.rate", t.Learn.Rate)
+		if !(t.Learn.MinLoad >= 0 && t.Learn.MinLoad < 1) {
+			bad("learn.min_load", "%v outside [0,1)", t.Learn.MinLoad)
+		}
+		if !(t.Learn.MaxFactor >= 1 && t.Learn.MaxFactor <= 1000) {
+			bad("learn.max_factor", "%v outside [1,1000]", t.Learn.MaxFactor)
+		}
+	}
+	if !(t.MaxConns > 0) || math.IsInf(t.MaxConns, 0) {
+		bad("max_conns", "%v must be a positive number", t.MaxConns)
+	}
+	if !(t.MinLoad > 0 && t.MinLoad < 1) {
+		bad("min_load", "%v outside (0,1)", t.MinLoad)
+	}
+	if t.Total < 1 || t.Total > math.MaxUint16 {
+		bad("total", "%d outside [1,65535] (OpenFlow bucket weights are 16-bit)", t.Total)
+	}
+	if !(t.Floor >= 0 && t.Floor < 1) {
+		bad("floor", "%v outside [0,1)", t.Floor)
+	}
+	if t.Warmup < 0 {
+		bad("warmup", "%v is negative", t.Warmup)
+	}
+	if !(t.WarmupStart > 0 && t.WarmupStart <= 1) {
+		bad("warmup_start", "%v outside (0,1]", t.WarmupStart)
+	}
+	if !(t.DeadBand >= 0 && t.DeadBand < 1) {
+		bad("dead_band", "%v outside [0,1)", t.DeadBand)
+	}
+	switch t.Panic {
+	case PanicLastGood, PanicAll:
+	default:
+		bad("panic", "%q is not one of last_good, all", t.Panic)
+	}
+	return errs
+}
+
+// Validate reports whether p names a known policy.
+func (p Policy) Validate() error {
+	switch p {
+	case PolicyDynamic, PolicyStatic, PolicyEqual, PolicyLeastConn:
+		return nil
+	}
+	return errors.New(fmt.Sprintf("%q is not one of dynamic, static, equal, least_conn", string(p)))
+}
