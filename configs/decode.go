@@ -56,14 +56,15 @@ func Decode(name string, data []byte, v any) error {
 	return errors.Join(errs...)
 }
 
-// findKeyLine finds the line on which the last part of key is assigned or opened as a table.
-// The TOML library does not expose positions of undecoded keys; a textual search is good enough
-// to point an operator at the right line, and returns 0 when unsure.
+// findKeyLine finds the line on which key is assigned, or opened as a table, by following the
+// table headers. The TOML library does not expose positions of undecoded keys; this is good
+// enough to point an operator at the right line, and returns 0 when unsure.
 func findKeyLine(data []byte, k toml.Key) int {
 	if len(k) == 0 {
 		return 0
 	}
-	last := k[len(k)-1]
+	parent, last := strings.Join(k[:len(k)-1], "."), k[len(k)-1]
+	table := ""
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for line := 1; sc.Scan(); line++ {
@@ -72,13 +73,16 @@ func findKeyLine(data []byte, k toml.Key) int {
 			continue
 		}
 		if strings.HasPrefix(t, "[") {
-			name := strings.Trim(t, "[] ")
-			if name == k.String() || strings.HasSuffix(name, "."+last) {
+			if i := strings.LastIndexByte(t, ']'); i > 0 {
+				t = t[:i]
+			}
+			table = strings.TrimSpace(strings.Trim(t, "[]"))
+			if table == k.String() {
 				return line
 			}
 			continue
 		}
-		if eq := strings.IndexByte(t, '='); eq > 0 {
+		if eq := strings.IndexByte(t, '='); eq > 0 && table == parent {
 			if strings.Trim(strings.TrimSpace(t[:eq]), `"'`) == last {
 				return line
 			}
