@@ -12,10 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/BurntSushi/toml"
 )
+
+var typeErrRE = regexp.MustCompile(`^toml: line (\d+) \(last key ("[^"]*")\): (.*)$`)
 
 // DecodeFile reads path and decodes it strictly into v; see Decode.
 func DecodeFile(path string, v any) error {
@@ -41,6 +44,10 @@ func Decode(name string, data []byte, v any) error {
 				return fmt.Errorf("%s:%d: key %q: %s", name, pe.Position.Line, pe.LastKey, pe.Message)
 			}
 			return fmt.Errorf("%s:%d: %s", name, pe.Position.Line, pe.Message)
+		}
+		// Type mismatches come as plain errors in the library's "line N (last key K)" form.
+		if m := typeErrRE.FindStringSubmatch(err.Error()); m != nil {
+			return fmt.Errorf("%s:%s: key %s: %s", name, m[1], m[2], m[3])
 		}
 		return fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "toml: "))
 	}

@@ -24,7 +24,7 @@ func TestDecode(t *testing.T) {
 		{"same name in another table", "[a]\nx = 1\n[[l]]\nx = \"y\"\n", `f.toml:2: unknown key "a.x"`},
 		{"wrong type", "[a]\nn = \"one\"\n", `f.toml:2: key "a.n"`},
 		{"bad duration", "[a]\nd = \"soon\"\n", `key "a.d"`},
-		{"syntax", "[a\n", "f.toml:1:"},
+		{"syntax", "[a\n", "f.toml:2: expected"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var s sample
