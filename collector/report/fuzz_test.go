@@ -1,0 +1,100 @@
+package report
+
+import (
+	"bytes"
+	"math"
+	"testing"
+	"time"
+)
+
+func fuzzKeyFor(id string) ([]byte, bool) { return testKey, id != "unknown" }
+
+// FuzzOpen feeds arbitrary datagrams to Open. Open must never panic, and
+// anything it accepts must be canonical: sealing the decoded report again
+// gives the same bytes. Each input is tried as it is (the fuzzer cannot
+// forge a tag, so this exercises framing) and again with a valid tag
+// appended, which reaches the field checks behind the MAC.
+func FuzzOpen(f *testing.F) {
+	for _, g := range goldens {
+		b, err := g.r.AppendSeal(nil, testKey)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+		f.Add(b[:len(b)-TagSize])
+	}
+	f.Add([]byte{})
+	f.Add([]byte("FW\x01"))
+	f.Add(bytes.Repeat([]byte{0xff}, MaxDatagram+1))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		check := func(d []byte) {
+			var r Report
+			err := Open(d, fuzzKeyFor, &r)
+			if err != nil {
+				if ReasonOf(err) == "" {
+					t.Fatalf("Open returned %T %v, want *Error", err, err)
+				}
+				if r != (Report{}) {
+					t.Fatalf("r changed on error: %+v", r)
+				}
+				return
+			}
+			again, err := r.AppendSeal(nil, testKey)
+			if err != nil {
+				t.Fatalf("accepted report does not validate: %v\n%+v", err, r)
+			}
+			if !bytes.Equal(again, d) {
+				t.Fatalf("accepted datagram is not canonical:\n in  %x\n out %x", d, again)
+			}
+		}
+		check(data)
+		if len(data) <= MaxDatagram-TagSize {
+			check(hmacSHA256(bytes.Clone(data), testKey, data))
+		}
+	})
+}
+
+// FuzzRoundTrip builds reports from arbitrary field values: AppendSeal
+// either refuses them with ReasonMalformed or Open gives back the same
+// report, up to the documented fixed-point resolution.
+func FuzzRoundTrip(f *testing.F) {
+	f.Add("web-1", uint64(1), uint64(42), int64(1_790_000_000_000_000_000), int64(5e9), uint16(1),
+		0.375, 2.5, 0.5, uint64(4<<30), uint32(17), 0.01, int64(1.5e6), uint16(200), "")
+	f.Add("a", uint64(0), uint64(0), int64(0), int64(0), uint16(0xffff),
+		math.NaN(), math.Inf(1), -1.0, uint64(0), uint32(0), 2.0, int64(-1), uint16(600), "\xff")
+	f.Fuzz(func(t *testing.T, id string, nonce, seq uint64, ns, interval int64, flags uint16,
+		cpu, cpus, mem float64, memBytes uint64, conns uint32, netu float64, latency int64, status uint16, herr string) {
+		in := Report{
+			BackendID: id, BootNonce: nonce, Seq: seq, Time: time.Unix(0, ns).UTC(), Interval: time.Duration(interval),
+			Flags: Flags(flags), CPUUtil: cpu, CPUCount: cpus, MemUtil: mem, MemBytes: memBytes, Conns: conns,
+			NetUtil: netu, HealthLatency: time.Duration(latency), HealthStatus: status, HealthError: herr,
+		}
+		b, err := in.AppendSeal(nil, testKey)
+		if err != nil {
+			if ReasonOf(err) != ReasonMalformed || b != nil {
+				t.Fatalf("AppendSeal: %v (returned %x)", err, b)
+			}
+			return
+		}
+		var out Report
+		if err := Open(b, func(string) ([]byte, bool) { return testKey, true }, &out); err != nil {
+			t.Fatalf("Open(AppendSeal(%+v)): %v", in, err)
+		}
+		near := func(name string, a, b, res float64) {
+			if math.Abs(a-b) > res/2+1e-15 {
+				t.Fatalf("%s: sent %v, got %v (resolution %v)", name, a, b, res)
+			}
+		}
+		near("cpu_util", in.CPUUtil, out.CPUUtil, 1/utilScale)
+		near("mem_util", in.MemUtil, out.MemUtil, 1/utilScale)
+		near("net_util", in.NetUtil, out.NetUtil, 1/utilScale)
+		near("cpu_count", in.CPUCount, out.CPUCount, in.CPUCount*1e-15+1/cpuScale)
+		if !out.Time.Equal(in.Time) {
+			t.Fatalf("time: sent %v, got %v", in.Time, out.Time)
+		}
+		in.CPUUtil, in.MemUtil, in.NetUtil, in.CPUCount = out.CPUUtil, out.MemUtil, out.NetUtil, out.CPUCount
+		if out != in {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
+		}
+	})
+}
