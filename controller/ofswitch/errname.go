@@ -1,0 +1,82 @@
+package ofswitch
+
+import "fmt"
+
+// errorTypeExperimenter is OFPET_EXPERIMENTER; its "code" is the experimenter's exp_type.
+const errorTypeExperimenter = 0xffff
+
+// errorTypes holds the OpenFlow 1.3.5 error types (spec §7.4.4) with the prefix their
+// codes carry, and the code names indexed by code. The names are the spec's, which are also
+// what `ovs-ofctl ofp-print` prints, so a log line can be searched for in either.
+var errorTypes = map[uint16]struct {
+	name  string
+	codes []string
+}{
+	0: {"OFPET_HELLO_FAILED", []string{"OFPHFC_INCOMPATIBLE", "OFPHFC_EPERM"}},
+	1: {"OFPET_BAD_REQUEST", []string{
+		"OFPBRC_BAD_VERSION", "OFPBRC_BAD_TYPE", "OFPBRC_BAD_MULTIPART", "OFPBRC_BAD_EXPERIMENTER",
+		"OFPBRC_BAD_EXP_TYPE", "OFPBRC_EPERM", "OFPBRC_BAD_LEN", "OFPBRC_BUFFER_EMPTY",
+		"OFPBRC_BUFFER_UNKNOWN", "OFPBRC_BAD_TABLE_ID", "OFPBRC_IS_SLAVE", "OFPBRC_BAD_PORT",
+		"OFPBRC_BAD_PACKET", "OFPBRC_MULTIPART_BUFFER_OVERFLOW"}},
+	2: {"OFPET_BAD_ACTION", []string{
+		"OFPBAC_BAD_TYPE", "OFPBAC_BAD_LEN", "OFPBAC_BAD_EXPERIMENTER", "OFPBAC_BAD_EXP_TYPE",
+		"OFPBAC_BAD_OUT_PORT", "OFPBAC_BAD_ARGUMENT", "OFPBAC_EPERM", "OFPBAC_TOO_MANY",
+		"OFPBAC_BAD_QUEUE", "OFPBAC_BAD_OUT_GROUP", "OFPBAC_MATCH_INCONSISTENT",
+		"OFPBAC_UNSUPPORTED_ORDER", "OFPBAC_BAD_TAG", "OFPBAC_BAD_SET_TYPE", "OFPBAC_BAD_SET_LEN",
+		"OFPBAC_BAD_SET_ARGUMENT"}},
+	3: {"OFPET_BAD_INSTRUCTION", []string{
+		"OFPBIC_UNKNOWN_INST", "OFPBIC_UNSUP_INST", "OFPBIC_BAD_TABLE_ID", "OFPBIC_UNSUP_METADATA",
+		"OFPBIC_UNSUP_METADATA_MASK", "OFPBIC_BAD_EXPERIMENTER", "OFPBIC_BAD_EXP_TYPE",
+		"OFPBIC_BAD_LEN", "OFPBIC_EPERM"}},
+	4: {"OFPET_BAD_MATCH", []string{
+		"OFPBMC_BAD_TYPE", "OFPBMC_BAD_LEN", "OFPBMC_BAD_TAG", "OFPBMC_BAD_DL_ADDR_MASK",
+		"OFPBMC_BAD_NW_ADDR_MASK", "OFPBMC_BAD_WILDCARDS", "OFPBMC_BAD_FIELD", "OFPBMC_BAD_VALUE",
+		"OFPBMC_BAD_MASK", "OFPBMC_BAD_PREREQ", "OFPBMC_DUP_FIELD", "OFPBMC_EPERM"}},
+	5: {"OFPET_FLOW_MOD_FAILED", []string{
+		"OFPFMFC_UNKNOWN", "OFPFMFC_TABLE_FULL", "OFPFMFC_BAD_TABLE_ID", "OFPFMFC_OVERLAP",
+		"OFPFMFC_EPERM", "OFPFMFC_BAD_TIMEOUT", "OFPFMFC_BAD_COMMAND", "OFPFMFC_BAD_FLAGS"}},
+	6: {"OFPET_GROUP_MOD_FAILED", []string{
+		"OFPGMFC_GROUP_EXISTS", "OFPGMFC_INVALID_GROUP", "OFPGMFC_WEIGHT_UNSUPPORTED",
+		"OFPGMFC_OUT_OF_GROUPS", "OFPGMFC_OUT_OF_BUCKETS", "OFPGMFC_CHAINING_UNSUPPORTED",
+		"OFPGMFC_WATCH_UNSUPPORTED", "OFPGMFC_LOOP", "OFPGMFC_UNKNOWN_GROUP",
+		"OFPGMFC_CHAINED_GROUP", "OFPGMFC_BAD_TYPE", "OFPGMFC_BAD_COMMAND", "OFPGMFC_BAD_BUCKET",
+		"OFPGMFC_BAD_WATCH", "OFPGMFC_EPERM"}},
+	7: {"OFPET_PORT_MOD_FAILED", []string{
+		"OFPPMFC_BAD_PORT", "OFPPMFC_BAD_HW_ADDR", "OFPPMFC_BAD_CONFIG", "OFPPMFC_BAD_ADVERTISE",
+		"OFPPMFC_EPERM"}},
+	8: {"OFPET_TABLE_MOD_FAILED", []string{
+		"OFPTMFC_BAD_TABLE", "OFPTMFC_BAD_CONFIG", "OFPTMFC_EPERM"}},
+	9: {"OFPET_QUEUE_OP_FAILED", []string{
+		"OFPQOFC_BAD_PORT", "OFPQOFC_BAD_QUEUE", "OFPQOFC_EPERM"}},
+	10: {"OFPET_SWITCH_CONFIG_FAILED", []string{
+		"OFPSCFC_BAD_FLAGS", "OFPSCFC_BAD_LEN", "OFPSCFC_EPERM"}},
+	11: {"OFPET_ROLE_REQUEST_FAILED", []string{
+		"OFPRRFC_STALE", "OFPRRFC_UNSUP", "OFPRRFC_BAD_ROLE"}},
+	12: {"OFPET_METER_MOD_FAILED", []string{
+		"OFPMMFC_UNKNOWN", "OFPMMFC_METER_EXISTS", "OFPMMFC_INVALID_METER",
+		"OFPMMFC_UNKNOWN_METER", "OFPMMFC_BAD_COMMAND", "OFPMMFC_BAD_FLAGS", "OFPMMFC_BAD_RATE",
+		"OFPMMFC_BAD_BURST", "OFPMMFC_BAD_BAND", "OFPMMFC_BAD_BAND_VALUE",
+		"OFPMMFC_OUT_OF_METERS", "OFPMMFC_OUT_OF_BANDS"}},
+	13: {"OFPET_TABLE_FEATURES_FAILED", []string{
+		"OFPTFFC_BAD_TABLE", "OFPTFFC_BAD_METADATA", "OFPTFFC_BAD_TYPE", "OFPTFFC_BAD_LEN",
+		"OFPTFFC_BAD_ARGUMENT", "OFPTFFC_EPERM"}},
+}
+
+// ErrorName returns the OpenFlow 1.3 names of an OFPT_ERROR's type and code, e.g.
+// (6, 8) → ("OFPET_GROUP_MOD_FAILED", "OFPGMFC_UNKNOWN_GROUP"), so that logs and errors say
+// what went wrong instead of two numbers. Unknown values get a name that still carries the
+// number ("OFPET_UNKNOWN(99)", "CODE(7)"); for OFPET_EXPERIMENTER the code is the
+// experimenter's exp_type and is named "EXP_TYPE(n)".
+func ErrorName(typ, code uint16) (typeName, codeName string) {
+	if typ == errorTypeExperimenter {
+		return "OFPET_EXPERIMENTER", fmt.Sprintf("EXP_TYPE(%d)", code)
+	}
+	t, ok := errorTypes[typ]
+	if !ok {
+		return fmt.Sprintf("OFPET_UNKNOWN(%d)", typ), fmt.Sprintf("CODE(%d)", code)
+	}
+	if int(code) < len(t.codes) {
+		return t.name, t.codes[code]
+	}
+	return t.name, fmt.Sprintf("CODE(%d)", code)
+}

@@ -1,0 +1,322 @@
+package ofswitch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	of "github.com/netrack/openflow"
+)
+
+// guard bounds every wait in these tests; it is a failure guard, never a way to let
+// time pass (time is the manualClock's).
+const guard = 10 * time.Second
+
+// fakeSwitch is an OpenFlow 1.3 peer over loopback TCP with a software group table that
+// rejects what Open vSwitch rejects: ADD of an existing group, MODIFY of a missing one.
+type fakeSwitch struct {
+	t    *testing.T
+	conn net.Conn
+	br   *bufio.Reader
+	wmu  sync.Mutex
+
+	dpid          uint64
+	helloVersion  uint8
+	helloBitmap   uint32 // 0: send no bitmap element
+	answerBarrier atomic.Bool
+	answerEcho    atomic.Bool
+	descParts     [][]byte // GROUP_DESC reply payloads, one part each
+
+	mu     sync.Mutex
+	groups map[uint32]bool
+
+	recv chan frame // every message the controller sent, in order
+	eof  chan struct{}
+}
+
+func newFake(t *testing.T, dpid uint64) *fakeSwitch {
+	f := &fakeSwitch{t: t, dpid: dpid, helloVersion: version13, helloBitmap: 1 << version13,
+		groups: map[uint32]bool{}, recv: make(chan frame, 1024), eof: make(chan struct{})}
+	f.answerBarrier.Store(true)
+	f.answerEcho.Store(true)
+	return f
+}
+
+// connect dials the server and serves until the connection ends.
+func (f *fakeSwitch) connect(addr net.Addr) {
+	c, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		f.t.Fatalf("fake switch %x: dial %v: %v", f.dpid, addr, err)
+	}
+	f.conn, f.br = c, bufio.NewReader(c)
+	f.t.Cleanup(func() { c.Close() })
+	var hello []byte
+	if f.helloBitmap != 0 {
+		hello = make([]byte, 8)
+		binary.BigEndian.PutUint16(hello[0:], 1)
+		binary.BigEndian.PutUint16(hello[2:], 8)
+		binary.BigEndian.PutUint32(hello[4:], f.helloBitmap)
+	}
+	f.sendVersion(f.helloVersion, of.TypeHello, 1, hello)
+	go f.serve()
+}
+
+func (f *fakeSwitch) send(t of.Type, xid uint32, body []byte) { f.sendVersion(version13, t, xid, body) }
+
+func (f *fakeSwitch) sendVersion(v uint8, t of.Type, xid uint32, body []byte) {
+	b, err := encodeMessage(t, xid, rawBody(body))
+	if err != nil {
+		panic(err)
+	}
+	b[0] = v
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	f.conn.Write(b) // errors show up as a closed connection in the test
+}
+
+func (f *fakeSwitch) serve() {
+	defer close(f.eof)
+	for {
+		fr, err := readFrame(f.br)
+		if err != nil {
+			return
+		}
+		f.recv <- fr
+		switch fr.h.Type {
+		case of.TypeFeaturesRequest:
+			body := make([]byte, 24)
+			binary.BigEndian.PutUint64(body, f.dpid)
+			body[12] = 254
+			f.send(of.TypeFeaturesReply, fr.h.Xid, body)
+		case of.TypeEchoRequest:
+			if f.answerEcho.Load() {
+				f.send(of.TypeEchoReply, fr.h.Xid, fr.body)
+			}
+		case of.TypeBarrierRequest:
+			if f.answerBarrier.Load() {
+				f.send(of.TypeBarrierReply, fr.h.Xid, nil)
+			}
+		case of.TypeGroupMod:
+			f.groupMod(fr)
+		case of.TypeMultipartRequest:
+			parts := f.descParts
+			if len(parts) == 0 {
+				parts = [][]byte{{}}
+			}
+			for i, p := range parts {
+				var flags uint16
+				if i < len(parts)-1 {
+					flags = replyMore
+				}
+				body := make([]byte, 8, 8+len(p))
+				copy(body, fr.body[0:2])
+				binary.BigEndian.PutUint16(body[2:], flags)
+				f.send(of.TypeMultipartReply, fr.h.Xid, append(body, p...))
+			}
+		}
+	}
+}
+
+func (f *fakeSwitch) groupMod(fr frame) {
+	cmd := binary.BigEndian.Uint16(fr.body[0:2])
+	id := binary.BigEndian.Uint32(fr.body[4:8])
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	reject := func(code uint16) {
+		raw, _ := encodeMessage(fr.h.Type, fr.h.Xid, rawBody(fr.body))
+		f.send(of.TypeError, fr.h.Xid, errorBody(6, code, raw[:min(64, len(raw))]))
+	}
+	switch cmd {
+	case 0: // add
+		if f.groups[id] {
+			reject(0) // OFPGMFC_GROUP_EXISTS
+			return
+		}
+		f.groups[id] = true
+	case 1: // modify
+		if !f.groups[id] {
+			reject(8) // OFPGMFC_UNKNOWN_GROUP
+		}
+	case 2:
+		delete(f.groups, id)
+	}
+}
+
+// next returns the next message the controller sent of type t, skipping others.
+func (f *fakeSwitch) next(t of.Type) frame {
+	f.t.Helper()
+	timeout := time.After(guard)
+	for {
+		select {
+		case fr := <-f.recv:
+			if fr.h.Type == t {
+				return fr
+			}
+		case <-timeout:
+			f.t.Fatalf("fake switch %x: no %v from controller within %v", f.dpid, t, guard)
+		}
+	}
+}
+
+// manualClock is the server's clock in unit tests: time moves only by Advance.
+type manualClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []manualTimer
+	added  chan time.Duration
+	ticks  chan time.Time
+}
+
+type manualTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newManualClock() *manualClock {
+	return &manualClock{now: time.Unix(1_800_000_000, 0), added: make(chan time.Duration, 1024), ticks: make(chan time.Time)}
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	ch := make(chan time.Time, 1)
+	c.timers = append(c.timers, manualTimer{c.now.Add(d), ch})
+	c.mu.Unlock()
+	c.added <- d
+	return ch
+}
+
+func (c *manualClock) Ticker(time.Duration) (<-chan time.Time, func()) { return c.ticks, func() {} }
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	keep := c.timers[:0]
+	for _, t := range c.timers {
+		if !t.at.After(c.now) {
+			t.ch <- c.now
+		} else {
+			keep = append(keep, t)
+		}
+	}
+	c.timers = keep
+}
+
+// tick delivers one keepalive tick to whichever session takes it.
+func (c *manualClock) tick(t *testing.T) {
+	t.Helper()
+	select {
+	case c.ticks <- c.Now():
+	case <-time.After(guard):
+		t.Fatalf("no keepalive took the tick within %v", guard)
+	}
+}
+
+// event is one Handler call.
+type event struct {
+	kind string // connected, disconnected
+	sw   *Switch
+	err  error
+}
+
+type recHandler struct {
+	events    chan event
+	packetIns chan PacketIn
+	gate      chan struct{} // when set, PacketIn blocks until it is closed
+	entered   chan struct{}
+}
+
+func newRecHandler() *recHandler {
+	return &recHandler{events: make(chan event, 64), packetIns: make(chan PacketIn, 64), entered: make(chan struct{}, 64)}
+}
+
+func (h *recHandler) Connected(sw *Switch) { h.events <- event{"connected", sw, nil} }
+func (h *recHandler) Disconnected(sw *Switch, err error) {
+	h.events <- event{"disconnected", sw, err}
+}
+func (h *recHandler) PacketIn(sw *Switch, pi PacketIn) {
+	h.entered <- struct{}{}
+	if h.gate != nil {
+		<-h.gate
+	}
+	h.packetIns <- pi
+}
+
+func (h *recHandler) wait(t *testing.T, kind string) event {
+	t.Helper()
+	select {
+	case ev := <-h.events:
+		if ev.kind != kind {
+			t.Fatalf("handler got %s (err %v), want %s", ev.kind, ev.err, kind)
+		}
+		return ev
+	case <-time.After(guard):
+		t.Fatalf("handler got no %s within %v", kind, guard)
+	}
+	return event{}
+}
+
+// testServer starts a Server on loopback with a manual clock and stops it at cleanup.
+func testServer(t *testing.T, cfg Config, h Handler) (*Server, *manualClock) {
+	t.Helper()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		cfg.Logger = slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	srv, err := NewServer(cfg, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newManualClock()
+	srv.now, srv.after, srv.ticker = clk.Now, clk.After, clk.Ticker
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(guard):
+			t.Errorf("Serve did not return within %v of cancel", guard)
+		}
+	})
+	return srv, clk
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+// connectFake connects a fake switch and waits for the handler's Connected.
+func connectFake(t *testing.T, srv *Server, h *recHandler, dpid uint64) (*fakeSwitch, *Switch) {
+	t.Helper()
+	f := newFake(t, dpid)
+	f.connect(srv.Addr())
+	ev := h.wait(t, "connected")
+	if ev.sw.DatapathID() != dpid {
+		t.Fatalf("connected datapath %x, want %x", ev.sw.DatapathID(), dpid)
+	}
+	return f, ev.sw
+}
+

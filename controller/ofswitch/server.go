@@ -1,0 +1,307 @@
+package ofswitch
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	of "github.com/netrack/openflow"
+	"github.com/netrack/openflow/ofp"
+)
+
+// Handler receives session events. Connected runs on the session's goroutine with the
+// reader already running, so it may call Apply/Multipart (e.g. to resync); PacketIn calls
+// start only after Connected returned and come from one goroutine per switch, in order;
+// Disconnected comes last, after the final PacketIn, exactly once per Connected.
+type Handler interface {
+	Connected(sw *Switch)
+	Disconnected(sw *Switch, err error)
+	PacketIn(sw *Switch, pi PacketIn)
+}
+
+// Server accepts OpenFlow 1.3 switches and keeps one session per datapath id.
+type Server struct {
+	cfg Config
+	h   Handler
+	ln  net.Listener
+
+	// Clock and timers, replaced by unit tests so that no test waits for real time.
+	now    func() time.Time
+	after  func(time.Duration) <-chan time.Time
+	ticker func(time.Duration) (<-chan time.Time, func())
+
+	mu       sync.Mutex
+	switches map[uint64]*Switch
+	shaking  map[net.Conn]struct{} // connections still in the handshake
+	closed   bool
+	wg       sync.WaitGroup
+
+	packetInDrops  atomic.Uint64
+	errorsReceived atomic.Uint64
+	handshakeFails atomic.Uint64
+}
+
+// Stats are the server's counters, for the binary to export.
+type Stats struct {
+	Switches         int    // live sessions
+	PacketInDrops    uint64 // packet-ins dropped because a Handler fell behind
+	ErrorsReceived   uint64 // OFPT_ERROR messages from switches, solicited or not
+	HandshakeFailure uint64 // connections closed during HELLO/FEATURES
+}
+
+// NewServer validates cfg (after defaults) and starts listening, so Addr is known before
+// Serve runs and a switch can be pointed at it.
+func NewServer(cfg Config, h Handler) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, errors.New("ofswitch: NewServer needs a Handler, got nil")
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("ofswitch: listen on %q: %w", cfg.Listen, err)
+	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
+	return &Server{
+		cfg: cfg, h: h, ln: ln,
+		now:   time.Now,
+		after: time.After,
+		ticker: func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		},
+		switches: make(map[uint64]*Switch),
+		shaking:  make(map[net.Conn]struct{}),
+	}, nil
+}
+
+// Addr is the listening address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	n := len(s.switches)
+	s.mu.Unlock()
+	return Stats{Switches: n, PacketInDrops: s.packetInDrops.Load(), ErrorsReceived: s.errorsReceived.Load(), HandshakeFailure: s.handshakeFails.Load()}
+}
+
+// Switch returns the live session of a datapath.
+func (s *Server) Switch(dpid uint64) (*Switch, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sw, ok := s.switches[dpid]
+	return sw, ok
+}
+
+// Switches returns the live sessions.
+func (s *Server) Switches() []*Switch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Switch, 0, len(s.switches))
+	for _, sw := range s.switches {
+		out = append(out, sw)
+	}
+	return out
+}
+
+// Serve accepts switches until ctx ends, then closes the listener and every session and
+// returns nil once all their Disconnected calls are done. Any other accept failure is
+// returned after the same clean-up.
+func (s *Server) Serve(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { s.ln.Close() })
+	defer stop()
+	var serveErr error
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if ctx.Err() == nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					continue
+				}
+				serveErr = fmt.Errorf("ofswitch: accept on %v: %w", s.ln.Addr(), err)
+			}
+			break
+		}
+		s.wg.Add(1)
+		go s.handle(c)
+	}
+	s.ln.Close()
+	s.mu.Lock()
+	s.closed = true
+	live := make([]*Switch, 0, len(s.switches))
+	for _, sw := range s.switches {
+		live = append(live, sw)
+	}
+	for c := range s.shaking {
+		c.Close()
+	}
+	s.mu.Unlock()
+	for _, sw := range live {
+		sw.close(ErrServerClosed)
+	}
+	s.wg.Wait()
+	return serveErr
+}
+
+// handle runs one connection: handshake, registration, and the session until it ends.
+func (s *Server) handle(c net.Conn) {
+	defer s.wg.Done()
+	log := s.cfg.Logger.With("remote", c.RemoteAddr().String())
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.Close()
+		return
+	}
+	s.shaking[c] = struct{}{}
+	s.mu.Unlock()
+	sw, err := s.handshake(c)
+	s.mu.Lock()
+	delete(s.shaking, c)
+	s.mu.Unlock()
+	if err != nil {
+		s.handshakeFails.Add(1)
+		log.Warn("switch handshake failed", "err", err)
+		c.Close()
+		return
+	}
+	sw.log = log.With("dpid", sw.String())
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.Close()
+		return
+	}
+	old := s.switches[sw.DatapathID()]
+	s.switches[sw.DatapathID()] = sw
+	s.mu.Unlock()
+	if old != nil {
+		sw.log.Info("switch reconnected, closing older session", "old_remote", old.RemoteAddr().String())
+		old.close(ErrReplaced)
+		<-old.stopped
+	}
+
+	sw.lastRx.Store(s.now().UnixNano())
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		sw.readLoop()
+	}()
+	go sw.keepalive()
+	sw.log.Info("switch connected", "tables", sw.features.NumTables, "buffers", sw.features.NumBuffers)
+	s.h.Connected(sw)
+	var piWG sync.WaitGroup
+	piWG.Add(1)
+	go sw.deliverPacketIns(s.h, &piWG)
+
+	<-readerDone
+	close(sw.packetIns) // only the reader sends on it
+	piWG.Wait()
+	s.mu.Lock()
+	if s.switches[sw.DatapathID()] == sw {
+		delete(s.switches, sw.DatapathID())
+	}
+	s.mu.Unlock()
+	err = sw.Err()
+	sw.log.Info("switch disconnected", "err", err)
+	s.h.Disconnected(sw, err)
+	close(sw.stopped)
+}
+
+// handshake exchanges HELLO (1.3 only), asks FEATURES for the datapath id, and sets the
+// switch config, all under HandshakeTimeout.
+func (s *Server) handshake(c net.Conn) (*Switch, error) {
+	if err := c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout)); err != nil {
+		return nil, err
+	}
+	sw := &Switch{
+		srv: s, cfg: s.cfg, conn: c, br: bufio.NewReader(c), log: s.cfg.Logger,
+		pending:   make(map[uint32]*waiter),
+		done:      make(chan struct{}),
+		stopped:   make(chan struct{}),
+		packetIns: make(chan PacketIn, s.cfg.PacketInQueue),
+	}
+	send := func(t of.Type, xid uint32, body rawBody) error {
+		b, err := encodeMessage(t, xid, body)
+		if err != nil {
+			return err
+		}
+		_, err = c.Write(b)
+		return err
+	}
+	if err := send(of.TypeHello, sw.nextXID(), helloBody()); err != nil {
+		return nil, fmt.Errorf("send HELLO: %w", err)
+	}
+	f, err := readFrame(sw.br)
+	if err != nil {
+		return nil, fmt.Errorf("read HELLO: %w", err)
+	}
+	if f.h.Type != of.TypeHello {
+		return nil, fmt.Errorf("%w: first message is %v, want HELLO", ErrMalformed, f.h.Type)
+	}
+	ok, err := negotiate(f)
+	if err != nil {
+		return nil, fmt.Errorf("HELLO: %w", err)
+	}
+	if !ok {
+		// Answer in the peer's version, which older switches can parse.
+		msg := fmt.Sprintf("flowweight speaks OpenFlow 1.3 (wire version %d) only; peer offered version %d", version13, f.h.Version)
+		b, _ := encodeMessage(of.TypeError, f.h.Xid, errorBody(uint16(ofp.ErrTypeHelloFailed), uint16(ofp.ErrCodeHelloFailedIncompatible), []byte(msg)))
+		b[0] = min(f.h.Version, version13)
+		c.Write(b)
+		return nil, fmt.Errorf("%w: peer HELLO version %d without 1.3", ErrHelloFailed, f.h.Version)
+	}
+	fx := sw.nextXID()
+	if err := send(of.TypeFeaturesRequest, fx, nil); err != nil {
+		return nil, fmt.Errorf("send FEATURES_REQUEST: %w", err)
+	}
+	for {
+		f, err := readFrame(sw.br)
+		if err != nil {
+			return nil, fmt.Errorf("read FEATURES_REPLY: %w", err)
+		}
+		switch {
+		case f.h.Type == of.TypeEchoRequest:
+			if err := send(of.TypeEchoReply, f.h.Xid, rawBody(f.body)); err != nil {
+				return nil, fmt.Errorf("answer ECHO_REQUEST: %w", err)
+			}
+			continue
+		case f.h.Type == of.TypeError:
+			em, err := parseError(f.body)
+			if err != nil {
+				return nil, fmt.Errorf("during handshake: %w", err)
+			}
+			tn, cn := ErrorName(em.Type, em.Code)
+			return nil, fmt.Errorf("switch error during handshake: %s/%s", tn, cn)
+		case f.h.Type != of.TypeFeaturesReply || f.h.Xid != fx:
+			continue
+		}
+		if f.h.Version != version13 {
+			return nil, fmt.Errorf("%w: FEATURES_REPLY version %d", ErrMalformed, f.h.Version)
+		}
+		if sw.features, err = parseFeatures(f.body); err != nil {
+			return nil, err
+		}
+		break
+	}
+	if err := send(of.TypeSetConfig, sw.nextXID(), switchConfigBody()); err != nil {
+		return nil, fmt.Errorf("send SET_CONFIG: %w", err)
+	}
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		return nil, err
+	}
+	return sw, nil
+}
