@@ -319,4 +319,3 @@ func connectFake(t *testing.T, srv *Server, h *recHandler, dpid uint64) (*fakeSw
 	}
 	return f, ev.sw
 }
-
