@@ -1,0 +1,203 @@
+package sample
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path"
+	"time"
+)
+
+// v1Unlimited is the smallest memory.limit_in_bytes treated as "no limit": the kernel reports
+// PAGE_COUNTER_MAX rounded to pages (9223372036854771712 on 4 KiB pages); anything this large
+// is not a real limit.
+const v1Unlimited = math.MaxInt64 / 2
+
+// LoadCgroup resolves the cgroup at p on this machine from /proc/self/mountinfo.
+func LoadCgroup(p string) (Cgroup, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return Cgroup{}, fmt.Errorf("cgroup: %w", err)
+	}
+	mounts, err := ParseMountInfo(data)
+	if err != nil {
+		return Cgroup{}, fmt.Errorf("cgroup: %w", err)
+	}
+	return ResolveCgroup(p, mounts)
+}
+
+// CgroupCPU samples a cgroup's CPU: utilisation is CPU time used over the period divided by
+// elapsed time × the cores its quota allows, so a cgroup using all of a 0.25-CPU quota reads
+// 1.0; the count is the quota in CPUs (fractions allowed).
+type CgroupCPU struct {
+	Cgroup Cgroup
+	// HostCPUs is the machine's logical CPU count, used when the cgroup has no quota and as
+	// the upper bound of a quota.
+	HostCPUs float64
+	Read     ReadFileFunc // default os.ReadFile
+	Now      Clock        // default time.Now
+
+	prevUsage time.Duration
+	prevTime  time.Time
+	hasPrev   bool
+}
+
+// Sample implements Sampler.
+func (c *CgroupCPU) Sample(ctx context.Context) (Values, error) {
+	read, now := orRead(c.Read), orClock(c.Now)
+	var v Values
+	var errs []error
+	q, err := c.quota(read)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		v.CPUCount, v.Known = q.Cores(c.HostCPUs), v.Known|FieldCPUCount
+	}
+	usage, err := c.usage(read)
+	t := now()
+	if err != nil {
+		return v, errors.Join(append(errs, err)...)
+	}
+	prevUsage, prevTime, had := c.prevUsage, c.prevTime, c.hasPrev
+	c.prevUsage, c.prevTime, c.hasPrev = usage, t, true
+	switch {
+	case !had:
+		errs = append(errs, fmt.Errorf("cgroup cpu util: %w", ErrFirstSample))
+	case !v.Has(FieldCPUCount) || v.CPUCount <= 0:
+		errs = append(errs, errors.New("cgroup cpu util: no core count"))
+	default:
+		u, ok := CgroupCPUUtil(usage-prevUsage, t.Sub(prevTime), v.CPUCount)
+		if !ok {
+			errs = append(errs, fmt.Errorf("cgroup cpu util: usage %v→%v over %v is not a rate", prevUsage, usage, t.Sub(prevTime)))
+			break
+		}
+		v.CPUUtil, v.Known = u, v.Known|FieldCPUUtil
+	}
+	return v, errors.Join(errs...)
+}
+
+// CgroupCPUUtil is used CPU time over elapsed time × cores, clamped to [0,1] (the quota is
+// enforced per period, so a measurement window can see slightly more). ok is false for a
+// negative usage delta (counter reset) or no elapsed time.
+func CgroupCPUUtil(used, elapsed time.Duration, cores float64) (float64, bool) {
+	if used < 0 || elapsed <= 0 || cores <= 0 {
+		return 0, false
+	}
+	return clamp01(float64(used) / (float64(elapsed) * cores)), true
+}
+
+func (c *CgroupCPU) quota(read ReadFileFunc) (CPUQuota, error) {
+	if c.Cgroup.Version == 2 {
+		data, err := read(path.Join(c.Cgroup.Dir, "cpu.max"))
+		if err != nil {
+			// The cpu controller may not be enabled for this cgroup: no quota file means no quota.
+			if errors.Is(err, os.ErrNotExist) {
+				return CPUQuota{Unlimited: true}, nil
+			}
+			return CPUQuota{}, fmt.Errorf("cgroup cpu quota: %w", err)
+		}
+		q, err := ParseCPUMax(data)
+		if err != nil {
+			return CPUQuota{}, fmt.Errorf("cgroup %s: %w", c.Cgroup.Dir, err)
+		}
+		return q, nil
+	}
+	qd, err := read(path.Join(c.Cgroup.CPU, "cpu.cfs_quota_us"))
+	if err != nil {
+		return CPUQuota{}, fmt.Errorf("cgroup cpu quota: %w", err)
+	}
+	pd, err := read(path.Join(c.Cgroup.CPU, "cpu.cfs_period_us"))
+	if err != nil {
+		return CPUQuota{}, fmt.Errorf("cgroup cpu quota: %w", err)
+	}
+	q, err := ParseCFSQuota(qd, pd)
+	if err != nil {
+		return CPUQuota{}, fmt.Errorf("cgroup %s: %w", c.Cgroup.CPU, err)
+	}
+	return q, nil
+}
+
+func (c *CgroupCPU) usage(read ReadFileFunc) (time.Duration, error) {
+	if c.Cgroup.Version == 2 {
+		file := path.Join(c.Cgroup.Dir, "cpu.stat")
+		data, err := read(file)
+		if err != nil {
+			return 0, fmt.Errorf("cgroup cpu usage: %w", err)
+		}
+		us, found, err := ParseKeyed(data, "usage_usec")
+		switch {
+		case err != nil:
+			return 0, fmt.Errorf("%s: %w", file, err)
+		case !found:
+			return 0, fmt.Errorf("%s: no usage_usec", file)
+		}
+		return time.Duration(us) * time.Microsecond, nil
+	}
+	file := path.Join(c.Cgroup.CPUAcct, "cpuacct.usage")
+	data, err := read(file)
+	if err != nil {
+		return 0, fmt.Errorf("cgroup cpu usage: %w", err)
+	}
+	ns, err := ParseUint(data)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", file, err)
+	}
+	return time.Duration(ns), nil
+}
+
+// CgroupMem samples a cgroup's memory. Usage is the working set: memory.usage_in_bytes (v1) or
+// memory.current (v2) minus the inactive file cache from memory.stat (total_inactive_file on
+// v1, inactive_file on v2), because the kernel reclaims that cache before it would fail an
+// allocation, so counting it would make an idle file server look full. The size is the
+// cgroup's limit, or the host's memory when there is none (or it is larger).
+type CgroupMem struct {
+	Cgroup  Cgroup
+	HostMem uint64       // bytes; the size when the cgroup has no limit
+	Read    ReadFileFunc // default os.ReadFile
+}
+
+// Sample implements Sampler.
+func (c *CgroupMem) Sample(ctx context.Context) (Values, error) {
+	read := orRead(c.Read)
+	dir, usageFile, limitFile, inactiveKey := c.Cgroup.Memory, "memory.usage_in_bytes", "memory.limit_in_bytes", "total_inactive_file"
+	if c.Cgroup.Version == 2 {
+		dir, usageFile, limitFile, inactiveKey = c.Cgroup.Dir, "memory.current", "memory.max", "inactive_file"
+	}
+	ud, err := read(path.Join(dir, usageFile))
+	if err != nil {
+		return Values{}, fmt.Errorf("cgroup memory: %w", err)
+	}
+	usage, err := ParseUint(ud)
+	if err != nil {
+		return Values{}, fmt.Errorf("%s: %w", path.Join(dir, usageFile), err)
+	}
+	limit := c.HostMem
+	ld, err := read(path.Join(dir, limitFile))
+	if err != nil {
+		return Values{}, fmt.Errorf("cgroup memory: %w", err)
+	}
+	l, limited, err := ParseLimit(ld)
+	if err != nil {
+		return Values{}, fmt.Errorf("%s: %w", path.Join(dir, limitFile), err)
+	}
+	if limited && l < v1Unlimited && (c.HostMem == 0 || l < c.HostMem) {
+		limit = l
+	}
+	if limit == 0 {
+		return Values{}, fmt.Errorf("cgroup memory %s: no limit and host memory unknown", dir)
+	}
+	var inactive uint64
+	if sd, err := read(path.Join(dir, "memory.stat")); err == nil {
+		if n, found, err := ParseKeyed(sd, inactiveKey); err == nil && found {
+			inactive = n
+		}
+	}
+	ws := usage - min(inactive, usage)
+	return Values{
+		Known:    FieldMemUtil | FieldMemBytes,
+		MemUtil:  clamp01(float64(ws) / float64(limit)),
+		MemBytes: limit,
+	}, nil
+}

@@ -1,0 +1,115 @@
+package sample
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/shirou/gopsutil/v4/cpu"
+	"github.com/shirou/gopsutil/v4/mem"
+)
+
+// CPUTicks is a reading of the host's cumulative CPU time, in seconds.
+type CPUTicks struct{ Busy, Total float64 }
+
+// TicksFromTimes sums gopsutil's aggregate CPU times. Guest time is left out of the total
+// because Linux already counts it in user and nice; idle and iowait are the not-busy part.
+func TicksFromTimes(t cpu.TimesStat) CPUTicks {
+	total := t.User + t.Nice + t.System + t.Idle + t.Iowait + t.Irq + t.Softirq + t.Steal
+	return CPUTicks{Busy: total - t.Idle - t.Iowait, Total: total}
+}
+
+// CPUUtil is the busy fraction between two readings. ok is false when no time passed or the
+// counters went backwards (a reset), in which case there is no meaningful rate.
+func CPUUtil(prev, cur CPUTicks) (util float64, ok bool) {
+	dt := cur.Total - prev.Total
+	db := cur.Busy - prev.Busy
+	if dt <= 0 || db < 0 {
+		return 0, false
+	}
+	return clamp01(db / dt), true
+}
+
+// HostCPU samples the whole machine's CPU utilisation (a delta between consecutive calls) and
+// logical CPU count, through gopsutil.
+type HostCPU struct {
+	// Times and Count default to gopsutil; tests replace them.
+	Times func(ctx context.Context) (cpu.TimesStat, error)
+	Count func(ctx context.Context) (int, error)
+
+	prev    CPUTicks
+	hasPrev bool
+}
+
+// NewHostCPU returns a HostCPU reading /proc through gopsutil.
+func NewHostCPU() *HostCPU {
+	return &HostCPU{
+		Times: func(ctx context.Context) (cpu.TimesStat, error) {
+			ts, err := cpu.TimesWithContext(ctx, false)
+			if err != nil {
+				return cpu.TimesStat{}, err
+			}
+			if len(ts) == 0 {
+				return cpu.TimesStat{}, errors.New("no aggregate cpu line in /proc/stat")
+			}
+			return ts[0], nil
+		},
+		Count: func(ctx context.Context) (int, error) { return cpu.CountsWithContext(ctx, true) },
+	}
+}
+
+// Sample implements Sampler.
+func (h *HostCPU) Sample(ctx context.Context) (Values, error) {
+	var v Values
+	var errs []error
+	if n, err := h.Count(ctx); err != nil || n <= 0 {
+		errs = append(errs, fmt.Errorf("host cpu count: %d, %v", n, err))
+	} else {
+		v.CPUCount, v.Known = float64(n), v.Known|FieldCPUCount
+	}
+	t, err := h.Times(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("host cpu times: %w", err))
+		return v, errors.Join(errs...)
+	}
+	cur := TicksFromTimes(t)
+	prev, had := h.prev, h.hasPrev
+	h.prev, h.hasPrev = cur, true
+	switch u, ok := CPUUtil(prev, cur); {
+	case !had:
+		errs = append(errs, fmt.Errorf("host cpu util: %w", ErrFirstSample))
+	case !ok:
+		errs = append(errs, fmt.Errorf("host cpu util: counters did not advance (busy %.2f→%.2f s, total %.2f→%.2f s)",
+			prev.Busy, cur.Busy, prev.Total, cur.Total))
+	default:
+		v.CPUUtil, v.Known = u, v.Known|FieldCPUUtil
+	}
+	return v, errors.Join(errs...)
+}
+
+// HostMem samples the machine's memory: utilisation counts Available (page cache the kernel
+// can reclaim is not load), not Free.
+type HostMem struct {
+	// Memory defaults to gopsutil; tests replace it.
+	Memory func(ctx context.Context) (*mem.VirtualMemoryStat, error)
+}
+
+// NewHostMem returns a HostMem reading /proc/meminfo through gopsutil.
+func NewHostMem() *HostMem { return &HostMem{Memory: mem.VirtualMemoryWithContext} }
+
+// Sample implements Sampler.
+func (h *HostMem) Sample(ctx context.Context) (Values, error) {
+	m, err := h.Memory(ctx)
+	if err != nil {
+		return Values{}, fmt.Errorf("host memory: %w", err)
+	}
+	if m.Total == 0 {
+		return Values{}, errors.New("host memory: total is 0")
+	}
+	used := float64(m.Total) - float64(m.Available)
+	return Values{
+		Known:    FieldMemUtil | FieldMemBytes,
+		MemUtil:  clamp01(used / float64(m.Total)),
+		MemBytes: m.Total,
+	}, nil
+}

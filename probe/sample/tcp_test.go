@@ -1,0 +1,101 @@
+package sample
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+)
+
+func fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestCountEstablished(t *testing.T) {
+	tests := []struct {
+		file  string
+		ports []uint16
+		want  uint32
+	}{
+		{"proc_net_tcp", []uint16{18080}, 3},
+		{"proc_net_tcp", []uint16{0x8356}, 1}, // one client socket, by its ephemeral port
+		{"proc_net_tcp", []uint16{2024}, 0},   // 0x07E8 only listens
+		{"proc_net_tcp", nil, 0},
+		{"proc_net_tcp", []uint16{18443}, 0},
+		{"proc_net_tcp6", []uint16{18443}, 2},
+		{"proc_net_tcp6", []uint16{18080, 18443}, 2},
+	}
+	for _, tt := range tests {
+		got, err := CountEstablished(fixture(t, tt.file), NewPortSet(tt.ports...))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.file, err)
+		}
+		if got != tt.want {
+			t.Errorf("%s ports %v: %d established, want %d", tt.file, tt.ports, got, tt.want)
+		}
+	}
+}
+
+func TestCountEstablishedErrors(t *testing.T) {
+	const hdr = "  sl  local_address rem_address   st\n"
+	tests := []struct{ name, body, want string }{
+		{"no colon after sl", hdr + "   0 0100007F:46A0 00000000:0000 01\n", "line 2"},
+		{"no port", hdr + "   0: 0100007F 00000000:0000 01\n", "no 4-digit port"},
+		{"bad hex port", hdr + "   0: 0100007F:46G0 00000000:0000 01\n", "bad hex"},
+		{"short state", hdr + "   0: 0100007F:46A0 00000000:0000 1\n", "not a socket line"},
+		{"truncated", hdr + "   0: 0100007F:46A0\n", "line 2"},
+	}
+	for _, tt := range tests {
+		_, err := CountEstablished([]byte(tt.body), NewPortSet(18080))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestConnsSampler(t *testing.T) {
+	files := map[string][]byte{"/tcp": fixture(t, "proc_net_tcp"), "/tcp6": fixture(t, "proc_net_tcp6")}
+	c := &Conns{
+		Ports: NewPortSet(18080, 18443),
+		Files: []string{"/tcp", "/tcp6", "/missing"},
+		Read:  mapReader(files),
+	}
+	v, err := c.Sample(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.Has(FieldConns) || v.Conns != 5 {
+		t.Errorf("got %+v, want 5 connections known", v)
+	}
+	files["/tcp6"] = []byte("garbage line\n")
+	if v, err := c.Sample(context.Background()); err == nil || v.Known != 0 || !strings.Contains(err.Error(), "/tcp6") {
+		t.Errorf("garbage: %+v, %v", v, err)
+	}
+}
+
+// The default reader, which reuses its buffer, reads the real tables.
+func TestConnsReadsProc(t *testing.T) {
+	c := &Conns{Ports: NewPortSet(1)}
+	for range 2 {
+		if _, err := c.Sample(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func FuzzCountEstablished(f *testing.F) {
+	f.Add(fixture(f, "proc_net_tcp"))
+	f.Add(fixture(f, "proc_net_tcp6"))
+	f.Add([]byte("   0: 0100007F:46A0 0100007F:835C 01 x\n\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n, err := CountEstablished(data, NewPortSet(18080, 18443, 0))
+		if err == nil && int(n) > strings.Count(string(data), "\n")+1 {
+			t.Fatalf("%d connections from %d lines", n, strings.Count(string(data), "\n")+1)
+		}
+	})
+}
