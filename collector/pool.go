@@ -1,0 +1,382 @@
+package collector
+
+import (
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"flowweight/collector/report"
+	"flowweight/weights"
+)
+
+// Config tunes the state machine; see controller.toml's [collector] for the defaults.
+type Config struct {
+	FailThreshold int           // consecutive failed health checks -> down
+	RiseThreshold int           // consecutive good checks to leave down or stale, into warm-up
+	StaleAfter    time.Duration // no report for this long -> stale
+	Warmup        time.Duration // warming -> up after this long
+	Alpha         float64       // EWMA factor for utilisations and connections
+	Now           func() time.Time
+	Logger        *slog.Logger
+	// OnTransition, if set, sees every state change (metrics, the dashboard's event list).
+	// It runs with the pool locked: it must not call back into the Pool.
+	OnTransition func(Transition)
+}
+
+// Transition is one state change of one backend, logged once.
+type Transition struct {
+	Time     time.Time
+	Backend  string
+	From, To weights.Status
+	Reason   string
+}
+
+// Sample is one measurement of a backend from any source.
+type Sample struct {
+	CPUUtil, MemUtil, NetUtil float64
+	Conns                     float64
+	CPUCount                  float64
+	MemBytes                  float64
+	HasCPU                    bool // false when the source could not measure CPU this time
+}
+
+// Health is one health-check result.
+type Health struct {
+	OK      bool
+	Status  int           // HTTP status, 0 when there was no response
+	Latency time.Duration // of the check
+	Err     string        // why it failed, empty when OK
+}
+
+// State is the immutable view of one backend that Snapshot returns.
+type State struct {
+	Name          string
+	Status        weights.Status
+	Since         time.Time     // when Status was entered
+	WarmupElapsed time.Duration // time spent warming, for weights
+	HasMetrics    bool
+	CPU, Mem, Net float64 // smoothed
+	Conns         float64 // smoothed
+	CPUCount      float64
+	MemBytes      float64
+	LastReport    time.Time // zero when none yet
+	LastHealth    Health
+	ConsecFail    int
+	ConsecOK      int
+	ProbeDrain    bool // the backend itself asked to be drained
+	OperatorDrain bool // drained through the API
+	Reports       uint64
+	From          netip.AddrPort // where the last push report came from
+}
+
+type backend struct {
+	st       State
+	health   weights.Status // unknown, warming, up or down: the health machine alone
+	warmFrom time.Time
+	stale    bool
+	cpu      weights.EWMA
+	mem      weights.EWMA
+	net      weights.EWMA
+	conns    weights.EWMA
+}
+
+// Pool holds every configured backend's state. Its methods are safe for concurrent use.
+type Pool struct {
+	mu       sync.Mutex
+	cfg      Config
+	backends map[string]*backend
+}
+
+// NewPool returns an empty pool; add backends with SetBackends.
+func NewPool(cfg Config) *Pool {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Pool{cfg: cfg, backends: map[string]*backend{}}
+}
+
+// Reconfigure changes the thresholds (a config reload); states are kept.
+func (p *Pool) Reconfigure(cfg Config) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cfg.Now, cfg.Logger, cfg.OnTransition = p.cfg.Now, p.cfg.Logger, p.cfg.OnTransition
+	p.cfg = cfg
+}
+
+// SetBackends makes the pool hold exactly these backends: new ones start unknown, removed
+// ones are forgotten entirely, the others keep their state.
+func (p *Pool) SetBackends(names []string) (added, removed []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+		if _, ok := p.backends[n]; !ok {
+			b := &backend{st: State{Name: n, Status: weights.StatusUnknown, Since: p.cfg.Now()}}
+			p.resetMetrics(b)
+			p.backends[n] = b
+			added = append(added, n)
+		}
+	}
+	for n := range p.backends {
+		if !want[n] {
+			delete(p.backends, n)
+			removed = append(removed, n)
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	return added, removed
+}
+
+func (p *Pool) resetMetrics(b *backend) {
+	b.cpu, b.mem, b.net, b.conns = weights.NewEWMA(p.cfg.Alpha), weights.NewEWMA(p.cfg.Alpha), weights.NewEWMA(p.cfg.Alpha), weights.NewEWMA(p.cfg.Alpha)
+	b.st.HasMetrics = false
+}
+
+// Known reports whether name is a configured backend (the push server's unknown-id check).
+func (p *Pool) Known(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.backends[name]
+	return ok
+}
+
+// Accept ingests one verified probe report; it implements the push server's Sink.
+func (p *Pool) Accept(r *report.Report, from netip.AddrPort) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.backends[r.BackendID]
+	if !ok {
+		return
+	}
+	now := p.cfg.Now()
+	b.st.From = from
+	b.st.ProbeDrain = r.Flags&report.FlagDrain != 0
+	if r.Flags&report.FlagLeaving != 0 {
+		// A clean shutdown: stop sending new connections now rather than after stale_after.
+		b.st.LastReport = now
+		b.st.Reports++
+		b.stale = true
+		p.settle(b, now, "probe is leaving (clean shutdown)")
+		return
+	}
+	p.observe(b, now, Sample{CPUUtil: r.CPUUtil, MemUtil: r.MemUtil, NetUtil: r.NetUtil, Conns: float64(r.Conns),
+		CPUCount: r.CPUCount, MemBytes: float64(r.MemBytes), HasCPU: true})
+	h := Health{OK: r.Flags&report.FlagHealthOK != 0, Status: int(r.HealthStatus), Latency: r.HealthLatency, Err: r.HealthError}
+	p.check(b, now, h)
+}
+
+// Observe ingests metrics from a source without health (an SNMP poll).
+func (p *Pool) Observe(name string, s Sample) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b, ok := p.backends[name]; ok {
+		now := p.cfg.Now()
+		p.observe(b, now, s)
+		p.settle(b, now, "metrics arrived")
+	}
+}
+
+// CheckResult ingests a health-check result made by the collector itself (SNMP backends, or a
+// failed poll, which counts as a failed check).
+func (p *Pool) CheckResult(name string, h Health) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b, ok := p.backends[name]; ok {
+		p.check(b, p.cfg.Now(), h)
+	}
+}
+
+// Drain sets or clears the operator's drain of a backend; false if it is not configured.
+func (p *Pool) Drain(name string, drained bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.backends[name]
+	if !ok {
+		return false
+	}
+	b.st.OperatorDrain = drained
+	reason := "undrained by operator"
+	if drained {
+		reason = "drained by operator"
+	}
+	p.settle(b, p.cfg.Now(), reason)
+	return true
+}
+
+func (p *Pool) observe(b *backend, now time.Time, s Sample) {
+	b.st.LastReport = now
+	b.st.Reports++
+	if b.stale {
+		// Reports are flowing again; the health machine decides when it may carry traffic.
+		b.stale = false
+		if b.health != weights.StatusDown {
+			b.health = weights.StatusDown
+			b.st.ConsecOK, b.st.ConsecFail = 0, p.cfg.FailThreshold
+		}
+	}
+	if s.HasCPU {
+		b.st.CPU = b.cpu.Add(clamp(s.CPUUtil))
+	}
+	b.st.Mem = b.mem.Add(clamp(s.MemUtil))
+	b.st.Net = b.net.Add(clamp(s.NetUtil))
+	b.st.Conns = b.conns.Add(max(s.Conns, 0))
+	if s.CPUCount > 0 {
+		b.st.CPUCount = s.CPUCount
+	}
+	if s.MemBytes > 0 {
+		b.st.MemBytes = s.MemBytes
+	}
+	b.st.HasMetrics = true
+}
+
+// check runs the health machine: unknown -> warming on the first good check; fail_threshold
+// failures in a row -> down; rise_threshold successes in a row -> warming again.
+func (p *Pool) check(b *backend, now time.Time, h Health) {
+	b.st.LastHealth = h
+	if h.OK {
+		b.st.ConsecOK++
+		b.st.ConsecFail = 0
+	} else {
+		b.st.ConsecFail++
+		b.st.ConsecOK = 0
+	}
+	reason := ""
+	switch b.health {
+	case weights.StatusUnknown:
+		if h.OK {
+			b.health, b.warmFrom = weights.StatusWarming, now
+			reason = "first healthy report"
+		} else if b.st.ConsecFail >= p.cfg.FailThreshold {
+			b.health = weights.StatusDown
+			reason = "health check failed " + strconv.Itoa(b.st.ConsecFail) + " times: " + h.Err
+		}
+	case weights.StatusWarming, weights.StatusUp:
+		if b.st.ConsecFail >= p.cfg.FailThreshold {
+			b.health = weights.StatusDown
+			reason = "health check failed " + strconv.Itoa(b.st.ConsecFail) + " times: " + h.Err
+		}
+	case weights.StatusDown:
+		if b.st.ConsecOK >= p.cfg.RiseThreshold {
+			b.health, b.warmFrom = weights.StatusWarming, now
+			p.resetMetricsKeepLast(b)
+			reason = "recovered after " + strconv.Itoa(b.st.ConsecOK) + " good checks"
+		}
+	}
+	p.settle(b, now, reason)
+}
+
+// resetMetricsKeepLast forgets the smoothed history of a recovering backend (its old load says
+// nothing about the new process) but keeps the latest sample as the new starting point.
+func (p *Pool) resetMetricsKeepLast(b *backend) {
+	cpu, mem, net, conns := b.st.CPU, b.st.Mem, b.st.Net, b.st.Conns
+	p.resetMetrics(b)
+	b.cpu.Add(cpu)
+	b.mem.Add(mem)
+	b.net.Add(net)
+	b.conns.Add(conns)
+	b.st.HasMetrics = true
+}
+
+// Tick applies what time alone changes: staleness and the end of warm-up. Call it before
+// Snapshot on every update period (Snapshot calls it too).
+func (p *Pool) Tick() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tick(p.cfg.Now())
+}
+
+func (p *Pool) tick(now time.Time) {
+	for _, b := range p.backends {
+		if !b.stale && b.st.Reports > 0 && now.Sub(b.st.LastReport) >= p.cfg.StaleAfter {
+			b.stale = true
+			p.settle(b, now, "no report for "+now.Sub(b.st.LastReport).Round(time.Millisecond).String())
+			continue
+		}
+		if !b.stale && b.st.Reports == 0 && b.health == weights.StatusUnknown && now.Sub(b.st.Since) >= p.cfg.StaleAfter && b.st.Status != weights.StatusStale {
+			b.stale = true
+			p.settle(b, now, "no report since configured")
+			continue
+		}
+		p.settle(b, now, "")
+	}
+}
+
+// settle derives the effective status from the health machine and the stale and drain flags,
+// and logs a transition once when it changes. Precedence: stale, down, drained, health.
+func (p *Pool) settle(b *backend, now time.Time, reason string) {
+	if b.health == weights.StatusWarming && now.Sub(b.warmFrom) >= p.cfg.Warmup {
+		b.health = weights.StatusUp
+		if reason == "" {
+			reason = "warm-up complete"
+		}
+	}
+	next := b.health
+	switch {
+	case b.stale:
+		next = weights.StatusStale
+	case b.health == weights.StatusDown:
+	case b.st.ProbeDrain || b.st.OperatorDrain:
+		next = weights.StatusDrained
+	}
+	if next == weights.StatusWarming {
+		b.st.WarmupElapsed = now.Sub(b.warmFrom)
+	} else {
+		b.st.WarmupElapsed = 0
+	}
+	if next == b.st.Status {
+		return
+	}
+	t := Transition{Time: now, Backend: b.st.Name, From: b.st.Status, To: next, Reason: reason}
+	b.st.Status, b.st.Since = next, now
+	p.cfg.Logger.Info("backend state", "backend", t.Backend, "from", t.From.String(), "to", t.To.String(), "reason", t.Reason)
+	if p.cfg.OnTransition != nil {
+		p.cfg.OnTransition(t)
+	}
+}
+
+// Snapshot applies Tick and returns every backend's state, sorted by name, appended to dst.
+func (p *Pool) Snapshot(dst []State) []State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tick(p.cfg.Now())
+	start := len(dst)
+	for _, b := range p.backends {
+		dst = append(dst, b.st)
+	}
+	slices.SortFunc(dst[start:], func(a, b State) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return dst
+}
+
+// Get returns one backend's state.
+func (p *Pool) Get(name string) (State, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.backends[name]
+	if !ok {
+		return State{}, false
+	}
+	return b.st, true
+}
+
+func clamp(v float64) float64 {
+	if !(v >= 0) {
+		return 0
+	}
+	return min(v, 1)
+}

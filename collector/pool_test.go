@@ -1,0 +1,257 @@
+package collector
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"flowweight/collector/report"
+	"flowweight/weights"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time      { return c.t }
+func (c *clock) add(d time.Duration) { c.t = c.t.Add(d) }
+func newClock() *clock               { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+func rep(id string, ok bool) *report.Report {
+	r := &report.Report{BackendID: id, CPUUtil: 0.5, CPUCount: 2, MemUtil: 0.25, MemBytes: 1 << 30, Conns: 10}
+	if ok {
+		r.Flags |= report.FlagHealthOK
+	}
+	return r
+}
+
+var from = netip.MustParseAddrPort("127.0.0.1:40000")
+
+func newPool(c *clock, trans *[]Transition) *Pool {
+	p := NewPool(Config{FailThreshold: 3, RiseThreshold: 2, StaleAfter: 15 * time.Second, Warmup: 60 * time.Second,
+		Alpha: 0.5, Now: c.now, OnTransition: func(t Transition) { *trans = append(*trans, t) }})
+	p.SetBackends([]string{"a", "b"})
+	return p
+}
+
+func status(t *testing.T, p *Pool, name string) weights.Status {
+	t.Helper()
+	p.Tick()
+	s, ok := p.Get(name)
+	if !ok {
+		t.Fatalf("%s not in pool", name)
+	}
+	return s.Status
+}
+
+func TestUnknownWarmingUp(t *testing.T) {
+	c := newClock()
+	var tr []Transition
+	p := newPool(c, &tr)
+	if got := status(t, p, "a"); got != weights.StatusUnknown {
+		t.Fatalf("initial %v", got)
+	}
+	p.Accept(rep("a", true), from)
+	if got := status(t, p, "a"); got != weights.StatusWarming {
+		t.Fatalf("after first good report %v", got)
+	}
+	for i := 0; i < 11; i++ { // 55 s of reports every 5 s
+		c.add(5 * time.Second)
+		p.Accept(rep("a", true), from)
+		if got := status(t, p, "a"); got != weights.StatusWarming {
+			t.Fatalf("at %ds %v, want warming", (i+1)*5, got)
+		}
+	}
+	s, _ := p.Get("a")
+	if s.WarmupElapsed != 55*time.Second {
+		t.Fatalf("warmup elapsed %v", s.WarmupElapsed)
+	}
+	c.add(5 * time.Second)
+	p.Accept(rep("a", true), from)
+	if got := status(t, p, "a"); got != weights.StatusUp {
+		t.Fatalf("at 60s %v, want up", got)
+	}
+	var ofA []Transition
+	for _, x := range tr {
+		if x.Backend == "a" {
+			ofA = append(ofA, x)
+		}
+	}
+	if len(ofA) != 2 || ofA[0].To != weights.StatusWarming || ofA[1].To != weights.StatusUp {
+		t.Fatalf("transitions logged %+v, want exactly unknown->warming->up", ofA)
+	}
+}
+
+func upPool(t *testing.T) (*clock, *Pool, *[]Transition) {
+	c := newClock()
+	tr := &[]Transition{}
+	p := newPool(c, tr)
+	p.Accept(rep("a", true), from)
+	c.add(61 * time.Second)
+	p.Accept(rep("a", true), from)
+	p.Accept(rep("b", true), from)
+	if got := status(t, p, "a"); got != weights.StatusUp {
+		t.Fatalf("setup: %v", got)
+	}
+	*tr = nil
+	return c, p, tr
+}
+
+func TestExactlyFailThresholdEvicts(t *testing.T) {
+	c, p, tr := upPool(t)
+	for i := 1; i <= 3; i++ {
+		c.add(5 * time.Second)
+		p.Accept(rep("a", false), from)
+		p.Accept(rep("b", true), from)
+		want := weights.StatusUp
+		if i == 3 {
+			want = weights.StatusDown
+		}
+		if got := status(t, p, "a"); got != want {
+			t.Fatalf("after %d failures %v, want %v", i, got, want)
+		}
+	}
+	if got := status(t, p, "b"); got != weights.StatusWarming {
+		t.Fatalf("b touched by a's failures: %v", got)
+	}
+	// A success in between resets the count.
+	c2, p2, _ := upPool(t)
+	for _, ok := range []bool{false, false, true, false, false} {
+		c2.add(5 * time.Second)
+		p2.Accept(rep("a", ok), from)
+	}
+	if got := status(t, p2, "a"); got != weights.StatusUp {
+		t.Fatalf("non-consecutive failures evicted: %v", got)
+	}
+	if len(*tr) != 1 || (*tr)[0].To != weights.StatusDown {
+		t.Fatalf("transitions %+v", *tr)
+	}
+}
+
+func TestRecoveryNeedsRiseThresholdAndWarmsUp(t *testing.T) {
+	c, p, _ := upPool(t)
+	for i := 0; i < 3; i++ {
+		c.add(5 * time.Second)
+		p.Accept(rep("a", false), from)
+	}
+	c.add(5 * time.Second)
+	p.Accept(rep("a", true), from)
+	if got := status(t, p, "a"); got != weights.StatusDown {
+		t.Fatalf("one success recovered: %v", got)
+	}
+	c.add(5 * time.Second)
+	p.Accept(rep("a", true), from)
+	if got := status(t, p, "a"); got != weights.StatusWarming {
+		t.Fatalf("after rise_threshold successes %v, want warming", got)
+	}
+	if s, _ := p.Get("a"); s.WarmupElapsed != 0 {
+		t.Fatalf("warm-up restarted at %v, want 0", s.WarmupElapsed)
+	}
+}
+
+func TestStaleEvictionAtStaleAfter(t *testing.T) {
+	c, p, _ := upPool(t)
+	c.add(15*time.Second - time.Millisecond)
+	if got := status(t, p, "a"); got != weights.StatusUp {
+		t.Fatalf("just before stale_after: %v", got)
+	}
+	c.add(time.Millisecond)
+	if got := status(t, p, "a"); got != weights.StatusStale {
+		t.Fatalf("at stale_after: %v", got)
+	}
+	// Coming back needs rise_threshold good reports, then warm-up.
+	p.Accept(rep("a", true), from)
+	if got := status(t, p, "a"); got != weights.StatusDown {
+		t.Fatalf("first report after stale: %v, want down until rise_threshold", got)
+	}
+	p.Accept(rep("a", true), from)
+	if got := status(t, p, "a"); got != weights.StatusWarming {
+		t.Fatalf("second report after stale: %v", got)
+	}
+}
+
+func TestNeverReportingBecomesStale(t *testing.T) {
+	c := newClock()
+	var tr []Transition
+	p := newPool(c, &tr)
+	c.add(15 * time.Second)
+	if got := status(t, p, "b"); got != weights.StatusStale {
+		t.Fatalf("silent backend: %v", got)
+	}
+}
+
+func TestDrainAndLeaving(t *testing.T) {
+	c, p, _ := upPool(t)
+	r := rep("a", true)
+	r.Flags |= report.FlagDrain
+	p.Accept(r, from)
+	if got := status(t, p, "a"); got != weights.StatusDrained {
+		t.Fatalf("probe drain: %v", got)
+	}
+	p.Accept(rep("a", true), from)
+	if got := status(t, p, "a"); got != weights.StatusUp {
+		t.Fatalf("probe undrain: %v (drain must not reset health)", got)
+	}
+	if !p.Drain("a", true) || status(t, p, "a") != weights.StatusDrained {
+		t.Fatal("operator drain")
+	}
+	p.Drain("a", false)
+	if p.Drain("nope", true) {
+		t.Fatal("drained an unknown backend")
+	}
+	c.add(time.Second)
+	leave := rep("a", true)
+	leave.Flags |= report.FlagLeaving
+	p.Accept(leave, from)
+	if got := status(t, p, "a"); got != weights.StatusStale {
+		t.Fatalf("leaving: %v, want stale at once", got)
+	}
+}
+
+func TestUnknownBackendIgnoredAndRemovalForgets(t *testing.T) {
+	c, p, _ := upPool(t)
+	p.Accept(rep("zzz", true), from)
+	if _, ok := p.Get("zzz"); ok {
+		t.Fatal("unknown backend created by a report")
+	}
+	added, removed := p.SetBackends([]string{"b", "c"})
+	if fmt.Sprint(added, removed) != "[c] [a]" {
+		t.Fatalf("added %v removed %v", added, removed)
+	}
+	if len(p.Snapshot(nil)) != 2 || p.Known("a") {
+		t.Fatal("removed backend still held")
+	}
+	p.SetBackends([]string{"a", "b", "c"})
+	c.add(time.Second)
+	if got := status(t, p, "a"); got != weights.StatusUnknown {
+		t.Fatalf("re-added backend kept old state: %v", got)
+	}
+}
+
+func TestSmoothingAndSnapshot(t *testing.T) {
+	_, p, _ := upPool(t)
+	r := rep("a", true)
+	r.CPUUtil = 1
+	p.Accept(r, from) // a's CPU EWMA: 0.5 -> 0.75 with alpha 0.5
+	snap := p.Snapshot(nil)
+	if len(snap) != 2 || snap[0].Name != "a" || snap[1].Name != "b" {
+		t.Fatalf("snapshot order %+v", snap)
+	}
+	if snap[0].CPU != 0.75 || snap[0].CPUCount != 2 || snap[0].MemBytes != 1<<30 || !snap[0].HasMetrics {
+		t.Fatalf("smoothed state %+v", snap[0])
+	}
+	snap[0].CPU = 99 // the snapshot is a copy
+	if s, _ := p.Get("a"); s.CPU != 0.75 {
+		t.Fatal("snapshot aliases pool state")
+	}
+}
+
+func TestSNMPPathFailedPollCountsAsFailedCheck(t *testing.T) {
+	c, p, _ := upPool(t)
+	for i := 0; i < 3; i++ {
+		c.add(5 * time.Second)
+		p.Observe("b", Sample{CPUUtil: 0.2, HasCPU: true})
+		p.CheckResult("b", Health{OK: false, Err: "snmp 127.0.0.1:161: timeout"})
+	}
+	if got := status(t, p, "b"); got != weights.StatusDown {
+		t.Fatalf("3 failed polls: %v", got)
+	}
+}
