@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, vet, unit and integration tests (real Open vSwitch,
+# snmpd, haproxy and Chromium, started by the tests themselves), and bounded fuzzing.
+# Run as root on Debian: `sudo bash scripts/test.sh`. FUZZTIME=0 skips the fuzz stage.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=$PATH:/usr/local/go/bin
+[ "$(id -u)" = 0 ] || { echo "test.sh: the integration tier needs root (namespaces, cgroups, Open vSwitch)"; exit 1; }
+
+echo "== gofmt"
+bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+[ -z "$bad" ] || { echo "gofmt: unformatted files:"; echo "$bad"; exit 1; }
+
+echo "== go vet"
+go vet -tags integration ./...
+
+echo "== go test (unit + integration, race detector)"
+# -p 1 keeps the integration tests of different packages from starting Open vSwitch, snmpd
+# and namespaces at the same time on a 2-core machine.
+go test -race -tags integration -p 1 -count=1 -timeout 25m ./...
+
+fuzztime=${FUZZTIME:-10s}
+if [ "$fuzztime" != 0 ]; then
+  echo "== fuzz ($fuzztime per target)"
+  while read -r pkg target; do
+    echo "-- $pkg $target"
+    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >/tmp/fuzz.$$.log 2>&1 || { cat /tmp/fuzz.$$.log; exit 1; }
+  done < <(go list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r ip dir; do
+             grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed "s|^func |$ip |"
+           done)
+fi
+echo "== all tests passed"
