@@ -1,0 +1,33 @@
+// Package snmp is the collector's SNMP metric source: it polls a stock
+// net-snmp snmpd on a backend (SNMP v2c or v3 authPriv, via gosnmp) and turns
+// the agent's answers into one Sample per poll: CPU utilisation and count,
+// memory utilisation and size, and established TCP connections.
+//
+// It exists for backends where the flowweight probe cannot be installed but
+// an SNMP agent already runs. Everything it reads was checked against
+// Debian's snmpd 5.9 (see /work/shared/DESIGN.md, "Metrics sources"):
+//
+//   - CPU utilisation comes from the UCD ssCpuRaw* tick counters, as the
+//     difference between two polls (busy = all ticks except idle and iowait,
+//     the same definition gopsutil and therefore the push probe use). The
+//     agent refreshes these counters only every 5 s and reports all of them
+//     as 0 until its first refresh, so a Poller needs two polls at least 5 s
+//     apart before it can compute a delta. Until then it falls back to the
+//     mean hrProcessorLoad (which the agent only fills after its first
+//     minute); when neither exists Sample.CPUKnown is false and CPUUtil is 0.
+//   - CPU count is the number of hrProcessorTable rows.
+//   - Memory is memTotalReal and memAvailReal (kB).
+//   - Connections are counted per service port from the legacy tcpConnTable
+//     (IPv4 only; the newer tcpConnectionTable is empty on this agent), or
+//     taken from tcpCurrEstab (all ports, IPv4 and IPv6) when no service
+//     ports are configured or the table has no rows.
+//
+// Gathering is split from parsing: the parse* functions are pure functions
+// from []gosnmp.SnmpPDU to values, tested on PDUs recorded from the real
+// agent (testdata/) and fuzzed; the Poller only sequences requests through
+// the small Agent interface and keeps the previous counters.
+//
+// The package does not log and registers no metrics: it returns wrapped
+// errors that name the backend address and the OID or step that failed.
+// It must not import the weights or controller packages.
+package snmp

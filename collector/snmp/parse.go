@@ -1,0 +1,349 @@
+package snmp
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/gosnmp/gosnmp"
+)
+
+// cpuTicks is one reading of the ssCpuRaw* counters. Counters the agent
+// does not have read as 0, which adds nothing to either side of a delta.
+type cpuTicks struct {
+	user, nice, system, idle, wait, interrupt, softIRQ, steal uint32
+}
+
+// zero reports whether the agent has not filled its counters yet: net-snmp
+// answers 0 for all of them until its first 5 s refresh.
+func (c cpuTicks) zero() bool {
+	return c == cpuTicks{}
+}
+
+// cpuUtil returns the busy fraction of the ticks between two readings: every
+// tick except idle and iowait counts as busy, as in gopsutil. The counters
+// are Counter32, so each delta is taken modulo 2^32, which is right across
+// one wrap. ok is false when no tick elapsed between the readings (the agent
+// refreshes its counters only every 5 s).
+func cpuUtil(prev, cur cpuTicks) (util float64, ok bool) {
+	d := func(a, b uint32) uint64 { return uint64(b - a) }
+	idle := d(prev.idle, cur.idle) + d(prev.wait, cur.wait)
+	busy := d(prev.user, cur.user) + d(prev.nice, cur.nice) + d(prev.system, cur.system) +
+		d(prev.interrupt, cur.interrupt) + d(prev.softIRQ, cur.softIRQ) + d(prev.steal, cur.steal)
+	total := idle + busy
+	if total == 0 {
+		return 0, false
+	}
+	return float64(busy) / float64(total), true
+}
+
+// scalars is what one GET of scalarOIDs says.
+type scalars struct {
+	uptime   uint32 // sysUpTime, centiseconds since the agent started
+	uptimeOK bool
+
+	cpu   cpuTicks
+	cpuOK bool // ssCpuRawUser/Nice/System/Idle all present
+
+	memTotalKB, memAvailKB, memBufferKB, memCachedKB uint64
+
+	tcpCurrEstab   uint32
+	tcpCurrEstabOK bool
+}
+
+// absent reports whether a varbind says "this agent has no such value".
+func absent(p gosnmp.SnmpPDU) bool {
+	switch p.Type {
+	case gosnmp.NoSuchObject, gosnmp.NoSuchInstance, gosnmp.EndOfMibView:
+		return true
+	}
+	return false
+}
+
+// unsigned returns a PDU's value as a non-negative integer no larger than
+// max, accepting only the listed ASN.1 types. gosnmp stores INTEGER as int,
+// Counter32/Gauge32 as uint and TimeTicks as uint32; any Go integer type is
+// accepted so that fakes need not mimic that exactly.
+func unsigned(p gosnmp.SnmpPDU, name string, max uint64, types ...gosnmp.Asn1BER) (uint64, error) {
+	typeOK := false
+	for _, t := range types {
+		if p.Type == t {
+			typeOK = true
+			break
+		}
+	}
+	if !typeOK {
+		want := make([]string, len(types))
+		for i, t := range types {
+			want[i] = t.String()
+		}
+		return 0, fmt.Errorf("%s (%s): want type %s, got %s", name, p.Name, strings.Join(want, " or "), p.Type)
+	}
+	var v uint64
+	switch x := p.Value.(type) {
+	case int:
+		if x < 0 {
+			return 0, fmt.Errorf("%s (%s): negative value %d", name, p.Name, x)
+		}
+		v = uint64(x)
+	case int32:
+		if x < 0 {
+			return 0, fmt.Errorf("%s (%s): negative value %d", name, p.Name, x)
+		}
+		v = uint64(x)
+	case int64:
+		if x < 0 {
+			return 0, fmt.Errorf("%s (%s): negative value %d", name, p.Name, x)
+		}
+		v = uint64(x)
+	case uint:
+		v = uint64(x)
+	case uint32:
+		v = uint64(x)
+	case uint64:
+		v = x
+	default:
+		return 0, fmt.Errorf("%s (%s): %s value has Go type %T, want an integer", name, p.Name, p.Type, p.Value)
+	}
+	if v > max {
+		return 0, fmt.Errorf("%s (%s): value %d exceeds %d", name, p.Name, v, max)
+	}
+	return v, nil
+}
+
+// parseScalars reads the answer to the scalarOIDs GET. Missing memory values
+// and malformed values are errors; missing CPU counters, sysUpTime and
+// tcpCurrEstab are reported through the *OK fields because the Poller has
+// fallbacks for them.
+func parseScalars(pdus []gosnmp.SnmpPDU) (scalars, error) {
+	var s scalars
+	answered := make(map[string]bool, len(scalarOIDs))
+	seen := make(map[string]bool, len(scalarOIDs)) // answered with a value
+	for _, p := range pdus {
+		name, known := oidNames[p.Name]
+		if !known {
+			return scalars{}, fmt.Errorf("unexpected OID %s in answer to the scalar GET", p.Name)
+		}
+		if answered[p.Name] {
+			return scalars{}, fmt.Errorf("%s (%s) appears twice in one answer", name, p.Name)
+		}
+		answered[p.Name] = true
+		if absent(p) {
+			continue
+		}
+		seen[p.Name] = true
+		var err error
+		var v uint64
+		switch p.Name {
+		case oidSysUpTime:
+			v, err = unsigned(p, name, math.MaxUint32, gosnmp.TimeTicks)
+			s.uptime = uint32(v)
+		case oidSsCpuRawUser, oidSsCpuRawNice, oidSsCpuRawSystem, oidSsCpuRawIdle,
+			oidSsCpuRawWait, oidSsCpuRawInterrupt, oidSsCpuRawSoftIRQ, oidSsCpuRawSteal:
+			v, err = unsigned(p, name, math.MaxUint32, gosnmp.Counter32)
+			*s.cpu.field(p.Name) = uint32(v)
+		case oidMemTotalReal:
+			s.memTotalKB, err = unsigned(p, name, math.MaxInt32, gosnmp.Integer)
+		case oidMemAvailReal:
+			s.memAvailKB, err = unsigned(p, name, math.MaxInt32, gosnmp.Integer)
+		case oidMemBuffer:
+			s.memBufferKB, err = unsigned(p, name, math.MaxInt32, gosnmp.Integer)
+		case oidMemCached:
+			s.memCachedKB, err = unsigned(p, name, math.MaxInt32, gosnmp.Integer)
+		case oidTCPCurrEstab:
+			v, err = unsigned(p, name, math.MaxUint32, gosnmp.Gauge32)
+			s.tcpCurrEstab = uint32(v)
+		}
+		if err != nil {
+			return scalars{}, err
+		}
+	}
+	s.uptimeOK = seen[oidSysUpTime]
+	s.tcpCurrEstabOK = seen[oidTCPCurrEstab]
+
+	required := []string{oidSsCpuRawUser, oidSsCpuRawNice, oidSsCpuRawSystem, oidSsCpuRawIdle}
+	n := 0
+	for _, o := range required {
+		if seen[o] {
+			n++
+		}
+	}
+	switch n {
+	case len(required):
+		s.cpuOK = true
+	case 0:
+		s.cpu = cpuTicks{}
+	default:
+		for _, o := range required {
+			if !seen[o] {
+				return scalars{}, fmt.Errorf("%s (%s) missing while other ssCpuRaw counters are present", oidNames[o], o)
+			}
+		}
+	}
+
+	for _, o := range []string{oidMemTotalReal, oidMemAvailReal} {
+		if !seen[o] {
+			return scalars{}, fmt.Errorf("%s (%s) missing from the agent's answer", oidNames[o], o)
+		}
+	}
+	if s.memTotalKB == 0 {
+		return scalars{}, fmt.Errorf("memTotalReal (%s) is 0", oidMemTotalReal)
+	}
+	if s.memAvailKB > s.memTotalKB {
+		return scalars{}, fmt.Errorf("memAvailReal (%s) %d kB exceeds memTotalReal %d kB", oidMemAvailReal, s.memAvailKB, s.memTotalKB)
+	}
+	return s, nil
+}
+
+// field maps a ssCpuRaw OID to its slot; only called with those OIDs.
+func (c *cpuTicks) field(oid string) *uint32 {
+	switch oid {
+	case oidSsCpuRawUser:
+		return &c.user
+	case oidSsCpuRawNice:
+		return &c.nice
+	case oidSsCpuRawSystem:
+		return &c.system
+	case oidSsCpuRawIdle:
+		return &c.idle
+	case oidSsCpuRawWait:
+		return &c.wait
+	case oidSsCpuRawInterrupt:
+		return &c.interrupt
+	case oidSsCpuRawSoftIRQ:
+		return &c.softIRQ
+	case oidSsCpuRawSteal:
+		return &c.steal
+	}
+	panic("snmp: cpuTicks.field called with " + oid)
+}
+
+// memory turns the scalars into bytes and a utilisation in [0,1]. Available
+// memory is memAvailReal + memBuffer + memCached (see oids.go for why),
+// capped at the total because memCached also counts shared memory.
+func (s scalars) memory() (totalBytes uint64, util float64) {
+	avail := s.memAvailKB + s.memBufferKB + s.memCachedKB
+	if avail > s.memTotalKB {
+		avail = s.memTotalKB
+	}
+	return s.memTotalKB * 1024, 1 - float64(avail)/float64(s.memTotalKB)
+}
+
+// processors is what a walk of hrProcessorEntry says.
+type processors struct {
+	count    int
+	meanLoad float64 // fraction in [0,1]; valid only when loadOK
+	loadOK   bool    // every processor row has an hrProcessorLoad
+}
+
+// tableIndex splits a walked OID below root into column and the rest of the
+// index, both as text; ok is false when name is not below root.
+func tableIndex(name, root string) (column, index string, ok bool) {
+	rest, found := strings.CutPrefix(name, root+".")
+	if !found {
+		return "", "", false
+	}
+	column, index, _ = strings.Cut(rest, ".")
+	return column, index, column != "" && index != ""
+}
+
+// parseProcessors counts hrProcessorTable rows (column hrProcessorFrwID) and
+// averages hrProcessorLoad. Columns other than 1 and 2 are ignored.
+func parseProcessors(pdus []gosnmp.SnmpPDU) (processors, error) {
+	rows := make(map[string]bool)
+	loads := make(map[string]uint64)
+	for _, p := range pdus {
+		column, index, ok := tableIndex(p.Name, oidHrProcessorEntry)
+		if !ok {
+			return processors{}, fmt.Errorf("hrProcessorTable walk returned OID %s outside %s", p.Name, oidHrProcessorEntry)
+		}
+		if absent(p) {
+			continue
+		}
+		if _, err := strconv.ParseUint(index, 10, 31); err != nil {
+			return processors{}, fmt.Errorf("hrProcessorTable (%s): index %q is not one integer", p.Name, index)
+		}
+		switch column {
+		case "1":
+			if p.Type != gosnmp.ObjectIdentifier {
+				return processors{}, fmt.Errorf("hrProcessorFrwID (%s): want type ObjectIdentifier, got %s", p.Name, p.Type)
+			}
+			if rows[index] {
+				return processors{}, fmt.Errorf("hrProcessorFrwID (%s) appears twice", p.Name)
+			}
+			rows[index] = true
+		case "2":
+			v, err := unsigned(p, "hrProcessorLoad", 100, gosnmp.Integer)
+			if err != nil {
+				return processors{}, err
+			}
+			if _, dup := loads[index]; dup {
+				return processors{}, fmt.Errorf("hrProcessorLoad (%s) appears twice", p.Name)
+			}
+			loads[index] = v
+		}
+	}
+	if len(rows) == 0 {
+		return processors{}, fmt.Errorf("hrProcessorTable (%s) has no rows", oidHrProcessorEntry)
+	}
+	out := processors{count: len(rows)}
+	if len(loads) == len(rows) {
+		var sum uint64
+		for index, v := range loads {
+			if !rows[index] {
+				return out, nil // loads for other rows than the processors: do not trust them
+			}
+			sum += v
+		}
+		out.meanLoad = float64(sum) / float64(len(loads)) / 100
+		out.loadOK = true
+	}
+	return out, nil
+}
+
+// parseTCPConnTable counts tcpConnTable rows in state established(5) whose
+// local port is in ports (all rows when ports is empty). rows is the number
+// of rows seen in any state, so the caller can tell an empty table from one
+// without matching connections.
+func parseTCPConnTable(pdus []gosnmp.SnmpPDU, ports map[uint16]bool) (established uint32, rows int, err error) {
+	for _, p := range pdus {
+		index, ok := strings.CutPrefix(p.Name, oidTCPConnState+".")
+		if !ok {
+			return 0, 0, fmt.Errorf("tcpConnTable walk returned OID %s outside %s", p.Name, oidTCPConnState)
+		}
+		if absent(p) {
+			continue
+		}
+		arcs := strings.Split(index, ".")
+		if len(arcs) != 10 {
+			return 0, 0, fmt.Errorf("tcpConnState (%s): index has %d arcs, want 10 (addr.port.addr.port)", p.Name, len(arcs))
+		}
+		var localPort uint16
+		for i, a := range arcs {
+			bits := 8
+			if i == 4 || i == 9 {
+				bits = 16
+			}
+			v, perr := strconv.ParseUint(a, 10, bits)
+			if perr != nil {
+				return 0, 0, fmt.Errorf("tcpConnState (%s): index arc %d %q out of range", p.Name, i+1, a)
+			}
+			if i == 4 {
+				localPort = uint16(v)
+			}
+		}
+		state, err := unsigned(p, "tcpConnState", 12, gosnmp.Integer)
+		if err != nil {
+			return 0, 0, err
+		}
+		if state == 0 {
+			return 0, 0, fmt.Errorf("tcpConnState (%s): state 0 is not a TCP state", p.Name)
+		}
+		rows++
+		if state == tcpStateEstablished && (len(ports) == 0 || ports[localPort]) {
+			established++
+		}
+	}
+	return established, rows, nil
+}

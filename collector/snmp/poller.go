@@ -1,0 +1,271 @@
+package snmp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gosnmp/gosnmp"
+)
+
+// Sample is one poll's view of a backend.
+type Sample struct {
+	// CPUUtil is the busy fraction of all CPUs in [0,1]; meaningful only
+	// when CPUKnown.
+	CPUUtil float64
+	// CPUKnown is false when the agent gave no usable CPU figure in this
+	// poll: no counter delta yet (first poll, or the agent's counters still
+	// 0) and no hrProcessorLoad (the agent's first minute). The caller should
+	// keep its previous CPU estimate rather than read 0 as idle.
+	CPUKnown bool
+	// CPUCount is the number of hrProcessorTable rows (logical CPUs).
+	CPUCount float64
+	// MemUtil is the used fraction of physical memory in [0,1].
+	MemUtil float64
+	// MemBytes is physical memory size (memTotalReal kB * 1024).
+	MemBytes uint64
+	// Conns is the number of established TCP connections on the target's
+	// service ports (or on all ports, see ConnSource).
+	Conns uint32
+	// CPUSource says where CPUUtil came from: "ucd_raw" (ssCpuRaw* counter
+	// delta), "hr_load" (mean hrProcessorLoad, a one-minute average) or ""
+	// when !CPUKnown.
+	CPUSource string
+	// ConnSource is "tcpConnTable" (per service port, IPv4 only) or
+	// "tcpCurrEstab" (all ports, IPv4 and IPv6: no service ports
+	// configured, or the agent's tcpConnTable had no rows).
+	ConnSource string
+}
+
+// CPU and connection source names used in Sample.
+const (
+	CPUSourceUCDRaw        = "ucd_raw"
+	CPUSourceHRLoad        = "hr_load"
+	ConnSourceTCPConnTable = "tcpConnTable"
+	ConnSourceTCPCurrEstab = "tcpCurrEstab"
+	scalarStep             = "get sysUpTime/ssCpuRaw*/mem*/tcpCurrEstab"
+	processorStep          = "walk hrProcessorTable " + oidHrProcessorEntry
+	tcpConnStep            = "walk tcpConnTable tcpConnState " + oidTCPConnState
+)
+
+// Errors a caller may want to tell apart (use errors.Is).
+var (
+	// ErrAuth means the v3 agent rejected the credentials: unknown user,
+	// wrong authentication passphrase or protocol, or a security level the
+	// user is not allowed.
+	ErrAuth = errors.New("v3 authentication failed")
+	// ErrNoResponse means the agent never answered within
+	// Timeout*(Retries+1). For v3 a wrong privacy passphrase looks the same,
+	// because net-snmp silently drops requests it cannot decrypt.
+	ErrNoResponse = errors.New("no response")
+)
+
+// Agent is the part of an SNMP session the Poller needs. The gosnmp session
+// implements it in production; unit tests replay recorded answers.
+type Agent interface {
+	// Get fetches the given scalar OIDs in one request. Values the agent
+	// does not have come back as NoSuchObject/NoSuchInstance varbinds.
+	Get(ctx context.Context, oids []string) ([]gosnmp.SnmpPDU, error)
+	// BulkWalk returns every varbind below root; an absent subtree gives
+	// no varbinds and no error.
+	BulkWalk(ctx context.Context, root string) ([]gosnmp.SnmpPDU, error)
+	// Close releases the session.
+	Close() error
+}
+
+// Poller polls one backend's agent. It keeps the previous ssCpuRaw counters
+// so that each poll can report the CPU utilisation since the last one. Its
+// methods are safe for concurrent use, but polls are serialised.
+type Poller struct {
+	target Target
+	agent  Agent
+	ports  map[uint16]bool
+
+	mu         sync.Mutex
+	prev       cpuTicks // last non-zero counter reading
+	havePrev   bool
+	prevUptime uint32
+	lastUtil   float64 // last counter-delta utilisation, reused while the agent's counters stand still
+	haveLast   bool
+}
+
+// NewPoller validates t and opens a UDP session to its agent. Nothing is
+// sent until the first Poll.
+func NewPoller(t Target) (*Poller, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	g, err := t.session()
+	if err != nil {
+		return nil, err
+	}
+	if err := g.Connect(); err != nil {
+		return nil, fmt.Errorf("snmp %s: open UDP session: %w", t.Address, err)
+	}
+	return newPoller(t, &gosnmpAgent{g: g}), nil
+}
+
+// NewPollerWithAgent is NewPoller over a caller-supplied Agent, for tests of
+// code that uses a Poller and for other transports.
+func NewPollerWithAgent(t Target, a Agent) (*Poller, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	if a == nil {
+		return nil, fmt.Errorf("snmp %s: nil Agent", t.Address)
+	}
+	return newPoller(t, a), nil
+}
+
+func newPoller(t Target, a Agent) *Poller {
+	ports := make(map[uint16]bool, len(t.ServicePorts))
+	for _, p := range t.ServicePorts {
+		ports[p] = true
+	}
+	return &Poller{target: t, agent: a, ports: ports}
+}
+
+// Close closes the session. Polls after Close fail.
+func (p *Poller) Close() error {
+	return p.agent.Close()
+}
+
+// Poll asks the agent once and returns the backend's sample. Any failure to
+// reach the agent is an error (the caller counts it as a failed check); the
+// error names the agent address and the step or OID at fault.
+func (p *Poller) Poll(ctx context.Context) (Sample, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+
+	// Gather everything first, then change state only when the whole poll
+	// succeeded, so a failed poll leaves the CPU baseline untouched.
+	pdus, err := p.agent.Get(ctx, scalarOIDs)
+	if err != nil {
+		return Sample{}, p.requestError(scalarStep, err)
+	}
+	sc, err := parseScalars(pdus)
+	if err != nil {
+		return Sample{}, fmt.Errorf("snmp %s: %w", p.target.Address, err)
+	}
+	pdus, err = p.agent.BulkWalk(ctx, oidHrProcessorEntry)
+	if err != nil {
+		return Sample{}, p.requestError(processorStep, err)
+	}
+	proc, err := parseProcessors(pdus)
+	if err != nil {
+		return Sample{}, fmt.Errorf("snmp %s: %w", p.target.Address, err)
+	}
+
+	var s Sample
+	s.CPUCount = float64(proc.count)
+	s.MemBytes, s.MemUtil = sc.memory()
+
+	s.ConnSource = ConnSourceTCPCurrEstab
+	if len(p.ports) > 0 {
+		pdus, err = p.agent.BulkWalk(ctx, oidTCPConnState)
+		if err != nil {
+			return Sample{}, p.requestError(tcpConnStep, err)
+		}
+		n, rows, err := parseTCPConnTable(pdus, p.ports)
+		if err != nil {
+			return Sample{}, fmt.Errorf("snmp %s: %w", p.target.Address, err)
+		}
+		if rows > 0 {
+			s.Conns, s.ConnSource = n, ConnSourceTCPConnTable
+		}
+	}
+	if s.ConnSource == ConnSourceTCPCurrEstab {
+		if !sc.tcpCurrEstabOK {
+			return Sample{}, fmt.Errorf("snmp %s: no connection count: tcpCurrEstab (%s) missing and tcpConnTable empty or not asked", p.target.Address, oidTCPCurrEstab)
+		}
+		s.Conns = sc.tcpCurrEstab
+	}
+
+	p.updateCPU(&s, sc, proc)
+	return s, nil
+}
+
+// updateCPU fills the CPU utilisation and advances the counter baseline.
+func (p *Poller) updateCPU(s *Sample, sc scalars, proc processors) {
+	if sc.uptimeOK {
+		if p.havePrev && sc.uptime < p.prevUptime {
+			// The agent restarted: its counters no longer relate to ours.
+			p.havePrev, p.haveLast = false, false
+		}
+		p.prevUptime = sc.uptime
+	}
+	if sc.cpuOK && sc.cpu.zero() {
+		// A freshly (re)started agent answers 0 until its first refresh.
+		p.havePrev, p.haveLast = false, false
+	}
+	if sc.cpuOK && !sc.cpu.zero() {
+		if p.havePrev {
+			if u, ok := cpuUtil(p.prev, sc.cpu); ok {
+				p.lastUtil, p.haveLast = u, true
+			}
+		}
+		p.prev, p.havePrev = sc.cpu, true
+		if p.haveLast {
+			// When the counters stood still since the last poll (the
+			// agent refreshes them every 5 s) the last delta is still
+			// the agent's newest knowledge.
+			s.CPUUtil, s.CPUKnown, s.CPUSource = p.lastUtil, true, CPUSourceUCDRaw
+			return
+		}
+	}
+	if proc.loadOK {
+		s.CPUUtil, s.CPUKnown, s.CPUSource = proc.meanLoad, true, CPUSourceHRLoad
+	}
+}
+
+// requestError wraps a transport error with the address, the step and, for
+// the cases an operator must act on, what it means.
+func (p *Poller) requestError(step string, err error) error {
+	addr := p.target.Address
+	switch {
+	case errors.Is(err, gosnmp.ErrWrongDigest):
+		return fmt.Errorf("snmp %s: %w for user %s: %s: wrong digest (check AuthProtocol and AuthPassphrase): %w", addr, ErrAuth, p.target.User, step, err)
+	case errors.Is(err, gosnmp.ErrUnknownUsername):
+		return fmt.Errorf("snmp %s: %w for user %s: %s: agent does not know this user: %w", addr, ErrAuth, p.target.User, step, err)
+	case errors.Is(err, gosnmp.ErrUnknownSecurityLevel):
+		return fmt.Errorf("snmp %s: %w for user %s: %s: user not allowed authPriv on the agent: %w", addr, ErrAuth, p.target.User, step, err)
+	case errors.Is(err, gosnmp.ErrDecryption):
+		return fmt.Errorf("snmp %s: %w for user %s: %s: agent could not decrypt (check PrivProtocol and PrivPassphrase): %w", addr, ErrAuth, p.target.User, step, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("snmp %s: %s: %w before the context deadline: %w", addr, step, ErrNoResponse, err)
+	case errors.Is(err, gosnmp.ErrMaxRetriesExceeded):
+		hint := ""
+		if p.target.Version == "v3" {
+			hint = " (for v3 a wrong PrivPassphrase or PrivProtocol also looks like this)"
+		}
+		return fmt.Errorf("snmp %s: %s: %w after %d attempt(s) of %v%s: %w", addr, step, ErrNoResponse, p.target.Retries+1, p.target.Timeout, hint, err)
+	}
+	return fmt.Errorf("snmp %s: %s: %w", addr, step, err)
+}
+
+// gosnmpAgent adapts a gosnmp session to Agent.
+type gosnmpAgent struct {
+	g *gosnmp.GoSNMP
+}
+
+func (a *gosnmpAgent) Get(ctx context.Context, oids []string) ([]gosnmp.SnmpPDU, error) {
+	a.g.Context = ctx
+	pkt, err := a.g.Get(oids)
+	if err != nil {
+		return nil, err
+	}
+	if pkt.Error != gosnmp.NoError {
+		return nil, fmt.Errorf("agent answered error-status %v for varbind %d", pkt.Error, pkt.ErrorIndex)
+	}
+	return pkt.Variables, nil
+}
+
+func (a *gosnmpAgent) BulkWalk(ctx context.Context, root string) ([]gosnmp.SnmpPDU, error) {
+	a.g.Context = ctx
+	return a.g.BulkWalkAll(root)
+}
+
+func (a *gosnmpAgent) Close() error {
+	return a.g.Close()
+}
