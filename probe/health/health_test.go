@@ -1,0 +1,163 @@
+package health
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"flowweight/probe/config"
+)
+
+func newChecker(t *testing.T, url string, timeout time.Duration, expect, body string) *Checker {
+	t.Helper()
+	c, err := New(config.Health{URL: url, Timeout: timeout, ExpectStatus: expect, BodyContains: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestCheck(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("status: ready\n")) })
+	mux.HandleFunc("/down", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", 503) })
+	mux.HandleFunc("/moved", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/down", 301) })
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(strings.Repeat("x", MaxBody)))
+		w.Write([]byte("ready"))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	tests := []struct {
+		name, path, expect, body string
+		ok                       bool
+		status                   uint16
+		err                      string
+	}{
+		{"ok", "/ok", "200-399", "", true, 200, ""},
+		{"body found", "/ok", "200", "ready", true, 200, ""},
+		{"body missing", "/ok", "200", "green", false, 200, `body lacks "green"`},
+		{"bad status", "/down", "200-399", "", false, 503, "503 Service Unavailable"},
+		{"503 accepted", "/down", "200,503", "", true, 503, ""},
+		{"redirect not followed", "/moved", "200-399", "", true, 301, ""},
+		{"redirect rejected", "/moved", "200", "", false, 301, "status 301"},
+		{"body beyond 64 KiB", "/big", "200", "ready", false, 200, "body lacks"},
+		{"not found", "/nope", "200-399", "", false, 404, "404"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newChecker(t, srv.URL+tt.path, 5*time.Second, tt.expect, tt.body)
+			r := c.Check(context.Background())
+			if r.OK != tt.ok || r.Status != tt.status || !strings.Contains(r.Err, tt.err) || (tt.ok && r.Err != "") {
+				t.Errorf("got %+v, want ok=%v status=%d err~%q", r, tt.ok, tt.status, tt.err)
+			}
+			if r.Latency <= 0 {
+				t.Errorf("latency %v", r.Latency)
+			}
+		})
+	}
+}
+
+func TestCheckRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	r := newChecker(t, "http://"+addr+"/", time.Second, "200", "").Check(context.Background())
+	if r.OK || r.Status != 0 || !strings.Contains(r.Err, "refused") {
+		t.Errorf("got %+v", r)
+	}
+}
+
+// A service that accepts and never answers costs one timeout, not more.
+func TestCheckHangingTimesOut(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	const timeout = 100 * time.Millisecond
+	start := time.Now()
+	r := newChecker(t, srv.URL, timeout, "200", "").Check(context.Background())
+	if took := time.Since(start); took > 10*timeout {
+		t.Errorf("check took %v with timeout %v", took, timeout)
+	}
+	if r.OK || r.Status != 0 || !strings.Contains(r.Err, "timeout") {
+		t.Errorf("got %+v", r)
+	}
+}
+
+// Every check opens its own connection.
+func TestCheckNewConnectionEachTime(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := newChecker(t, srv.URL, time.Second, "200", "")
+	for range 3 {
+		if r := c.Check(context.Background()); !r.OK {
+			t.Fatalf("check: %+v", r)
+		}
+	}
+	if n := conns.Load(); n != 3 {
+		t.Errorf("%d connections for 3 checks", n)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	if _, err := New(config.Health{URL: "http://x/", Timeout: time.Second, ExpectStatus: "ok"}); err == nil || !strings.Contains(err.Error(), "expect_status") {
+		t.Errorf("bad status: %v", err)
+	}
+	if _, err := New(config.Health{URL: "http://x/", ExpectStatus: "200"}); err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Errorf("no timeout: %v", err)
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 128, "short"},
+		{"abcdef", 3, "abc"},
+		{"aé", 2, "a"}, // é is two bytes: not split
+		{"a\xffb", 10, "a?b"},
+	}
+	for _, tt := range tests {
+		if got := Truncate(tt.in, tt.n); got != tt.want {
+			t.Errorf("Truncate(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		}
+	}
+}
+
+func FuzzTruncate(f *testing.F) {
+	f.Add("GET http://127.0.0.1/: connection refused", 10)
+	f.Add("日本語", 4)
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		if n < 0 || n > 1000 {
+			return
+		}
+		got := Truncate(s, n)
+		if len(got) > n || !utf8.ValidString(got) {
+			t.Fatalf("Truncate(%q, %d) = %q", s, n, got)
+		}
+	})
+}
