@@ -1,0 +1,279 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"flowweight/collector/report"
+	"flowweight/probe/health"
+	"flowweight/probe/sample"
+)
+
+// StaleAfter is how many intervals a utilisation keeps its last measured value when its
+// sampler fails. After that the probe reports CPU and memory as fully used (so the backend
+// gets less traffic rather than more while it cannot measure itself), connections and NIC as
+// 0. The wire format has no "unknown", so this is the probe's stated policy; capacities
+// (CPU count, memory size) keep their last value indefinitely, and until they are first known
+// no report is sent at all.
+const StaleAfter = 3
+
+// LogEvery bounds how often one kind of failure is logged.
+const LogEvery = time.Minute
+
+// Clock gives the loop its time: Now for report timestamps and After for the waits.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+// Sender sends one datagram.
+type Sender interface {
+	Send(datagram []byte) error
+}
+
+// HealthChecker checks the local service.
+type HealthChecker interface {
+	Check(ctx context.Context) health.Result
+}
+
+// Source is a sampler with the name its failures are logged under.
+type Source struct {
+	Name    string
+	Sampler sample.Sampler
+}
+
+// Stats counts what the loop did; safe to read from another goroutine (for metrics).
+type Stats struct {
+	Sent         atomic.Uint64 // datagrams handed to the sender without error
+	SendErrors   atomic.Uint64 // sender failures (collector unreachable, no route)
+	SampleErrors atomic.Uint64 // sampler failures, each sampler counted once per interval
+	Unsent       atomic.Uint64 // intervals with no report: capacity unknown or report invalid
+}
+
+// Agent is the probe loop. Fill the exported fields, then call Run once.
+type Agent struct {
+	BackendID string
+	Key       []byte
+	Interval  time.Duration
+	// Jitter: each wait is Interval·(1 + Jitter·(2u−1)) with u from Rand, uniform in [0,1).
+	Jitter    float64
+	DrainFile string // drained while it exists; "" disables the file
+
+	Sources []Source
+	Health  HealthChecker // nil: no check, reported healthy
+	Sender  Sender
+	Clock   Clock
+	Rand    func() float64
+	Log     *slog.Logger
+	// BootNonce identifies this run of the probe; set it from crypto/rand (NewBootNonce).
+	BootNonce uint64
+	// Stat reports whether a file exists; default os.Stat.
+	Stat func(name string) (fs.FileInfo, error)
+
+	Stats Stats
+
+	seq      uint64
+	drained  bool
+	fileSeen bool
+	held     held
+	last     report.Report // the last report built, for the leaving one
+	haveLast bool
+	buf      []byte
+	limiter  limiter
+	failing  map[string]bool
+}
+
+// Run samples and reports until ctx ends, then sends one report flagged leaving and returns
+// nil. drain delivers operator requests (true: drain, false: undrain) that take effect at once,
+// with an immediate report; it may be nil.
+func (a *Agent) Run(ctx context.Context, drain <-chan bool) error {
+	if err := a.check(); err != nil {
+		return err
+	}
+	a.limiter = limiter{every: LogEvery, now: a.Clock.Now}
+	a.failing = map[string]bool{}
+	a.fileSeen = a.drainFileExists()
+	a.drained = a.fileSeen
+	if a.drained {
+		a.Log.Info("starting drained", "drain_file", a.DrainFile)
+	}
+	// Rates need two readings: take the first now, so the first report has them.
+	for _, s := range a.Sources {
+		_, _ = s.Sampler.Sample(ctx)
+	}
+	for {
+		timer := a.Clock.After(a.nextWait())
+		select {
+		case <-ctx.Done():
+			a.leave()
+			return nil
+		case d := <-drain:
+			if d != a.drained {
+				a.drained = d
+				a.Log.Info("drain state changed", "drained", d, "by", "signal")
+			}
+			a.tick(ctx)
+		case <-timer:
+			a.pollDrainFile()
+			a.tick(ctx)
+		}
+	}
+}
+
+func (a *Agent) check() error {
+	var missing []string
+	if a.Sender == nil {
+		missing = append(missing, "Sender")
+	}
+	if a.Clock == nil {
+		missing = append(missing, "Clock")
+	}
+	if a.Interval <= 0 {
+		missing = append(missing, "Interval")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("agent: %v not set", missing)
+	}
+	if a.Rand == nil {
+		a.Rand = func() float64 { return 0.5 }
+	}
+	if a.Log == nil {
+		a.Log = slog.New(slog.DiscardHandler)
+	}
+	if a.Stat == nil {
+		a.Stat = os.Stat
+	}
+	return nil
+}
+
+// nextWait is the jittered interval.
+func (a *Agent) nextWait() time.Duration {
+	f := 1 + a.Jitter*(2*a.Rand()-1)
+	return time.Duration(float64(a.Interval) * f)
+}
+
+func (a *Agent) drainFileExists() bool {
+	if a.DrainFile == "" {
+		return false
+	}
+	_, err := a.Stat(a.DrainFile)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		a.logLimited("drain_file", "cannot check drain file", "drain_file", a.DrainFile, "err", err)
+		return a.fileSeen
+	}
+	return err == nil
+}
+
+// pollDrainFile applies a change of the drain file. Only a change counts, so the most recent
+// action wins: a signal overrides the file until the file is next created or removed.
+func (a *Agent) pollDrainFile() {
+	exists := a.drainFileExists()
+	if exists == a.fileSeen {
+		return
+	}
+	a.fileSeen = exists
+	if exists != a.drained {
+		a.drained = exists
+		a.Log.Info("drain state changed", "drained", exists, "by", "drain_file", "drain_file", a.DrainFile)
+	}
+}
+
+// tick samples, checks health, and sends one report.
+func (a *Agent) tick(ctx context.Context) {
+	var v sample.Values
+	for _, s := range a.Sources {
+		r, err := s.Sampler.Sample(ctx)
+		v.Merge(r)
+		switch {
+		case err != nil && !errors.Is(err, sample.ErrFirstSample):
+			a.Stats.SampleErrors.Add(1)
+			a.failing[s.Name] = true
+			a.logLimited("sampler:"+s.Name, "sampler failed", "sampler", s.Name, "err", err)
+		case err == nil && a.failing[s.Name]:
+			delete(a.failing, s.Name)
+			a.Log.Info("sampler recovered", "sampler", s.Name)
+		}
+	}
+	now := a.Clock.Now()
+	r := report.Report{
+		BackendID: a.BackendID,
+		BootNonce: a.BootNonce,
+		Interval:  a.Interval,
+		Flags:     report.FlagHealthOK,
+	}
+	if a.Health != nil {
+		h := a.Health.Check(ctx)
+		if ctx.Err() != nil {
+			return // stopping: a check cut short says nothing about the service
+		}
+		r.HealthStatus, r.HealthLatency, r.HealthError = h.Status, h.Latency, h.Err
+		if !h.OK {
+			r.Flags = 0
+		}
+		now = a.Clock.Now()
+	}
+	if a.drained {
+		r.Flags |= report.FlagDrain
+	}
+	if !a.held.fill(&r, v) {
+		a.Stats.Unsent.Add(1)
+		a.logLimited("capacity", "report not sent: CPU count or memory size never measured")
+		return
+	}
+	r.Time = now
+	a.last, a.haveLast = r, true
+	a.send(&r)
+}
+
+// leave sends the last report again, fresh in seq and time, flagged leaving.
+func (a *Agent) leave() {
+	if !a.haveLast {
+		a.Log.Info("stopping before the first report; nothing to withdraw")
+		return
+	}
+	r := a.last
+	r.Flags |= report.FlagLeaving
+	if a.drained {
+		r.Flags |= report.FlagDrain
+	} else {
+		r.Flags &^= report.FlagDrain
+	}
+	r.Time = a.Clock.Now()
+	a.send(&r)
+	a.Log.Info("sent leaving report", "seq", r.Seq)
+}
+
+func (a *Agent) send(r *report.Report) {
+	a.seq++ // also for reports that fail to go out (push protocol: replay rules)
+	r.Seq = a.seq
+	buf, err := r.AppendSeal(a.buf[:0], a.Key)
+	if err != nil {
+		a.Stats.Unsent.Add(1)
+		a.logLimited("seal", "report invalid, not sent", "err", err)
+		return
+	}
+	a.buf = buf
+	if err := a.Sender.Send(buf); err != nil {
+		a.Stats.SendErrors.Add(1)
+		a.logLimited("send", "sending report failed", "seq", r.Seq, "err", err)
+		return
+	}
+	a.Stats.Sent.Add(1)
+	a.Log.Debug("report sent", "seq", r.Seq, "flags", uint16(r.Flags), "cpu_util", r.CPUUtil,
+		"cpu_count", r.CPUCount, "mem_util", r.MemUtil, "conns", r.Conns, "health_status", r.HealthStatus)
+}
+
+func (a *Agent) logLimited(key, msg string, args ...any) {
+	if n, ok := a.limiter.allow(key); ok {
+		if n > 0 {
+			args = append(args, "suppressed", n)
+		}
+		a.Log.Warn(msg, args...)
+	}
+}

@@ -1,0 +1,430 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"flowweight/collector/report"
+	"flowweight/probe/health"
+	"flowweight/probe/sample"
+)
+
+var testKey = []byte("flowweight-test-key-0123456789ab")
+
+// fakeClock fires a timer only when the test advances past it. Each After call is announced on
+// registered, so the test knows the loop is waiting before it moves time.
+type fakeClock struct {
+	mu         sync.Mutex
+	now        time.Time
+	timers     []fakeTimer
+	registered chan time.Duration
+}
+
+type fakeTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 11, 30, 21, 0, 0, 0, time.UTC), registered: make(chan time.Duration, 100)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	ch := make(chan time.Time, 1)
+	c.timers = append(c.timers, fakeTimer{c.now.Add(d), ch})
+	c.mu.Unlock()
+	c.registered <- d
+	return ch
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	keep := c.timers[:0]
+	for _, t := range c.timers {
+		if !t.at.After(c.now) {
+			t.ch <- c.now
+		} else {
+			keep = append(keep, t)
+		}
+	}
+	c.timers = keep
+}
+
+// fakeSender hands datagrams to the test; fail makes the next sends fail.
+type fakeSender struct {
+	out  chan []byte
+	mu   sync.Mutex
+	fail int
+}
+
+func (s *fakeSender) Send(b []byte) error {
+	s.mu.Lock()
+	fail := s.fail > 0
+	if fail {
+		s.fail--
+	}
+	s.mu.Unlock()
+	s.out <- bytes.Clone(b)
+	if fail {
+		return errors.New("connection refused")
+	}
+	return nil
+}
+
+// script is a sampler returning queued results, then repeating the last.
+type script struct {
+	mu      sync.Mutex
+	results []result
+}
+
+type result struct {
+	v   sample.Values
+	err error
+}
+
+func (s *script) Sample(context.Context) (sample.Values, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.results[0]
+	if len(s.results) > 1 {
+		s.results = s.results[1:]
+	}
+	return r.v, r.err
+}
+
+func (s *script) set(rs ...result) {
+	s.mu.Lock()
+	s.results = rs
+	s.mu.Unlock()
+}
+
+type fakeHealth struct{ r health.Result }
+
+func (h fakeHealth) Check(context.Context) health.Result { return h.r }
+
+var full = sample.Values{
+	Known:   sample.FieldCPUUtil | sample.FieldCPUCount | sample.FieldMemUtil | sample.FieldMemBytes | sample.FieldConns,
+	CPUUtil: 0.375, CPUCount: 2.5, MemUtil: 0.5, MemBytes: 4 << 30, Conns: 17,
+}
+
+type harness struct {
+	t      *testing.T
+	a      *Agent
+	clk    *fakeClock
+	snd    *fakeSender
+	src    *script
+	drain  chan bool
+	cancel context.CancelFunc
+	done   chan error
+	logs   *bytes.Buffer
+}
+
+func start(t *testing.T, configure func(*Agent)) *harness {
+	t.Helper()
+	h := &harness{t: t, clk: newFakeClock(), snd: &fakeSender{out: make(chan []byte, 100)},
+		src: &script{results: []result{{full, nil}}}, drain: make(chan bool), done: make(chan error, 1), logs: &bytes.Buffer{}}
+	h.a = &Agent{
+		BackendID: "web-1", Key: testKey, Interval: 5 * time.Second, Jitter: 0.1,
+		Sources: []Source{{"fake", h.src}},
+		Sender:  h.snd, Clock: h.clk, Rand: func() float64 { return 0.5 },
+		Log:       slog.New(slog.NewTextHandler(&syncWriter{w: h.logs}, nil)),
+		BootNonce: 0x5eed,
+	}
+	if configure != nil {
+		configure(h.a)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() { h.done <- h.a.Run(ctx, h.drain) }()
+	t.Cleanup(func() {
+		cancel()
+		<-h.done
+	})
+	return h
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func (h *harness) logText() string {
+	return h.logs.String() // read only after the agent stopped or is blocked
+}
+
+// tick lets one interval pass and returns the report sent for it.
+func (h *harness) tick() report.Report {
+	h.t.Helper()
+	d := <-h.clk.registered
+	h.clk.advance(d)
+	return h.recv()
+}
+
+func (h *harness) recv() report.Report {
+	h.t.Helper()
+	b := <-h.snd.out
+	var r report.Report
+	if err := report.Open(b, func(string) ([]byte, bool) { return testKey, true }, &r); err != nil {
+		h.t.Fatalf("open: %v", err)
+	}
+	return r
+}
+
+func (h *harness) stop() report.Report {
+	h.t.Helper()
+	<-h.clk.registered
+	h.cancel()
+	r := h.recv()
+	if err := <-h.done; err != nil {
+		h.t.Fatal(err)
+	}
+	h.done <- nil // for Cleanup
+	return r
+}
+
+func TestReportsEveryInterval(t *testing.T) {
+	h := start(t, func(a *Agent) {
+		a.Health = fakeHealth{health.Result{OK: true, Status: 200, Latency: 1500 * time.Microsecond}}
+	})
+	t0 := h.clk.Now()
+	for seq := uint64(1); seq <= 3; seq++ {
+		r := h.tick()
+		want := report.Report{
+			BackendID: "web-1", BootNonce: 0x5eed, Seq: seq, Time: t0.Add(time.Duration(seq) * 5 * time.Second),
+			Interval: 5 * time.Second, Flags: report.FlagHealthOK,
+			CPUUtil: 0.375, CPUCount: 2.5, MemUtil: 0.5, MemBytes: 4 << 30, Conns: 17,
+			HealthLatency: 1500 * time.Microsecond, HealthStatus: 200,
+		}
+		if !r.Time.Equal(want.Time) {
+			t.Errorf("seq %d: time %v, want %v", seq, r.Time, want.Time)
+		}
+		r.Time = want.Time
+		if r != want {
+			t.Errorf("seq %d:\n got %+v\nwant %+v", seq, r, want)
+		}
+	}
+	last := h.stop()
+	if last.Seq != 4 || last.Flags != report.FlagHealthOK|report.FlagLeaving || last.CPUUtil != 0.375 {
+		t.Errorf("leaving report %+v", last)
+	}
+	if h.a.Stats.Sent.Load() != 4 {
+		t.Errorf("stats sent %d", h.a.Stats.Sent.Load())
+	}
+}
+
+func TestJitter(t *testing.T) {
+	tests := []struct {
+		u    float64
+		want time.Duration
+	}{
+		{0, 4500 * time.Millisecond},
+		{0.5, 5 * time.Second},
+		{0.75, 5250 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		a := &Agent{Interval: 5 * time.Second, Jitter: 0.1, Rand: func() float64 { return tt.u }}
+		if got := a.nextWait(); got != tt.want {
+			t.Errorf("u=%v: wait %v, want %v", tt.u, got, tt.want)
+		}
+	}
+	// The loop asks the clock for exactly that wait.
+	h := start(t, func(a *Agent) { a.Rand = func() float64 { return 0 } })
+	if d := <-h.clk.registered; d != 4500*time.Millisecond {
+		t.Errorf("loop waited %v", d)
+	}
+	h.clk.advance(4500 * time.Millisecond)
+	h.recv()
+}
+
+func TestDrainSignals(t *testing.T) {
+	h := start(t, nil)
+	if r := h.tick(); r.Flags != report.FlagHealthOK {
+		t.Fatalf("flags %v", r.Flags)
+	}
+	<-h.clk.registered
+	h.drain <- true // at once, without waiting for the interval
+	if r := h.recv(); r.Flags != report.FlagHealthOK|report.FlagDrain || r.Seq != 2 {
+		t.Errorf("after drain: %+v", r)
+	}
+	if r := h.tick(); r.Flags&report.FlagDrain == 0 {
+		t.Errorf("drain did not stick: %+v", r)
+	}
+	<-h.clk.registered
+	h.drain <- false
+	if r := h.recv(); r.Flags != report.FlagHealthOK {
+		t.Errorf("after undrain: %+v", r)
+	}
+	<-h.clk.registered
+	h.drain <- true
+	h.recv()
+	if r := h.stop(); r.Flags != report.FlagHealthOK|report.FlagDrain|report.FlagLeaving {
+		t.Errorf("leaving while drained: %+v", r)
+	}
+}
+
+func TestDrainFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "drain")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, func(a *Agent) { a.DrainFile = file })
+	if r := h.tick(); r.Flags&report.FlagDrain == 0 {
+		t.Errorf("file present at start: %+v", r)
+	}
+	os.Remove(file)
+	if r := h.tick(); r.Flags&report.FlagDrain != 0 {
+		t.Errorf("file removed: %+v", r)
+	}
+	os.WriteFile(file, nil, 0o644)
+	if r := h.tick(); r.Flags&report.FlagDrain == 0 {
+		t.Errorf("file created: %+v", r)
+	}
+	// The latest action wins: a signal overrides the file until the file changes again.
+	<-h.clk.registered
+	h.drain <- false
+	if r := h.recv(); r.Flags&report.FlagDrain != 0 {
+		t.Errorf("undrain signal with file present: %+v", r)
+	}
+	if r := h.tick(); r.Flags&report.FlagDrain != 0 {
+		t.Errorf("unchanged file re-drained: %+v", r)
+	}
+	os.Remove(file)
+	os.WriteFile(file, nil, 0o644) // removed and recreated within one interval: no change seen
+	if r := h.tick(); r.Flags&report.FlagDrain != 0 {
+		t.Errorf("recreated file: %+v", r)
+	}
+}
+
+func TestSendErrorsDoNotStopTheLoop(t *testing.T) {
+	h := start(t, nil)
+	h.snd.mu.Lock()
+	h.snd.fail = 3
+	h.snd.mu.Unlock()
+	for seq := uint64(1); seq <= 4; seq++ {
+		if r := h.tick(); r.Seq != seq {
+			t.Errorf("seq %d, want %d (failed sends still use a seq)", r.Seq, seq)
+		}
+	}
+	h.stop()
+	if s, e := h.a.Stats.Sent.Load(), h.a.Stats.SendErrors.Load(); s != 2 || e != 3 {
+		t.Errorf("sent %d errors %d, want 2 and 3", s, e)
+	}
+	// Three failures within a minute: logged once.
+	if n := strings.Count(h.logText(), "sending report failed"); n != 1 {
+		t.Errorf("%d log lines for 3 failures in 15 s:\n%s", n, h.logText())
+	}
+}
+
+func TestSamplerFailures(t *testing.T) {
+	other := &script{results: []result{{sample.Values{Known: sample.FieldNetUtil, NetUtil: 0.25}, nil}}}
+	h := start(t, func(a *Agent) { a.Sources = append(a.Sources, Source{"nic", other}) })
+	if r := h.tick(); r.CPUUtil != 0.375 || r.NetUtil != 0.25 {
+		t.Fatalf("%+v", r)
+	}
+	// The first sampler now measures only the capacities; its utilisations are held for
+	// StaleAfter intervals, then reported as fully used. The other sampler is unaffected.
+	boom := errors.New("cpuacct.usage: no such file")
+	h.src.set(result{sample.Values{Known: sample.FieldCPUCount | sample.FieldMemBytes, CPUCount: 2.5, MemBytes: 4 << 30}, boom})
+	for i := 1; i <= StaleAfter; i++ {
+		if r := h.tick(); r.CPUUtil != 0.375 || r.MemUtil != 0.5 || r.Conns != 17 || r.NetUtil != 0.25 {
+			t.Errorf("interval %d after failure: %+v", i, r)
+		}
+	}
+	if r := h.tick(); r.CPUUtil != 1 || r.MemUtil != 1 || r.Conns != 0 || r.NetUtil != 0.25 || r.CPUCount != 2.5 {
+		t.Errorf("stale: %+v", r)
+	}
+	h.src.set(result{full, nil})
+	if r := h.tick(); r.CPUUtil != 0.375 || r.MemUtil != 0.5 {
+		t.Errorf("recovered: %+v", r)
+	}
+	h.stop()
+	if n := h.a.Stats.SampleErrors.Load(); n != StaleAfter+1 {
+		t.Errorf("sample errors %d", n)
+	}
+	logs := h.logText()
+	if strings.Count(logs, "sampler failed") != 1 || !strings.Contains(logs, "sampler=fake") || !strings.Contains(logs, "sampler recovered") {
+		t.Errorf("logs:\n%s", logs)
+	}
+}
+
+func TestNoReportWithoutCapacity(t *testing.T) {
+	h := start(t, func(a *Agent) {
+		a.Sources = []Source{{"fake", &script{results: []result{{sample.Values{Known: sample.FieldCPUUtil, CPUUtil: 0.5}, nil}}}}}
+	})
+	<-h.clk.registered
+	h.clk.advance(5 * time.Second)
+	<-h.clk.registered // the loop came round without sending
+	h.cancel()
+	if err := <-h.done; err != nil {
+		t.Fatal(err)
+	}
+	h.done <- nil
+	if len(h.snd.out) != 0 || h.a.Stats.Unsent.Load() != 1 {
+		t.Errorf("%d datagrams, %d unsent", len(h.snd.out), h.a.Stats.Unsent.Load())
+	}
+}
+
+func TestUnhealthy(t *testing.T) {
+	h := start(t, func(a *Agent) {
+		a.Health = fakeHealth{health.Result{Status: 503, Latency: 2 * time.Second, Err: "GET /healthz: 503 Service Unavailable"}}
+	})
+	r := h.tick()
+	if r.Flags != 0 || r.HealthStatus != 503 || r.HealthError != "GET /healthz: 503 Service Unavailable" || r.HealthLatency != 2*time.Second {
+		t.Errorf("%+v", r)
+	}
+}
+
+func TestLimiter(t *testing.T) {
+	now := time.Unix(0, 0)
+	l := limiter{every: time.Minute, now: func() time.Time { return now }}
+	steps := []struct {
+		at         time.Duration
+		key        string
+		ok         bool
+		suppressed int
+	}{
+		{0, "a", true, 0},
+		{10 * time.Second, "a", false, 0},
+		{20 * time.Second, "b", true, 0},
+		{30 * time.Second, "a", false, 0},
+		{60 * time.Second, "a", true, 2},
+		{61 * time.Second, "a", false, 0},
+	}
+	for _, s := range steps {
+		now = time.Unix(0, 0).Add(s.at)
+		n, ok := l.allow(s.key)
+		if ok != s.ok || n != s.suppressed {
+			t.Errorf("at %v key %s: %d %v, want %d %v", s.at, s.key, n, ok, s.suppressed, s.ok)
+		}
+	}
+}
+
+func TestRunRefusesIncompleteAgent(t *testing.T) {
+	err := (&Agent{}).Run(context.Background(), nil)
+	if err == nil || !strings.Contains(err.Error(), "Sender") || !strings.Contains(err.Error(), "Clock") {
+		t.Errorf("error %v", err)
+	}
+}
