@@ -1,0 +1,371 @@
+package dataplane
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+
+	"flowweight/controller/nx"
+
+	"github.com/netrack/openflow/ofp"
+)
+
+// Mode selects the data-plane design of one service.
+type Mode string
+
+const (
+	// ModeConntrack keeps established connections on their backend across reweights (Open
+	// vSwitch only). It is the default (the empty Mode).
+	ModeConntrack Mode = "conntrack"
+	// ModeStateless uses standard OpenFlow 1.3 only; reweighting moves live connections.
+	ModeStateless Mode = "stateless"
+)
+
+// Service is one load-balanced virtual service as the controller wants it on a switch, with
+// weights already chosen (panic policy included).
+type Service struct {
+	Name     string
+	Index    uint16 // stable across restarts; goes into cookies; NoIndex is reserved
+	VIP      netip.Addr
+	VIPMAC   net.HardwareAddr // the MAC the controller answers ARP for the VIP with
+	Protocol string           // "tcp" or "udp"
+	Port     uint16
+	Mode     Mode   // "" means ModeConntrack
+	GroupID  uint32 // select group id, at most ofp.GroupMax
+	Zone     uint16 // conntrack zone (conntrack mode)
+	Backends []Backend
+}
+
+// Backend is one server behind a service.
+//
+// A backend is "reachable" when its MAC and SwitchPort are known: only then does it get its
+// per-backend flows (delivery in table 2 and the return path). It gets a bucket when it is
+// reachable and Weight > 0. A reachable backend at weight 0 therefore keeps its flows, so in
+// conntrack mode its established connections drain instead of breaking.
+type Backend struct {
+	Name       string
+	Index      uint16 // stable per service; goes into cookies; NoIndex is reserved
+	IP         netip.Addr
+	Port       uint16           // 0 means the service's Port
+	MAC        net.HardwareAddr // nil until the controller has learned it
+	SwitchPort uint32           // 0 until the controller has learned it
+	Weight     uint16
+}
+
+// Options apply to every service on one switch.
+type Options struct {
+	// Normal installs a priority-0 NORMAL flow in table 0 so that traffic that is not for a
+	// VIP keeps working. DefaultOptions sets it; the zero Options does not.
+	Normal bool
+}
+
+// DefaultOptions returns the options for an Open vSwitch bridge that also carries ordinary
+// traffic.
+func DefaultOptions() Options { return Options{Normal: true} }
+
+// Tables and priorities of the design (see the package comment).
+const (
+	TableClassify uint8 = 0
+	TableCT       uint8 = 1
+	TableForward  uint8 = 2
+	TableReturn   uint8 = 3
+
+	PriorityARP     uint16 = 300
+	PriorityVIP     uint16 = 200 // above PriorityBackend: a backend talking to a VIP is a client
+	PriorityBackend uint16 = 100
+	PriorityState   uint16 = 100
+	PriorityNormal  uint16 = 0
+)
+
+// Validate reports every problem with the service's configuration, naming the field.
+func (s Service) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("service %q: "+format, append([]any{s.Name}, a...)...))
+	}
+	if s.Name == "" {
+		bad("name is empty")
+	}
+	if s.Index == NoIndex {
+		bad("index %#x is reserved", NoIndex)
+	}
+	if !s.VIP.Is4() {
+		bad("vip %v is not an IPv4 address", s.VIP)
+	}
+	if len(s.VIPMAC) != 6 {
+		bad("vip mac %q is not a 6-byte MAC", s.VIPMAC)
+	}
+	if _, ok := ipProto[s.Protocol]; !ok {
+		bad("protocol %q is neither tcp nor udp", s.Protocol)
+	}
+	if s.Port == 0 {
+		bad("port is 0")
+	}
+	if s.Mode != "" && s.Mode != ModeConntrack && s.Mode != ModeStateless {
+		bad("mode %q is neither %q nor %q", s.Mode, ModeConntrack, ModeStateless)
+	}
+	if s.GroupID > uint32(ofp.GroupMax) {
+		bad("group id %d above %d", s.GroupID, uint32(ofp.GroupMax))
+	}
+	seen := map[uint16]bool{}
+	for _, b := range s.Backends {
+		if b.Index == NoIndex {
+			bad("backend %q: index %#x is reserved", b.Name, NoIndex)
+		}
+		if seen[b.Index] {
+			bad("backend %q: index %d used twice", b.Name, b.Index)
+		}
+		seen[b.Index] = true
+		if !b.IP.Is4() {
+			bad("backend %q: ip %v is not an IPv4 address", b.Name, b.IP)
+		}
+		if b.MAC != nil && len(b.MAC) != 6 {
+			bad("backend %q: mac %q is not a 6-byte MAC", b.Name, b.MAC)
+		}
+		if b.SwitchPort > uint32(ofp.PortMax) {
+			bad("backend %q: switch port %d above %d", b.Name, b.SwitchPort, uint32(ofp.PortMax))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateServices validates each service and the ways services can collide on one switch.
+func ValidateServices(services []Service) error {
+	var errs []error
+	index := map[uint16]string{}
+	group := map[uint32]string{}
+	listen := map[string]string{}
+	for _, s := range services {
+		if err := s.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if o, ok := index[s.Index]; ok {
+			errs = append(errs, fmt.Errorf("service %q: index %d already used by %q", s.Name, s.Index, o))
+		}
+		index[s.Index] = s.Name
+		if o, ok := group[s.GroupID]; ok {
+			errs = append(errs, fmt.Errorf("service %q: group id %d already used by %q", s.Name, s.GroupID, o))
+		}
+		group[s.GroupID] = s.Name
+		l := fmt.Sprintf("%s %v:%d", s.Protocol, s.VIP, s.Port)
+		if o, ok := listen[l]; ok {
+			errs = append(errs, fmt.Errorf("service %q: %s already served by %q", s.Name, l, o))
+		}
+		listen[l] = s.Name
+	}
+	return errors.Join(errs...)
+}
+
+var ipProto = map[string]byte{"tcp": 6, "udp": 17}
+
+func (b Backend) reachable() bool {
+	return len(b.MAC) == 6 && b.SwitchPort != 0 && b.SwitchPort <= uint32(ofp.PortMax)
+}
+
+func (b Backend) port(s Service) uint16 { return cmp.Or(b.Port, s.Port) }
+
+// Desired returns every flow and group that services need on one switch, in canonical order.
+//
+// Services failing Validate are left out (the controller validates configuration first and
+// reports it). Services are taken in Index order and backends in Index order; where two
+// services would install a flow with the same identity (table, priority, match) — a shared
+// VIP's ARP and return flows, or a backend address used by two services — the first one's
+// flow is kept, so such services must agree on MAC, port and zone. Each valid service gets its
+// group even with no bucket (its flows point at it; packets to it are then dropped).
+func Desired(services []Service, opt Options) State {
+	ss := slices.Clone(services)
+	slices.SortStableFunc(ss, func(a, b Service) int { return cmp.Compare(a.Index, b.Index) })
+	p := planner{seen: map[flowKey]bool{}, groups: map[uint32]bool{}}
+	conntrack := false
+	for _, s := range ss {
+		if s.Validate() != nil {
+			continue
+		}
+		if s.Mode == ModeStateless {
+			p.stateless(s)
+		} else {
+			conntrack = true
+			p.conntrack(s)
+		}
+	}
+	if conntrack {
+		shared := func(k Kind) uint64 { return MakeCookie(NoIndex, NoIndex, k) }
+		p.flow(TableCT, PriorityState, shared(KindEst), fields(nx.CTStateMatch(nx.CTEst|nx.CTTrk, 0)), gotoTable(TableForward))
+		p.flow(TableCT, PriorityState, shared(KindRel), fields(nx.CTStateMatch(nx.CTRel|nx.CTTrk, 0)), gotoTable(TableForward))
+		p.flow(TableReturn, PriorityNormal, shared(KindReturnNormal), nil, apply(output(ofp.PortNormal, 0)))
+	}
+	if opt.Normal {
+		p.flow(TableClassify, PriorityNormal, MakeCookie(NoIndex, NoIndex, KindNormal), nil, apply(output(ofp.PortNormal, 0)))
+	}
+	return p.state.Canonical()
+}
+
+// planner accumulates a State, dropping later flows with an identity already taken.
+type planner struct {
+	state  State
+	seen   map[flowKey]bool
+	groups map[uint32]bool
+}
+
+func (p *planner) flow(table uint8, prio uint16, cookie uint64, match []ofp.XM, instr ofp.Instructions) {
+	m, err := encodeFields(match)
+	if err != nil {
+		panic(fmt.Sprintf("dataplane: encoding a validated match: %v", err))
+	}
+	f := Flow{Table: table, Priority: prio, Cookie: cookie, Match: m, Instructions: encodeInstructions(instr)}
+	if p.seen[f.key()] {
+		return
+	}
+	p.seen[f.key()] = true
+	p.state.Flows = append(p.state.Flows, f)
+}
+
+func (p *planner) group(id uint32, buckets []Bucket) {
+	if p.groups[id] {
+		return
+	}
+	p.groups[id] = true
+	p.state.Groups = append(p.state.Groups, Group{ID: id, Type: ofp.GroupTypeSelect, Buckets: buckets})
+}
+
+// arp sends ARP for the VIP to the controller whole (no buffering), so it can answer for
+// the VIP and learn backends from replies to the requests it sends from the VIP.
+func (p *planner) arp(s Service) {
+	p.flow(TableClassify, PriorityARP, MakeCookie(s.Index, NoIndex, KindARP),
+		fields(ethType(0x0806), xm(ofp.XMTypeARPTPA, s.VIP.AsSlice())),
+		apply(output(ofp.PortController, ofp.ContentLenNoBuffer)))
+}
+
+// toVIP matches the service's traffic from clients.
+func toVIP(s Service) []ofp.XM {
+	return fields(ethType(0x0800), ipProtoField(s), xm(ofp.XMTypeIPv4Dst, s.VIP.AsSlice()), l4(s, true, s.Port))
+}
+
+// fromBackend matches a backend's replies.
+func fromBackend(s Service, b Backend) []ofp.XM {
+	return fields(ethType(0x0800), ipProtoField(s), xm(ofp.XMTypeIPv4Src, b.IP.AsSlice()), l4(s, false, b.port(s)))
+}
+
+func (p *planner) conntrack(s Service) {
+	p.arp(s)
+	p.flow(TableClassify, PriorityVIP, MakeCookie(s.Index, NoIndex, KindVIP), toVIP(s),
+		apply(&nx.CT{Zone: s.Zone, Table: TableCT, Actions: ofp.Actions{&nx.NAT{}}}))
+	p.flow(TableCT, PriorityVIP, MakeCookie(s.Index, NoIndex, KindNew),
+		append(toVIP(s), nx.CTStateMatch(nx.CTNew|nx.CTTrk, 0)),
+		apply(&ofp.ActionGroup{Group: ofp.Group(s.GroupID)}))
+	var buckets []Bucket
+	for _, b := range sortedBackends(s) {
+		if !b.reachable() {
+			continue
+		}
+		p.flow(TableForward, PriorityBackend, MakeCookie(s.Index, b.Index, KindForward),
+			fields(ethType(0x0800), xm(ofp.XMTypeIPv4Dst, b.IP.AsSlice())),
+			apply(setField(ofp.XMTypeEthDst, b.MAC), output(ofp.PortNo(b.SwitchPort), 0)))
+		p.flow(TableClassify, PriorityBackend, MakeCookie(s.Index, b.Index, KindReturn), fromBackend(s, b),
+			apply(&nx.CT{Zone: s.Zone, Table: TableReturn, Actions: ofp.Actions{&nx.NAT{}}}))
+		if b.Weight > 0 {
+			buckets = append(buckets, Bucket{Weight: b.Weight, Actions: encodeActions(ofp.Actions{
+				&nx.CT{Flags: nx.CTCommit, Zone: s.Zone, Table: TableForward, Actions: ofp.Actions{
+					&nx.NAT{Flags: nx.NATDst, IPMin: b.IP, PortMin: b.port(s)}}}})})
+		}
+	}
+	p.flow(TableReturn, PriorityBackend, MakeCookie(s.Index, NoIndex, KindReturnVIP),
+		fields(ethType(0x0800), xm(ofp.XMTypeIPv4Src, s.VIP.AsSlice())),
+		apply(setField(ofp.XMTypeEthSrc, s.VIPMAC), output(ofp.PortNormal, 0)))
+	p.group(s.GroupID, buckets)
+}
+
+func (p *planner) stateless(s Service) {
+	p.arp(s)
+	p.flow(TableClassify, PriorityVIP, MakeCookie(s.Index, NoIndex, KindVIP), toVIP(s),
+		apply(&ofp.ActionGroup{Group: ofp.Group(s.GroupID)}))
+	var buckets []Bucket
+	for _, b := range sortedBackends(s) {
+		if !b.reachable() {
+			continue
+		}
+		back := ofp.Actions{setField(ofp.XMTypeIPv4Src, s.VIP.AsSlice())}
+		if b.port(s) != s.Port {
+			back = append(back, setField(l4Type(s, false), port16(s.Port)))
+		}
+		back = append(back, setField(ofp.XMTypeEthSrc, s.VIPMAC), output(ofp.PortNormal, 0))
+		p.flow(TableClassify, PriorityBackend, MakeCookie(s.Index, b.Index, KindReturn), fromBackend(s, b), apply(back...))
+		if b.Weight > 0 {
+			fwd := ofp.Actions{setField(ofp.XMTypeEthDst, b.MAC), setField(ofp.XMTypeIPv4Dst, b.IP.AsSlice())}
+			if b.port(s) != s.Port {
+				fwd = append(fwd, setField(l4Type(s, true), port16(b.port(s))))
+			}
+			fwd = append(fwd, output(ofp.PortNo(b.SwitchPort), 0))
+			buckets = append(buckets, Bucket{Weight: b.Weight, Actions: encodeActions(fwd)})
+		}
+	}
+	p.group(s.GroupID, buckets)
+}
+
+func sortedBackends(s Service) []Backend {
+	bs := slices.Clone(s.Backends)
+	slices.SortStableFunc(bs, func(a, b Backend) int { return cmp.Compare(a.Index, b.Index) })
+	return bs
+}
+
+func fields(f ...ofp.XM) []ofp.XM { return f }
+
+func xm(t ofp.XMType, v []byte) ofp.XM {
+	return ofp.XM{Class: ofp.XMClassOpenflowBasic, Type: t, Value: ofp.XMValue(slices.Clone(v))}
+}
+
+func ethType(t uint16) ofp.XM { return xm(ofp.XMTypeEthType, port16(t)) }
+
+func ipProtoField(s Service) ofp.XM { return xm(ofp.XMTypeIPProto, []byte{ipProto[s.Protocol]}) }
+
+func port16(p uint16) []byte { return binary.BigEndian.AppendUint16(nil, p) }
+
+func l4Type(s Service, dst bool) ofp.XMType {
+	switch {
+	case s.Protocol == "udp" && dst:
+		return ofp.XMTypeUDPDst
+	case s.Protocol == "udp":
+		return ofp.XMTypeUDPSrc
+	case dst:
+		return ofp.XMTypeTCPDst
+	default:
+		return ofp.XMTypeTCPSrc
+	}
+}
+
+func l4(s Service, dst bool, port uint16) ofp.XM { return xm(l4Type(s, dst), port16(port)) }
+
+func setField(t ofp.XMType, v []byte) ofp.Action { return &ofp.ActionSetField{Field: xm(t, v)} }
+
+func output(port ofp.PortNo, maxLen uint16) ofp.Action {
+	return &ofp.ActionOutput{Port: port, MaxLen: maxLen}
+}
+
+func apply(a ...ofp.Action) ofp.Instructions {
+	return ofp.Instructions{&ofp.InstructionApplyActions{Actions: a}}
+}
+
+func gotoTable(t uint8) ofp.Instructions {
+	return ofp.Instructions{&ofp.InstructionGotoTable{Table: ofp.Table(t)}}
+}
+
+func encodeInstructions(in ofp.Instructions) string {
+	var buf bytes.Buffer
+	if _, err := in.WriteTo(&buf); err != nil {
+		panic(fmt.Sprintf("dataplane: encoding instructions: %v", err))
+	}
+	return buf.String()
+}
+
+func encodeActions(a ofp.Actions) string {
+	var buf bytes.Buffer
+	if _, err := a.WriteTo(&buf); err != nil {
+		panic(fmt.Sprintf("dataplane: encoding actions: %v", err))
+	}
+	return buf.String()
+}

@@ -1,0 +1,112 @@
+package dataplane
+
+import (
+	"fmt"
+
+	"flowweight/controller/ofswitch"
+
+	of "github.com/netrack/openflow"
+	"github.com/netrack/openflow/ofp"
+)
+
+// Plan returns the messages that take a switch holding current to desired, in stages; the
+// session sends each stage and waits for its Barrier reply before the next. Empty stages are
+// left out, so an up-to-date switch yields no stages at all. Stages, in order:
+//
+//  1. OFPGC_ADD of missing groups — before any flow that names them (Open vSwitch rejects a
+//     flow whose group does not exist with OFPBAC_BAD_OUT_GROUP);
+//  2. OFPGC_MODIFY of changed groups, each with its whole bucket list (a weight-only change
+//     is exactly one MODIFY);
+//  3. OFPFC_ADD of missing or different flows (an ADD with the same table, priority and
+//     match replaces the entry in place, so traffic never sees a gap);
+//  4. OFPFC_DELETE_STRICT of our flows that are no longer wanted, by table, priority, match
+//     and exact cookie — never a flow whose cookie lacks CookieMagic;
+//  5. OFPGC_DELETE of groups no longer wanted, after the flows that used them are gone.
+//
+// current should come from DecodeFlowStats of an OwnFlowsRequest and from DecodeGroupDesc
+// filtered to the group ids the controller owns (State.FilterGroups): group ids carry no
+// cookie, so Plan deletes every group in current that desired lacks.
+func Plan(desired, current State) [][]ofswitch.Message {
+	curGroups := map[uint32]Group{}
+	for _, g := range current.Groups {
+		curGroups[g.ID] = g
+	}
+	wantGroups := map[uint32]bool{}
+	var addGroups, modGroups, delGroups []ofswitch.Message
+	for _, g := range desired.Groups {
+		wantGroups[g.ID] = true
+		cur, ok := curGroups[g.ID]
+		switch {
+		case !ok:
+			addGroups = append(addGroups, groupMessage(ofp.GroupAdd, g))
+		case !cur.Equal(g):
+			modGroups = append(modGroups, groupMessage(ofp.GroupModify, g))
+		}
+	}
+	for _, g := range current.Groups {
+		if !wantGroups[g.ID] {
+			delGroups = append(delGroups, groupMessage(ofp.GroupDelete, Group{ID: g.ID, Type: g.Type}))
+			wantGroups[g.ID] = true // a duplicate in current is deleted once
+		}
+	}
+
+	curFlows := map[flowKey]Flow{}
+	for _, f := range current.Flows {
+		curFlows[f.key()] = f
+	}
+	wantFlows := map[flowKey]bool{}
+	var addFlows, delFlows []ofswitch.Message
+	for _, f := range desired.Flows {
+		wantFlows[f.key()] = true
+		if cur, ok := curFlows[f.key()]; !ok || cur != f {
+			addFlows = append(addFlows, flowMessage(ofp.FlowAdd, f))
+		}
+	}
+	for _, f := range current.Flows {
+		if wantFlows[f.key()] {
+			continue
+		}
+		if _, _, _, ours := ParseCookie(f.Cookie); !ours {
+			continue
+		}
+		delFlows = append(delFlows, flowMessage(ofp.FlowDeleteStrict, f))
+	}
+
+	var stages [][]ofswitch.Message
+	for _, s := range [][]ofswitch.Message{addGroups, modGroups, addFlows, delFlows, delGroups} {
+		if len(s) > 0 {
+			stages = append(stages, s)
+		}
+	}
+	return stages
+}
+
+var groupVerb = map[ofp.GroupCommand]string{ofp.GroupAdd: "add", ofp.GroupModify: "modify", ofp.GroupDelete: "delete"}
+
+func groupMessage(cmd ofp.GroupCommand, g Group) ofswitch.Message {
+	desc := fmt.Sprintf("group %d %s", g.ID, groupVerb[cmd])
+	if cmd != ofp.GroupDelete {
+		desc += fmt.Sprintf(" (%d buckets, weights %v)", len(g.Buckets), weightsOf(g))
+	}
+	return ofswitch.Message{Type: of.TypeGroupMod, Body: &GroupMod{Command: cmd, Group: g}, Desc: desc}
+}
+
+func weightsOf(g Group) []uint16 {
+	w := make([]uint16, len(g.Buckets))
+	for i, b := range g.Buckets {
+		w[i] = b.Weight
+	}
+	return w
+}
+
+func flowMessage(cmd ofp.FlowModCommand, f Flow) ofswitch.Message {
+	verb, mask := "add", uint64(0)
+	if cmd == ofp.FlowDeleteStrict {
+		verb, mask = "delete", ^uint64(0)
+	}
+	return ofswitch.Message{
+		Type: of.TypeFlowMod,
+		Body: &FlowMod{Command: cmd, Flow: f, CookieMask: mask},
+		Desc: fmt.Sprintf("flow %s table=%d priority=%d %s", verb, f.Table, f.Priority, describeCookie(f.Cookie)),
+	}
+}

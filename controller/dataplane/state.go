@@ -1,0 +1,144 @@
+package dataplane
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"flowweight/controller/nx"
+
+	"github.com/netrack/openflow/ofp"
+)
+
+// Flow is one flow entry in wire form. It is comparable with ==: Match and Instructions hold
+// raw bytes in strings.
+//
+// A flow's identity on the switch is (Table, Priority, Match); Cookie, IdleTimeout,
+// HardTimeout and Instructions are what an OFPFC_ADD with the same identity overwrites.
+type Flow struct {
+	Table       uint8
+	Priority    uint16
+	Cookie      uint64
+	IdleTimeout uint16 // seconds; 0 on every flow we plan
+	HardTimeout uint16 // seconds; 0 on every flow we plan (never cut connections); kept so drift shows
+	// Match is the canonical run of OXM/NXM TLVs: sorted by header, without the ofp_match
+	// header and padding, so a switch's read-back compares equal whatever order it emits.
+	Match string
+	// Instructions is the raw ofp_instruction list.
+	Instructions string
+}
+
+// flowKey is a flow's identity on the switch.
+type flowKey struct {
+	Table    uint8
+	Priority uint16
+	Match    string
+}
+
+func (f Flow) key() flowKey { return flowKey{f.Table, f.Priority, f.Match} }
+
+// String renders the flow for logs and test failures (fields as OXM hex; ovs-ofctl prints
+// the real meaning).
+func (f Flow) String() string {
+	return fmt.Sprintf("table=%d priority=%d %s idle=%d hard=%d match=%x instructions=%x",
+		f.Table, f.Priority, describeCookie(f.Cookie), f.IdleTimeout, f.HardTimeout, f.Match, f.Instructions)
+}
+
+// Bucket is one select-group bucket: its weight and raw action list.
+type Bucket struct {
+	Weight  uint16
+	Actions string
+}
+
+// Group is one group entry. Buckets keep their order (it is part of the group's identity
+// on the switch: OVS maps hash slots to buckets in order).
+type Group struct {
+	ID      uint32
+	Type    ofp.GroupType
+	Buckets []Bucket
+}
+
+// Equal reports whether two groups are the same on the switch.
+func (g Group) Equal(o Group) bool {
+	return g.ID == o.ID && g.Type == o.Type && slices.Equal(g.Buckets, o.Buckets)
+}
+
+// String renders the group for logs and test failures.
+func (g Group) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "group=%d type=%d", g.ID, g.Type)
+	for _, k := range g.Buckets {
+		fmt.Fprintf(&b, " bucket(weight=%d actions=%x)", k.Weight, k.Actions)
+	}
+	return b.String()
+}
+
+// State is the set of flows and groups we own on one switch, in canonical order (flows by
+// table, priority, match, cookie; groups by id), so two States compare with Equal.
+type State struct {
+	Flows  []Flow
+	Groups []Group
+}
+
+// Equal reports whether two canonical states are identical.
+func (s State) Equal(o State) bool {
+	return slices.Equal(s.Flows, o.Flows) && slices.EqualFunc(s.Groups, o.Groups, Group.Equal)
+}
+
+// Canonical returns s sorted into canonical order (it does not dedupe).
+func (s State) Canonical() State {
+	out := State{Flows: slices.Clone(s.Flows), Groups: slices.Clone(s.Groups)}
+	slices.SortFunc(out.Flows, compareFlows)
+	slices.SortFunc(out.Groups, func(a, b Group) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// FilterGroups keeps the groups for which keep returns true. Group desc replies list every
+// group on the switch and groups carry no cookie, so the controller passes Plan only the ids
+// it owns (those of its configured services, past and present) lest Plan delete others' groups.
+func (s State) FilterGroups(keep func(id uint32) bool) State {
+	out := State{Flows: s.Flows}
+	for _, g := range s.Groups {
+		if keep(g.ID) {
+			out.Groups = append(out.Groups, g)
+		}
+	}
+	return out
+}
+
+func compareFlows(a, b Flow) int {
+	return cmp.Or(
+		cmp.Compare(a.Table, b.Table),
+		cmp.Compare(b.Priority, a.Priority), // higher priority first, as dump-flows shows
+		strings.Compare(a.Match, b.Match),
+		cmp.Compare(a.Cookie, b.Cookie),
+		strings.Compare(a.Instructions, b.Instructions),
+		cmp.Compare(a.IdleTimeout, b.IdleTimeout),
+		cmp.Compare(a.HardTimeout, b.HardTimeout),
+	)
+}
+
+// canonicalMatch parses OXM TLVs and re-encodes them sorted by header bytes.
+func canonicalMatch(b []byte) (string, error) {
+	fields, err := nx.ParseOXM(b)
+	if err != nil {
+		return "", err
+	}
+	return encodeFields(fields)
+}
+
+// encodeFields encodes match fields in canonical (sorted) order.
+func encodeFields(fields []ofp.XM) (string, error) {
+	enc := make([][]byte, 0, len(fields))
+	for i := range fields {
+		var buf bytes.Buffer
+		if _, err := fields[i].WriteTo(&buf); err != nil {
+			return "", fmt.Errorf("encoding match field %v: %w", fields[i].Type, err)
+		}
+		enc = append(enc, buf.Bytes())
+	}
+	slices.SortFunc(enc, bytes.Compare)
+	return string(bytes.Join(enc, nil)), nil
+}
