@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/gosnmp/gosnmp"
@@ -230,6 +231,8 @@ func (p *Poller) requestError(step string, err error) error {
 		return fmt.Errorf("snmp %s: %w for user %s: %s: agent does not know this user: %w", addr, ErrAuth, p.target.User, step, err)
 	case errors.Is(err, gosnmp.ErrUnknownSecurityLevel):
 		return fmt.Errorf("snmp %s: %w for user %s: %s: user not allowed authPriv on the agent: %w", addr, ErrAuth, p.target.User, step, err)
+	case p.target.Version == "v3" && strings.Contains(err.Error(), gosnmpNotAuthentic):
+		return fmt.Errorf("snmp %s: %w for user %s: %s: agent rejected the credentials (unknown user, or wrong AuthPassphrase or AuthProtocol): %w", addr, ErrAuth, p.target.User, step, err)
 	case errors.Is(err, gosnmp.ErrDecryption):
 		return fmt.Errorf("snmp %s: %w for user %s: %s: agent could not decrypt (check PrivProtocol and PrivPassphrase): %w", addr, ErrAuth, p.target.User, step, err)
 	case errors.Is(err, context.DeadlineExceeded):
@@ -243,6 +246,14 @@ func (p *Poller) requestError(step string, err error) error {
 	}
 	return fmt.Errorf("snmp %s: %s: %w", addr, step, err)
 }
+
+// gosnmpNotAuthentic is how gosnmp v1.47.0 reports a v3 answer it cannot
+// authenticate. net-snmp answers a wrong digest or an unknown user with an
+// unauthenticated Report (usmStatsWrongDigests / usmStatsUnknownUserNames),
+// which gosnmp discards with this plain error before looking at the Report,
+// so its ErrWrongDigest and ErrUnknownUsername never appear against
+// net-snmp. The integration test against the real snmpd pins this text.
+const gosnmpNotAuthentic = "incoming packet is not authentic"
 
 // gosnmpAgent adapts a gosnmp session to Agent.
 type gosnmpAgent struct {
