@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"flowweight/collector/report"
 	"flowweight/configs"
 )
 
@@ -33,14 +34,17 @@ const (
 	MaxInterval     = time.Hour
 	MinTimeout      = 10 * time.Millisecond
 	MaxJitter       = 0.5
-	MaxBackendIDLen = 64
+	MaxBackendIDLen = report.MaxIDLen
 )
+
+// idChars are the characters the push protocol allows in a backend id.
+const idChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
 
 // Config is the probe's configuration file. Each field's comment gives its unit and default;
 // Defaults returns the defaults in one place.
 type Config struct {
 	// BackendID names this backend to the collector; it must match the id in the
-	// collector's backend list. Default: the host name. At most 64 bytes.
+	// collector's backend list. Default: the host name. 1-64 bytes of [A-Za-z0-9._-].
 	BackendID string `toml:"backend_id"`
 	// Collector is the collector's push address, "host:port" (UDP). Required; no default.
 	Collector string `toml:"collector"`
@@ -132,6 +136,8 @@ func (c Config) Validate() error {
 		p.Addf("backend_id", "empty (and the host name is unknown)")
 	case len(c.BackendID) > MaxBackendIDLen:
 		p.Addf("backend_id", "%d bytes, at most %d allowed", len(c.BackendID), MaxBackendIDLen)
+	case strings.Trim(c.BackendID, idChars) != "":
+		p.Addf("backend_id", "%q: only letters, digits, '.', '_' and '-' are allowed", c.BackendID)
 	}
 	if c.Collector == "" {
 		p.Addf("collector", "required: the collector's UDP address as host:port")

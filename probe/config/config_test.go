@@ -87,6 +87,7 @@ func TestLoadErrors(t *testing.T) {
 		{"status empty", minimal + "[health]\nexpect_status = \"\"\n", "health.expect_status", "empty"},
 		{"drain relative", minimal + "drain_file = \"drain\"\n", "drain_file", "absolute"},
 		{"log level", minimal + "log_level = \"loud\"\n", "log_level", "loud"},
+		{"backend id charset", strings.Replace(minimal, "web1", "web 1", 1), "backend_id", "only letters"},
 		{"backend id long", strings.Replace(minimal, "web1", strings.Repeat("x", 65), 1), "backend_id", "65 bytes"},
 	}
 	for _, tt := range tests {
