@@ -256,7 +256,12 @@ func (h *recHandler) PacketIn(sw *Switch, pi PacketIn) {
 	h.packetIns <- pi
 }
 
-func (h *recHandler) wait(t *testing.T, kind string) event {
+func (h *recHandler) wait(t testing.TB, kind string) event {
+	t.Helper()
+	return h.waitFor(t, kind, guard)
+}
+
+func (h *recHandler) waitFor(t testing.TB, kind string, d time.Duration) event {
 	t.Helper()
 	select {
 	case ev := <-h.events:
@@ -264,8 +269,8 @@ func (h *recHandler) wait(t *testing.T, kind string) event {
 			t.Fatalf("handler got %s (err %v), want %s", ev.kind, ev.err, kind)
 		}
 		return ev
-	case <-time.After(guard):
-		t.Fatalf("handler got no %s within %v", kind, guard)
+	case <-time.After(d):
+		t.Fatalf("handler got no %s within %v", kind, d)
 	}
 	return event{}
 }
