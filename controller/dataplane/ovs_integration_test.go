@@ -123,7 +123,9 @@ func newOVSLab(t *testing.T) *ovsLab {
 	l.start(bins["ovsdb-server"], db, "--remote=p"+sock, "--pidfile="+filepath.Join(dir, "ovsdb-server.pid"),
 		"--unixctl="+filepath.Join(dir, "ovsdb-server.ctl"), "--log-file="+filepath.Join(dir, "ovsdb-server.log"))
 	l.waitFor("ovsdb-server socket", func() bool { _, err := os.Stat(filepath.Join(dir, "db.sock")); return err == nil })
-	vsctl := func(args ...string) string { return l.run(bins["ovs-vsctl"], append([]string{"--db=" + sock, "--timeout=10"}, args...)...) }
+	vsctl := func(args ...string) string {
+		return l.run(bins["ovs-vsctl"], append([]string{"--db=" + sock, "--timeout=10"}, args...)...)
+	}
 	vsctl("--no-wait", "init")
 	l.start(bins["ovs-vswitchd"], sock, "--disable-system", "--pidfile="+filepath.Join(dir, "ovs-vswitchd.pid"),
 		"--unixctl="+filepath.Join(dir, "ovs-vswitchd.ctl"), "--log-file="+filepath.Join(dir, "ovs-vswitchd.log"))
