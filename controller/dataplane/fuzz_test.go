@@ -122,3 +122,19 @@ func FuzzDecodeGroupMod(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeFlowCounters: counters decode exactly when the flows do, one per entry.
+func FuzzDecodeFlowCounters(f *testing.F) {
+	body, err := EncodeFlowStats(seedState(f).Flows)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(body)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, errC := DecodeFlowCounters(b)
+		fl, errF := DecodeFlowStats(b)
+		if (errC == nil) != (errF == nil) || len(c) != len(fl) {
+			t.Fatalf("counters (%d, %v) and flows (%d, %v) disagree", len(c), errC, len(fl), errF)
+		}
+	})
+}

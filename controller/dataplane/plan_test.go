@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"reflect"
@@ -606,5 +607,35 @@ func TestCookie(t *testing.T) {
 	}
 	if _, _, _, ok := ParseCookie(0x1234); ok {
 		t.Error("foreign cookie parsed as ours")
+	}
+}
+
+func TestDecodeFlowCounters(t *testing.T) {
+	d := Desired(scenarios()["conntrack"], Options{})
+	body, err := EncodeFlowStats(d.Flows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Put distinct counters into each entry as a switch would: duration at 4, packets at 32,
+	// bytes at 40 of each ofp_flow_stats.
+	var want []FlowCounter
+	for off, i := 0, 0; off < len(body); i++ {
+		n := int(binary.BigEndian.Uint16(body[off:]))
+		c := FlowCounter{Cookie: d.Flows[i].Cookie, Table: d.Flows[i].Table, DurationSec: uint32(i + 1), Packets: uint64(10 * (i + 1)), Bytes: uint64(1000 * (i + 1))}
+		binary.BigEndian.PutUint32(body[off+4:], c.DurationSec)
+		binary.BigEndian.PutUint64(body[off+32:], c.Packets)
+		binary.BigEndian.PutUint64(body[off+40:], c.Bytes)
+		want = append(want, c)
+		off += n
+	}
+	got, err := DecodeFlowCounters(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("counters\n got %v\nwant %v", got, want)
+	}
+	if flows, err := DecodeFlowStats(body); err != nil || !slices.Equal(flows, d.Flows) {
+		t.Fatalf("counters leak into the planned state: %v", err)
 	}
 }

@@ -200,16 +200,46 @@ func decodeBuckets(b []byte) ([]Bucket, error) {
 // DecodeFlowStats decodes an OFPMP_FLOW reply: the concatenated bodies of all reply parts,
 // without their ofp_multipart_reply headers. Matches are canonicalised (TLVs sorted), so the
 // flows compare equal to Desired's whatever order the switch emits fields in. Counters and
-// durations are dropped: they are not state we plan.
+// durations are not state we plan; DecodeFlowCounters returns them.
 func DecodeFlowStats(body []byte) ([]Flow, error) {
 	var out []Flow
+	err := scanFlowStats(body, func(f Flow, _ FlowCounter) { out = append(out, f) })
+	if err != nil {
+		return nil, err
+	}
+	return State{Flows: out}.Canonical().Flows, nil
+}
+
+// FlowCounter is the traffic a flow has matched. The per-backend flows (KindForward in
+// conntrack mode, KindReturn in both) count each backend's packets; select-group bucket
+// counters read zero on the userspace datapath (DESIGN.md), so these are the ones to use.
+type FlowCounter struct {
+	Cookie      uint64
+	Table       uint8
+	Packets     uint64
+	Bytes       uint64
+	DurationSec uint32 // how long the flow has existed; a reset means it was replaced
+}
+
+// DecodeFlowCounters decodes the same OFPMP_FLOW reply as DecodeFlowStats into counters,
+// in reply order.
+func DecodeFlowCounters(body []byte) ([]FlowCounter, error) {
+	var out []FlowCounter
+	err := scanFlowStats(body, func(_ Flow, c FlowCounter) { out = append(out, c) })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func scanFlowStats(body []byte, each func(Flow, FlowCounter)) error {
 	for off := 0; off < len(body); {
 		if len(body)-off < flowStatsFixedLen+matchHeaderLen {
-			return nil, fmt.Errorf("%w: flow stats entry at offset %d: %d bytes left", ErrMalformed, off, len(body)-off)
+			return fmt.Errorf("%w: flow stats entry at offset %d: %d bytes left", ErrMalformed, off, len(body)-off)
 		}
 		n := int(binary.BigEndian.Uint16(body[off:]))
 		if n < flowStatsFixedLen+matchHeaderLen || off+n > len(body) {
-			return nil, fmt.Errorf("%w: flow stats entry at offset %d has length %d, %d bytes left", ErrMalformed, off, n, len(body)-off)
+			return fmt.Errorf("%w: flow stats entry at offset %d has length %d, %d bytes left", ErrMalformed, off, n, len(body)-off)
 		}
 		e := body[off : off+n]
 		f := Flow{
@@ -219,19 +249,26 @@ func DecodeFlowStats(body []byte) ([]Flow, error) {
 			HardTimeout: binary.BigEndian.Uint16(e[16:]),
 			Cookie:      binary.BigEndian.Uint64(e[24:]),
 		}
+		c := FlowCounter{
+			Cookie:      f.Cookie,
+			Table:       f.Table,
+			DurationSec: binary.BigEndian.Uint32(e[4:]),
+			Packets:     binary.BigEndian.Uint64(e[32:]),
+			Bytes:       binary.BigEndian.Uint64(e[40:]),
+		}
 		m, instr, err := splitMatch(e[flowStatsFixedLen:])
 		if err != nil {
-			return nil, fmt.Errorf("flow stats entry at offset %d: %w", off, err)
+			return fmt.Errorf("flow stats entry at offset %d: %w", off, err)
 		}
 		f.Match = m
 		if err := checkInstructions(instr); err != nil {
-			return nil, fmt.Errorf("flow stats entry at offset %d (%s): %w", off, describeCookie(f.Cookie), err)
+			return fmt.Errorf("flow stats entry at offset %d (%s): %w", off, describeCookie(f.Cookie), err)
 		}
 		f.Instructions = string(instr)
-		out = append(out, f)
+		each(f, c)
 		off += n
 	}
-	return State{Flows: out}.Canonical().Flows, nil
+	return nil
 }
 
 // splitMatch reads an ofp_match (OXM type) at the start of b and returns its canonical TLVs

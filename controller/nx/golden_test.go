@@ -2,6 +2,7 @@ package nx
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"flag"
 	"net/netip"
@@ -284,4 +285,38 @@ func FuzzParseOXM(f *testing.F) {
 			t.Fatalf("re-encoding %x gave %x", b, buf.Bytes())
 		}
 	})
+}
+
+// TestInNetrackLists checks that our actions sit in netrack's ofp.Actions inside its
+// GroupMod and FlowMod, with the bucket and instruction lengths covering them exactly.
+func TestInNetrackLists(t *testing.T) {
+	for _, tc := range actionCases {
+		t.Run(tc.name, func(t *testing.T) {
+			want := encodeActions(t, tc.actions)
+			g, err := hex.DecodeString(groupModHex(t, tc.actions))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// header 8, group mod 8, then the bucket: len, weight, watch port/group, pad, actions.
+			bucket := g[16:]
+			if n := int(binary.BigEndian.Uint16(bucket)); n != 16+len(want) || n != len(bucket) {
+				t.Fatalf("bucket length %d, %d bytes follow, actions are %d", n, len(bucket), len(want))
+			}
+			if !bytes.Equal(bucket[16:], want) {
+				t.Fatalf("bucket actions %x, want %x", bucket[16:], want)
+			}
+			f, err := hex.DecodeString(flowModHex(t, nil, tc.actions))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// header 8, flow mod 40, empty match 8, then apply-actions: type 4, len, pad 4.
+			in := f[56:]
+			if typ, n := binary.BigEndian.Uint16(in), int(binary.BigEndian.Uint16(in[2:])); typ != 4 || n != 8+len(want) || n != len(in) {
+				t.Fatalf("instruction type %d length %d, %d bytes follow, actions are %d", typ, n, len(in), len(want))
+			}
+			if !bytes.Equal(in[8:], want) {
+				t.Fatalf("instruction actions %x, want %x", in[8:], want)
+			}
+		})
+	}
 }
