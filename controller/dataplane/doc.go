@@ -16,7 +16,9 @@
 //     3 return (ip,nw_src=VIP → eth_src=VIP MAC, NORMAL; anything else NORMAL).
 //   - stateless (plain OpenFlow 1.3, any switch): the select group rewrites eth_dst/ipv4_dst
 //     (and the L4 port) per bucket and replies are rewritten back in table 0. A weight change
-//     re-hashes live connections (measured: 80/20 → 70/30 broke 19 of 40).
+//     re-hashes live connections (measured: 80/20 → 70/30 broke 19 of 40). Its return flow
+//     matches everything a backend sends from its service port, so direct (non-VIP) clients
+//     of that port see the VIP as source: give such backends another port for direct use.
 //
 // The wire encodings of the Nicira actions live in controller/nx; this package must not
 // import controller/ofswitch's session, only its Message type.

@@ -47,7 +47,8 @@ type CT struct {
 	Flags   CTFlags
 	ZoneSrc uint32
 	Zone    uint16
-	// Table is the table the packet is recirculated to after tracking; RecircNone for none.
+	// Table is the table the packet is recirculated to after tracking; RecircNone for none
+	// (the zero value recirculates to table 0, as ovs-ofctl's table=0 does).
 	Table uint8
 	// Alg names an application-layer gateway (0 for none, 21 ftp, 69 tftp).
 	Alg uint16
