@@ -39,7 +39,7 @@ func needBinaries(tb testing.TB, names ...string) {
 	tb.Helper()
 	for _, n := range names {
 		if _, err := exec.LookPath(n); err != nil {
-			tb.Fatalf("integration test needs %s (apt-get install openvswitch-switch): %v", n, err)
+			tb.Fatalf("integration test needs %s on PATH (openvswitch-switch, iproute2, ethtool): %v", n, err)
 		}
 	}
 }
