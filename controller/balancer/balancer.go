@@ -1,0 +1,323 @@
+package balancer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"flowweight/collector"
+	"flowweight/collector/push"
+	"flowweight/collector/report"
+	"flowweight/controller/arp"
+	"flowweight/controller/config"
+	"flowweight/controller/dataplane"
+	"flowweight/controller/ofswitch"
+)
+
+// Options are the parts of a Balancer that do not come from the config file.
+type Options struct {
+	Logger  *slog.Logger
+	Now     func() time.Time
+	Metrics *Metrics // nil: metrics are kept but not registered anywhere
+}
+
+// Balancer is the running controller. Create it with New, start it with Run.
+type Balancer struct {
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *Metrics
+	pool    *collector.Pool
+	events  *eventLog
+
+	// kick asks the update loop for an early update (a learned MAC, a reload, a connect).
+	kick chan struct{}
+
+	mu       sync.Mutex
+	cfg      *config.Config
+	keys     map[string][]byte // backend name -> push key
+	services []*service
+	switches map[uint64]*switchState
+	learned  map[hostKey]host
+	pollers  map[string]*snmpSource
+	ofsrv    *ofswitch.Server
+	pushsrv  *push.Server
+	ctx      context.Context
+	srcWG    sync.WaitGroup
+	hist     history
+	owned    map[uint32]bool // group ids configured since start
+}
+
+type hostKey struct {
+	dpid uint64
+	ip   netip.Addr
+}
+
+type host struct {
+	mac  net.HardwareAddr
+	port uint32
+	seen time.Time
+}
+
+type switchState struct {
+	mu        sync.Mutex // one plan/apply/read-back at a time per switch
+	sw        *ofswitch.Switch
+	current   dataplane.State // what we believe the switch holds
+	known     bool            // current was read back or applied since connect
+	resync    bool            // read back before the next plan
+	lastApply time.Time
+	lastRTT   time.Duration
+	counters  map[uint64]uint64 // flow cookie -> byte count at the last read
+	countedAt time.Time
+}
+
+// New validates nothing (the config was validated by Load) and starts nothing.
+func New(cfg *config.Config, opt Options) (*Balancer, error) {
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Metrics == nil {
+		opt.Metrics = NewMetrics()
+	}
+	b := &Balancer{log: opt.Logger, now: opt.Now, metrics: opt.Metrics, events: newEventLog(200),
+		kick: make(chan struct{}, 1), switches: map[uint64]*switchState{}, learned: map[hostKey]host{},
+		pollers: map[string]*snmpSource{}, hist: history{max: 360}, owned: map[uint32]bool{}}
+	b.pool = collector.NewPool(b.poolConfig(cfg))
+	if err := b.install(cfg); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Balancer) poolConfig(cfg *config.Config) collector.Config {
+	return collector.Config{FailThreshold: cfg.Collector.FailThreshold, RiseThreshold: cfg.Collector.RiseThreshold,
+		StaleAfter: cfg.Collector.StaleAfter, Warmup: cfg.Weighting.Warmup, Alpha: cfg.Weighting.Alpha,
+		Now: b.now, Logger: b.log, OnTransition: b.transition}
+}
+
+func (b *Balancer) transition(t collector.Transition) {
+	b.events.add(Event{Time: t.Time, Backend: t.Backend, Kind: "state",
+		Text: fmt.Sprintf("%s -> %s: %s", t.From, t.To, t.Reason)})
+	b.metrics.transitions.WithLabelValues(t.To.String()).Inc()
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// install makes cfg the running configuration: keys, services, pool membership. It loads
+// every key file first, so a reload with an unreadable key changes nothing.
+func (b *Balancer) install(cfg *config.Config) error {
+	keys := map[string][]byte{}
+	cache := map[string][]byte{}
+	load := func(path string) ([]byte, error) {
+		if k, ok := cache[path]; ok {
+			return k, nil
+		}
+		k, err := report.LoadKey(path)
+		if err == nil {
+			cache[path] = k
+		}
+		return k, err
+	}
+	var names []string
+	for _, s := range cfg.Services {
+		for _, be := range s.Backends {
+			names = append(names, be.Name)
+			if be.Source != "probe" {
+				continue
+			}
+			path := be.KeyFile
+			if path == "" {
+				path = cfg.Collector.KeyFile
+			}
+			k, err := load(path)
+			if err != nil {
+				return fmt.Errorf("backend %q: %w", be.Name, err)
+			}
+			keys[be.Name] = k
+		}
+	}
+	services := make([]*service, len(cfg.Services))
+	b.mu.Lock()
+	old := map[string]*service{}
+	for _, s := range b.services {
+		old[s.cfg.Name] = s
+	}
+	for i := range cfg.Services {
+		services[i] = newService(cfg, &cfg.Services[i], i, old[cfg.Services[i].Name])
+	}
+	b.cfg, b.keys, b.services = cfg, keys, services
+	b.mu.Unlock()
+	b.pool.Reconfigure(b.poolConfig(cfg))
+	added, removed := b.pool.SetBackends(names)
+	if b.pushsrv != nil {
+		for _, n := range removed {
+			b.pushsrv.Forget(n)
+		}
+	}
+	if len(added)+len(removed) > 0 {
+		b.log.Info("backends changed", "added", added, "removed", removed)
+	}
+	return nil
+}
+
+// Reload validates and applies a new configuration atomically: an error leaves the running
+// configuration untouched. Listen addresses cannot change without a restart.
+func (b *Balancer) Reload(cfg *config.Config) error {
+	b.mu.Lock()
+	cur := b.cfg
+	b.mu.Unlock()
+	var errs []error
+	if cfg.Controller.Listen != cur.Controller.Listen {
+		errs = append(errs, fmt.Errorf("controller.listen: changing %q to %q needs a restart", cur.Controller.Listen, cfg.Controller.Listen))
+	}
+	if cfg.Collector.PushListen != cur.Collector.PushListen {
+		errs = append(errs, fmt.Errorf("collector.push_listen: changing %q to %q needs a restart", cur.Collector.PushListen, cfg.Collector.PushListen))
+	}
+	if cfg.API.Listen != cur.API.Listen {
+		errs = append(errs, fmt.Errorf("api.listen: changing %q to %q needs a restart", cur.API.Listen, cfg.API.Listen))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := b.install(cfg); err != nil {
+		return err
+	}
+	b.startSNMP()
+	b.events.add(Event{Time: b.now(), Kind: "config", Text: "configuration reloaded"})
+	b.Kick()
+	return nil
+}
+
+// Config returns the running configuration (do not modify it).
+func (b *Balancer) Config() *config.Config {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cfg
+}
+
+// Pool gives access to backend states (API, tests).
+func (b *Balancer) Pool() *collector.Pool { return b.pool }
+
+// Kick asks for an update as soon as possible.
+func (b *Balancer) Kick() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// keyFor is the push server's key lookup; unknown backends have no key.
+func (b *Balancer) keyFor(id string) ([]byte, bool) {
+	b.mu.Lock()
+	k, ok := b.keys[id]
+	b.mu.Unlock()
+	return k, ok
+}
+
+// Run listens for switches and probes and runs the update loops until ctx ends.
+func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error {
+	cfg := b.Config()
+	ofcfg := ofswitch.Config{Listen: cfg.Controller.Listen, EchoInterval: cfg.Controller.EchoInterval,
+		BarrierTimeout: cfg.Controller.BarrierTimeout, Logger: b.log}
+	if cfg.Controller.TLSCert != "" {
+		tc, err := loadTLS(cfg.Controller.TLSCert, cfg.Controller.TLSKey)
+		if err != nil {
+			return err
+		}
+		ofcfg.TLS = tc
+	}
+	ofsrv, err := ofswitch.NewServer(ofcfg, b)
+	if err != nil {
+		return fmt.Errorf("openflow listener: %w", err)
+	}
+	pushsrv, err := push.New(push.Config{Listen: cfg.Collector.PushListen, KeyFor: b.keyFor,
+		ClockSkew: cfg.Collector.ClockSkew, Now: b.now, Logger: b.log}, b.pool)
+	if err != nil {
+		return fmt.Errorf("push listener: %w", err)
+	}
+	b.mu.Lock()
+	b.ofsrv, b.pushsrv, b.ctx = ofsrv, pushsrv, ctx
+	b.mu.Unlock()
+	b.metrics.bind(b)
+	if ready != nil {
+		ready(ofsrv.Addr(), pushsrv.Addr())
+	}
+	b.log.Info("controller listening", "openflow", ofsrv.Addr().String(), "push", pushsrv.Addr().String())
+	errc := make(chan error, 2)
+	go func() { errc <- ofsrv.Serve(ctx) }()
+	go func() { errc <- pushsrv.Serve(ctx) }()
+	b.startSNMP()
+	go b.updateLoop(ctx)
+	go b.readbackLoop(ctx)
+	<-ctx.Done()
+	err = errors.Join(<-errc, <-errc)
+	b.srcWG.Wait()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// Connected implements ofswitch.Handler: read what the switch holds, then bring it to the
+// desired state (no duplicates: planning against the read-back adds only what is missing and
+// deletes only what is ours and stale).
+func (b *Balancer) Connected(sw *ofswitch.Switch) {
+	b.mu.Lock()
+	b.switches[sw.DatapathID()] = &switchState{sw: sw, resync: true}
+	b.mu.Unlock()
+	b.metrics.switchUp.WithLabelValues(sw.String()).Set(1)
+	b.events.add(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " connected from " + sw.RemoteAddr().String()})
+	b.log.Info("switch connected", "dpid", sw.String(), "remote", sw.RemoteAddr().String())
+	b.Kick()
+}
+
+// Disconnected implements ofswitch.Handler. Installed flows stay on a fail-secure switch.
+func (b *Balancer) Disconnected(sw *ofswitch.Switch, err error) {
+	b.mu.Lock()
+	if cur, ok := b.switches[sw.DatapathID()]; ok && cur.sw == sw {
+		delete(b.switches, sw.DatapathID())
+	}
+	b.mu.Unlock()
+	b.metrics.switchUp.WithLabelValues(sw.String()).Set(0)
+	b.events.add(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " disconnected"})
+	b.log.Warn("switch disconnected", "dpid", sw.String(), "err", err)
+}
+
+// Switches lists the connected datapaths.
+func (b *Balancer) Switches() []uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Sorted(maps.Keys(b.switches))
+}
+
+// VIPMAC returns the MAC a service's VIP answers with.
+func vipMAC(s *config.Service) net.HardwareAddr {
+	if m := s.ParsedVIPMAC(); m != nil {
+		return m
+	}
+	return arp.VIPMAC(s.ParsedVIP())
+}
+
+func readFileTrim(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s := string(data)
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r' || s[len(s)-1] == ' ') {
+		s = s[:len(s)-1]
+	}
+	return s, nil
+}

@@ -1,0 +1,81 @@
+package balancer
+
+import (
+	"flowweight/collector"
+	"flowweight/controller/config"
+	"flowweight/weights"
+)
+
+// service is one VIP's running state: the weights computed and applied for its backends.
+type service struct {
+	cfg     config.Service
+	index   uint16
+	tuning  weights.Tuning
+	books   []book // one per backend, in config order
+	result  weights.Result
+	applied []uint16 // weights last written to the switches, in config order; nil before the first write
+	in      []weights.Backend
+}
+
+// book is what weights needs from one update to the next for one backend.
+type book struct {
+	learned    float64
+	prevShare  float64
+	throughput float64 // bytes/s measured from the switch's per-backend return flow
+}
+
+func newService(cfg *config.Config, s *config.Service, i int, old *service) *service {
+	svc := &service{cfg: *s, tuning: cfg.Weighting}
+	svc.tuning.Policy = cfg.EffectivePolicy(s)
+	svc.index = uint16(i)
+	if s.GroupID < 0xffff {
+		svc.index = uint16(s.GroupID) // stable across reorderings of the file
+	}
+	svc.books = make([]book, len(s.Backends))
+	svc.in = make([]weights.Backend, len(s.Backends))
+	if old != nil {
+		// Keep what was learned for backends that remain, so a reload does not reset capacity
+		// learning or warm shares.
+		prev := map[string]int{}
+		for j, be := range old.cfg.Backends {
+			prev[be.Name] = j
+		}
+		if len(old.applied) > 0 {
+			svc.applied = make([]uint16, len(s.Backends))
+		}
+		for j, be := range s.Backends {
+			if k, ok := prev[be.Name]; ok {
+				svc.books[j] = old.books[k]
+				if svc.applied != nil {
+					svc.applied[j] = old.applied[k]
+				}
+			}
+		}
+	}
+	return svc
+}
+
+// compute runs weights.Compute for the service from the pool's snapshot (indexed by name) and
+// reports whether the result is worth a rewrite.
+func (s *service) compute(states map[string]*collector.State) bool {
+	for j, be := range s.cfg.Backends {
+		st := states[be.Name]
+		in := weights.Backend{Name: be.Name, Status: weights.StatusUnknown, Factor: be.Capacity,
+			Learned: s.books[j].learned, PrevShare: s.books[j].prevShare, Throughput: s.books[j].throughput}
+		if s.applied != nil {
+			in.PrevWeight = s.applied[j]
+		}
+		if st != nil {
+			in.Status, in.WarmupElapsed, in.HasMetrics = st.Status, st.WarmupElapsed, st.HasMetrics
+			in.CPU, in.Mem, in.Net, in.Conns = st.CPU, st.Mem, st.Net, st.Conns
+			in.CPUCount, in.MemBytes = st.CPUCount, st.MemBytes
+		}
+		s.in[j] = in
+	}
+	weights.Compute(s.in, s.tuning, &s.result)
+	for j := range s.books {
+		e := &s.result.Backends[j]
+		s.books[j].learned, s.books[j].prevShare = e.Learned, e.Full
+	}
+	return s.applied == nil || weights.Worth(s.applied, &s.result, s.tuning)
+}

@@ -1,0 +1,134 @@
+package balancer
+
+import (
+	"time"
+
+	"flowweight/weights"
+)
+
+// ServiceView is what the API, the dashboard and `controller status` show of one service.
+type ServiceView struct {
+	Name     string        `json:"name"`
+	VIP      string        `json:"vip"`
+	Port     int           `json:"port"`
+	Mode     string        `json:"mode"`
+	GroupID  int           `json:"group_id"`
+	Policy   string        `json:"policy"`
+	Panic    bool          `json:"panic"`
+	Total    int           `json:"total"`
+	Backends []BackendView `json:"backends"`
+}
+
+// BackendView is one backend: its state, smoothed metrics and the explanation of its weight.
+type BackendView struct {
+	Name            string              `json:"name"`
+	IP              string              `json:"ip"`
+	Port            int                 `json:"port"`
+	Source          string              `json:"source"`
+	State           string              `json:"state"`
+	StateSince      time.Time           `json:"state_since"`
+	CPU             float64             `json:"cpu"`
+	Mem             float64             `json:"mem"`
+	Conns           float64             `json:"conns"`
+	CPUCount        float64             `json:"cpu_count"`
+	MemBytes        float64             `json:"mem_bytes"`
+	LastReportAge   float64             `json:"last_report_age_seconds"` // -1 when none yet
+	Health          string              `json:"health"`
+	ProbeDrain      bool                `json:"probe_drain"`
+	OperatorDrain   bool                `json:"operator_drain"`
+	ThroughputBps   float64             `json:"throughput_bytes_per_second"`
+	ComputedWeight  uint16              `json:"computed_weight"`
+	AppliedWeight   uint16              `json:"applied_weight"`
+	Explanation     weights.Explanation `json:"explanation"`
+	LearnedCapacity float64             `json:"learned_capacity"`
+}
+
+// Point is one entry of a backend's recent history, for the dashboard's chart.
+type Point struct {
+	Time   time.Time `json:"t"`
+	Weight uint16    `json:"w"`
+	AL     float64   `json:"al"`
+}
+
+// Services returns the current view of every service.
+func (b *Balancer) Services() []ServiceView {
+	snap := b.pool.Snapshot(nil)
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]ServiceView, 0, len(b.services))
+	for _, s := range b.services {
+		v := ServiceView{Name: s.cfg.Name, VIP: s.cfg.VIP, Port: s.cfg.Port, Mode: s.cfg.Mode, GroupID: s.cfg.GroupID,
+			Policy: string(s.tuning.Policy), Panic: s.result.Panic, Total: s.result.Total}
+		for j, be := range s.cfg.Backends {
+			bv := BackendView{Name: be.Name, IP: be.IP, Port: be.Port, Source: be.Source, State: "unknown", LastReportAge: -1,
+				ThroughputBps: s.books[j].throughput}
+			for k := range snap {
+				if snap[k].Name != be.Name {
+					continue
+				}
+				st := &snap[k]
+				bv.State, bv.StateSince = st.Status.String(), st.Since
+				bv.CPU, bv.Mem, bv.Conns, bv.CPUCount, bv.MemBytes = st.CPU, st.Mem, st.Conns, st.CPUCount, st.MemBytes
+				if !st.LastReport.IsZero() {
+					bv.LastReportAge = now.Sub(st.LastReport).Seconds()
+				}
+				bv.ProbeDrain, bv.OperatorDrain = st.ProbeDrain, st.OperatorDrain
+				switch {
+				case st.LastHealth.OK:
+					bv.Health = "ok"
+				case st.LastHealth.Err != "":
+					bv.Health = st.LastHealth.Err
+				}
+			}
+			if j < len(s.result.Backends) {
+				bv.Explanation = s.result.Backends[j]
+				bv.ComputedWeight = s.result.Backends[j].Weight
+				bv.LearnedCapacity = s.result.Backends[j].Learned
+			}
+			if s.applied != nil {
+				bv.AppliedWeight = s.applied[j]
+			}
+			v.Backends = append(v.Backends, bv)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// Drain drains or undrains a backend by name (the API's call).
+func (b *Balancer) Drain(name string, drained bool) bool {
+	ok := b.pool.Drain(name, drained)
+	if ok {
+		b.Kick()
+	}
+	return ok
+}
+
+// history keeps the last points per backend.
+type history struct {
+	max    int
+	points map[string][]Point
+}
+
+func (h *history) add(name string, p Point) {
+	if h.points == nil {
+		h.points = map[string][]Point{}
+	}
+	pts := append(h.points[name], p)
+	if len(pts) > h.max {
+		pts = pts[len(pts)-h.max:]
+	}
+	h.points[name] = pts
+}
+
+// History returns recent weight and AL points per backend ("service/backend").
+func (b *Balancer) History() map[string][]Point {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string][]Point, len(b.hist.points))
+	for k, v := range b.hist.points {
+		out[k] = append([]Point(nil), v...)
+	}
+	return out
+}

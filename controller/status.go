@@ -1,0 +1,68 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"flowweight/controller/balancer"
+)
+
+// statusCommand prints the API's view of every service as a table, for operators in a
+// terminal (the dashboard shows the same numbers).
+func statusCommand(args []string) int {
+	fs := flag.NewFlagSet("status", flag.ExitOnError)
+	base := fs.String("api", "http://127.0.0.1:9090", "the controller's API address")
+	_ = fs.Parse(args)
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(*base + "/api/v1/services")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "status:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		fmt.Fprintf(os.Stderr, "status: %s: %s\n", resp.Status, body)
+		return 1
+	}
+	var services []balancer.ServiceView
+	if err := json.NewDecoder(resp.Body).Decode(&services); err != nil {
+		fmt.Fprintln(os.Stderr, "status: decoding the API's answer:", err)
+		return 1
+	}
+	printStatus(os.Stdout, services)
+	return 0
+}
+
+func printStatus(w io.Writer, services []balancer.ServiceView) {
+	for _, s := range services {
+		panic := ""
+		if s.Panic {
+			panic = "  PANIC: no live backend, serving evenly"
+		}
+		fmt.Fprintf(w, "service %s  %s:%d  mode=%s group=%d policy=%s%s\n", s.Name, s.VIP, s.Port, s.Mode, s.GroupID, s.Policy, panic)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "BACKEND\tSTATE\tCPU\tMEM\tCONNS\tLS\tC\tAL\tLEARNED\tREPORT AGE\tWEIGHT\tSHARE\t")
+		for _, b := range s.Backends {
+			age := "never"
+			if b.LastReportAge >= 0 {
+				age = fmt.Sprintf("%.1fs", b.LastReportAge)
+			}
+			share := 0.0
+			if s.Total > 0 {
+				share = float64(b.AppliedWeight) / float64(s.Total)
+			}
+			e := b.Explanation
+			fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%.1f%%\t%.0f\t%.3f\t%.2f\t%.3f\t%.2f\t%s\t%d\t%.1f%%\t\n",
+				b.Name, b.State, 100*b.CPU, 100*b.Mem, b.Conns, e.LS, e.C, e.AL, e.Learned, age, b.AppliedWeight, 100*share)
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+}
