@@ -62,15 +62,15 @@ type Collector struct {
 
 // Service is one virtual IP balanced over backends.
 type Service struct {
-	Name     string         `toml:"name"`      // unique; shows in cookies' meaning, logs and the API
-	VIP      string         `toml:"vip"`       // IPv4 address answered by the controller's ARP responder; on no host
-	VIPMAC   string         `toml:"vip_mac"`   // optional; default derived from the VIP (locally administered)
-	Protocol string         `toml:"protocol"`  // "tcp" (default)
-	Port     int            `toml:"port"`      // 1-65535
-	Mode     string         `toml:"mode"`      // "conntrack" (default, keeps connections across reweights) or "stateless"
-	GroupID  int            `toml:"group_id"`  // OpenFlow group id, unique, 1..0xffffff00
-	Zone     int            `toml:"zone"`      // conntrack zone; default = group_id (must fit 16 bits)
-	Policy   weights.Policy `toml:"policy"`    // overrides weighting.policy for this service
+	Name     string         `toml:"name"`     // unique; shows in cookies' meaning, logs and the API
+	VIP      string         `toml:"vip"`      // IPv4 address answered by the controller's ARP responder; on no host
+	VIPMAC   string         `toml:"vip_mac"`  // optional; default derived from the VIP (locally administered)
+	Protocol string         `toml:"protocol"` // "tcp" (default)
+	Port     int            `toml:"port"`     // 1-65535
+	Mode     string         `toml:"mode"`     // "conntrack" (default, keeps connections across reweights) or "stateless"
+	GroupID  int            `toml:"group_id"` // OpenFlow group id, unique, 1..0xffffff00
+	Zone     int            `toml:"zone"`     // conntrack zone; default = group_id (must fit 16 bits)
+	Policy   weights.Policy `toml:"policy"`   // overrides weighting.policy for this service
 	Backends []Backend      `toml:"backend"`
 }
 
