@@ -5,7 +5,9 @@ package ofswitch
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -20,6 +22,7 @@ import (
 
 	"flowweight/controller/arp"
 
+	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
 )
 
@@ -156,7 +159,8 @@ func TestOVSARPResponder(t *testing.T) {
 	vip := netip.MustParseAddr("10.77.0.100")
 	h := &arpResponder{recHandler: newRecHandler(), t: t, vip: vip, learnt: map[netip.Addr]learnt{}}
 	_, port := serverOnFreePort(t, h, Config{})
-	lab := startOVSLab(t, port)
+	rec := recordingProxy(t, port, of.TypePacketIn)
+	lab := startOVSLab(t, rec.port)
 	sw := h.waitFor(t, "connected", ovsConnect).sw
 	host := addHost(t, lab, "10.77.0.2/24")
 	hostPort, err := strconv.ParseUint(strings.TrimSpace(lab.vsctl("get", "interface", host.hostIf, "ofport")), 10, 32)
@@ -182,6 +186,17 @@ func TestOVSARPResponder(t *testing.T) {
 	h.mu.Unlock()
 	if answers == 0 {
 		t.Fatal("neighbour entry present but the responder answered nothing")
+	}
+	// Keep Open vSwitch's own PACKET_IN bytes as the golden input of TestGoldenPacketIn.
+	raw := rec.first()
+	if raw == nil {
+		t.Fatal("proxy saw no PACKET_IN")
+	}
+	if os.Getenv("FLOWWEIGHT_RECORD") != "" {
+		if err := os.WriteFile(goldenPacketIn, []byte(hex.EncodeToString(raw)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("recorded %s (%d bytes)", goldenPacketIn, len(raw))
 	}
 
 	// Resolve the host: a broadcast request from the VIP, flooded by packet-out.
@@ -209,4 +224,67 @@ func TestOVSARPResponder(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// recorder is a TCP proxy between Open vSwitch and our Server that keeps the first
+// message of one type the switch sent, byte for byte.
+type recorder struct {
+	port int
+	mu   sync.Mutex
+	msg  []byte
+}
+
+func (r *recorder) first() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.msg
+}
+
+func recordingProxy(t *testing.T, serverPort int, want of.Type) *recorder {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &recorder{port: ln.Addr().(*net.TCPAddr).Port}
+	var conns sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); conns.Wait() })
+	go func() {
+		for {
+			sc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			cc, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", serverPort))
+			if err != nil {
+				sc.Close()
+				continue
+			}
+			conns.Add(2)
+			go func() { defer conns.Done(); io.Copy(sc, cc); sc.Close() }()
+			go func() {
+				defer conns.Done()
+				defer cc.Close()
+				for {
+					f, err := readFrame(sc)
+					if err != nil {
+						return
+					}
+					raw, _ := encodeMessage(f.h.Type, f.h.Xid, rawBody(f.body))
+					raw[0] = f.h.Version
+					if f.h.Type == want {
+						r.mu.Lock()
+						if r.msg == nil {
+							r.msg = raw
+						}
+						r.mu.Unlock()
+					}
+					if _, err := cc.Write(raw); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return r
 }

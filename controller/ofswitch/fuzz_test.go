@@ -2,6 +2,9 @@ package ofswitch
 
 import (
 	"bytes"
+	"encoding/hex"
+	"os"
+	"strings"
 	"testing"
 
 	of "github.com/netrack/openflow"
@@ -38,6 +41,13 @@ func FuzzIncoming(f *testing.F) {
 		f.Add(s)
 	}
 	f.Add(bytes.Join(seedMessages(f), nil))
+	if text, err := os.ReadFile(goldenPacketIn); err != nil {
+		f.Fatal(err)
+	} else if raw, err := hex.DecodeString(strings.TrimSpace(string(text))); err != nil {
+		f.Fatal(err)
+	} else {
+		f.Add(raw)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
 		for {
