@@ -107,8 +107,11 @@ func (a *Agent) Run(ctx context.Context, drain <-chan bool) error {
 	for _, s := range a.Sources {
 		_, _ = s.Sampler.Sample(ctx)
 	}
+	var spent time.Duration // how long the last tick took
 	for {
-		timer := a.Clock.After(a.nextWait())
+		// The wait counts from the start of the last tick, so a slow health check does not
+		// stretch the period the collector expects (Report.Interval).
+		timer := a.Clock.After(max(a.nextWait()-spent, 0))
 		select {
 		case <-ctx.Done():
 			a.leave()
@@ -118,10 +121,10 @@ func (a *Agent) Run(ctx context.Context, drain <-chan bool) error {
 				a.drained = d
 				a.Log.Info("drain state changed", "drained", d, "by", "signal")
 			}
-			a.tick(ctx)
+			spent = a.timedTick(ctx)
 		case <-timer:
 			a.pollDrainFile()
-			a.tick(ctx)
+			spent = a.timedTick(ctx)
 		}
 	}
 }
@@ -182,6 +185,12 @@ func (a *Agent) pollDrainFile() {
 		a.drained = exists
 		a.Log.Info("drain state changed", "drained", exists, "by", "drain_file", "drain_file", a.DrainFile)
 	}
+}
+
+func (a *Agent) timedTick(ctx context.Context) time.Duration {
+	start := a.Clock.Now()
+	a.tick(ctx)
+	return a.Clock.Now().Sub(start)
 }
 
 // tick samples, checks health, and sends one report.

@@ -259,6 +259,38 @@ func TestJitter(t *testing.T) {
 	h.recv()
 }
 
+// slowHealth takes d of the fake clock's time.
+type slowHealth struct {
+	clk *fakeClock
+	d   time.Duration
+}
+
+func (h slowHealth) Check(context.Context) health.Result {
+	h.clk.advance(h.d)
+	return health.Result{OK: true, Status: 200, Latency: h.d}
+}
+
+// Time spent in a tick comes off the next wait, so reports keep the configured period.
+func TestSlowTickKeepsPeriod(t *testing.T) {
+	var clk *fakeClock
+	h := start(t, func(a *Agent) {
+		clk = a.Clock.(*fakeClock)
+		a.Health = slowHealth{clk, 1500 * time.Millisecond}
+	})
+	if d := <-h.clk.registered; d != 5*time.Second {
+		t.Fatalf("first wait %v", d)
+	}
+	h.clk.advance(5 * time.Second)
+	r1 := h.recv()
+	if d := <-h.clk.registered; d != 3500*time.Millisecond {
+		t.Errorf("wait after a 1.5 s tick: %v, want 3.5 s", d)
+	}
+	h.clk.advance(3500 * time.Millisecond)
+	if r2 := h.recv(); r2.Time.Sub(r1.Time) != 5*time.Second {
+		t.Errorf("reports %v apart", r2.Time.Sub(r1.Time))
+	}
+}
+
 func TestDrainSignals(t *testing.T) {
 	h := start(t, nil)
 	if r := h.tick(); r.Flags != report.FlagHealthOK {

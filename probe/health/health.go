@@ -95,14 +95,21 @@ func (c *Checker) Check(ctx context.Context) Result {
 	if !c.Expect.Contains(resp.StatusCode) {
 		return fail(status, c.now().Sub(start), fmt.Sprintf("GET %s: status %s", c.URL, resp.Status))
 	}
-	if c.BodyContains != "" {
-		body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
-		if err != nil {
-			return fail(status, c.now().Sub(start), "GET "+c.URL+": reading body: "+cause(err))
-		}
-		if !bytes.Contains(body, []byte(c.BodyContains)) {
-			return fail(status, c.now().Sub(start), fmt.Sprintf("GET %s: body lacks %q", c.URL, c.BodyContains))
-		}
+	// The body is read (up to MaxBody) even when not searched: a service that sends headers
+	// and then stalls is not healthy, and closing early makes the server see a broken pipe.
+	var found bool
+	if c.BodyContains == "" {
+		_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxBody))
+	} else {
+		var body []byte
+		body, err = io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+		found = bytes.Contains(body, []byte(c.BodyContains))
+	}
+	if err != nil {
+		return fail(status, c.now().Sub(start), "GET "+c.URL+": reading body: "+cause(err))
+	}
+	if c.BodyContains != "" && !found {
+		return fail(status, c.now().Sub(start), fmt.Sprintf("GET %s: body lacks %q", c.URL, c.BodyContains))
 	}
 	return Result{OK: true, Status: status, Latency: c.now().Sub(start)}
 }

@@ -99,6 +99,27 @@ func TestCheckHangingTimesOut(t *testing.T) {
 	}
 }
 
+// Headers followed by a stalled body fail the check within the timeout.
+func TestCheckStalledBody(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("partial"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	for _, body := range []string{"", "ready"} {
+		r := newChecker(t, srv.URL, 100*time.Millisecond, "200", body).Check(context.Background())
+		if r.OK || r.Status != 200 || !strings.Contains(r.Err, "reading body") {
+			t.Errorf("body_contains %q: got %+v", body, r)
+		}
+	}
+}
+
 // Every check opens its own connection.
 func TestCheckNewConnectionEachTime(t *testing.T) {
 	var conns atomic.Int32
