@@ -6,12 +6,13 @@ import (
 )
 
 // BenchmarkParsePoll measures the pure parsing of one poll's recorded
-// varbinds (scalar GET, hrProcessorTable, tcpConnTable).
+// varbinds (scalar GET, hrProcessorTable, both TCP connection tables).
 func BenchmarkParsePoll(b *testing.B) {
 	_, sc := loadFixture(b, "warm_scalars")
 	_, hr := loadFixture(b, "warm_hrprocessor")
 	f, tcp := loadFixture(b, "warm_tcpconn")
-	ports := map[uint16]bool{f.ListenPort: true}
+	_, tcpx := loadFixture(b, "warm_tcpconnection")
+	ports := []uint16{f.ListenPort, f.ListenPortDual}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := parseScalars(sc); err != nil {
@@ -20,9 +21,15 @@ func BenchmarkParsePoll(b *testing.B) {
 		if _, err := parseProcessors(hr); err != nil {
 			b.Fatal(err)
 		}
-		if _, _, err := parseTCPConnTable(tcp, ports); err != nil {
+		legacy, err := parseTCPConnTable(tcp)
+		if err != nil {
 			b.Fatal(err)
 		}
+		modern, err := parseTCPConnectionTable(tcpx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		countServiceConns(ports, legacy, &modern)
 	}
 }
 
@@ -30,7 +37,7 @@ func BenchmarkParsePoll(b *testing.B) {
 // agent: parsing plus the Poller's own bookkeeping, no network.
 func BenchmarkPollFakeAgent(b *testing.B) {
 	f, _ := loadFixture(b, "warm_tcpconn")
-	p, err := NewPollerWithAgent(v2cTarget(f.ListenPort), recordedAgent(b, "warm"))
+	p, err := NewPollerWithAgent(v2cTarget(f.ListenPort, f.ListenPortDual), recordedAgent(b, "warm"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,11 +16,16 @@
 //     mean hrProcessorLoad (which the agent only fills after its first
 //     minute); when neither exists Sample.CPUKnown is false and CPUUtil is 0.
 //   - CPU count is the number of hrProcessorTable rows.
-//   - Memory is memTotalReal and memAvailReal (kB).
+//   - Memory is memTotalReal; available memory is the sum of memAvailReal,
+//     memBuffer and memCached, because on Linux memAvailReal is MemFree
+//     (page cache would count as used).
 //   - Connections are counted per service port from the legacy tcpConnTable
-//     (IPv4 only; the newer tcpConnectionTable is empty on this agent), or
-//     taken from tcpCurrEstab (all ports, IPv4 and IPv6) when no service
-//     ports are configured or the table has no rows.
+//     when the port has an IPv4 listener there (that table is fresh, about
+//     5 s), and from the RFC 4022 tcpConnectionTable otherwise: connections
+//     accepted on a dual-stack or IPv6 listener (Go's net.Listen("tcp",
+//     ":port")) appear only there, as IPv4-mapped IPv6, and the agent caches
+//     that table for up to a minute. With no service ports configured, or
+//     both tables empty, tcpCurrEstab (all ports) is used.
 //
 // Gathering is split from parsing: the parse* functions are pure functions
 // from []gosnmp.SnmpPDU to values, tested on PDUs recorded from the real

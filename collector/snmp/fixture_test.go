@@ -14,11 +14,12 @@ import (
 // A fixture is what testdata/record wrote: the varbinds one real snmpd
 // request returned, with gosnmp's type names.
 type fixture struct {
-	Comment    string `json:"comment"`
-	Request    string `json:"request"`
-	ListenPort uint16 `json:"listen_port"`
-	Conns      int    `json:"conns"`
-	PDUs       []struct {
+	Comment        string `json:"comment"`
+	Request        string `json:"request"`
+	ListenPort     uint16 `json:"listen_port"`
+	ListenPortDual uint16 `json:"listen_port_dual"`
+	Conns          int    `json:"conns"`
+	PDUs           []struct {
 		OID   string `json:"oid"`
 		Type  string `json:"type"`
 		Value any    `json:"value"`
@@ -136,15 +137,21 @@ func (a *fakeAgent) Close() error {
 	return nil
 }
 
-// recordedAgent builds a fakeAgent from the three fixtures with one prefix.
+// recordedAgent builds a fakeAgent from the fixtures with one prefix; the
+// TCP tables are empty for prefixes recorded without them.
 func recordedAgent(tb testing.TB, prefix string) *fakeAgent {
 	tb.Helper()
 	_, sc := loadFixture(tb, prefix+"_scalars")
 	_, hr := loadFixture(tb, prefix+"_hrprocessor")
-	_, tcp := loadFixture(tb, prefix+"_tcpconn")
-	return &fakeAgent{
+	a := &fakeAgent{
 		scalars: sc,
-		walks:   map[string][]gosnmp.SnmpPDU{oidHrProcessorEntry: hr, oidTCPConnState: tcp},
+		walks:   map[string][]gosnmp.SnmpPDU{oidHrProcessorEntry: hr},
 		errs:    map[string]error{},
 	}
+	for suffix, root := range map[string]string{"_tcpconn": oidTCPConnState, "_tcpconnection": oidTCPConnectionState} {
+		if _, err := os.Stat(filepath.Join("testdata", prefix+suffix+".json")); err == nil {
+			_, a.walks[root] = loadFixture(tb, prefix+suffix)
+		}
+	}
+	return a
 }

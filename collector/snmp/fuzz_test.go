@@ -112,7 +112,7 @@ func decodePDUs(b []byte) []gosnmp.SnmpPDU {
 // panic.
 func FuzzParsePDUs(f *testing.F) {
 	for _, name := range []string{"fresh_scalars", "t1_scalars", "t2_scalars", "warm_scalars",
-		"warm_hrprocessor", "fresh_hrprocessor", "warm_tcpconn", "t1_tcpconn"} {
+		"warm_hrprocessor", "fresh_hrprocessor", "warm_tcpconn", "warm_tcpconnection", "fresh_tcpconnection"} {
 		_, pdus := loadFixture(f, name)
 		f.Add(encodePDUs(pdus))
 	}
@@ -137,13 +137,26 @@ func FuzzParsePDUs(f *testing.F) {
 				t.Fatalf("processors %+v", p)
 			}
 		}
-		if n, rows, err := parseTCPConnTable(pdus, map[uint16]bool{80: true}); err == nil {
-			if int(n) > rows || rows > len(pdus) {
-				t.Fatalf("tcp %d established of %d rows from %d varbinds", n, rows, len(pdus))
+		var tables [2]tcpTable
+		for i, parse := range []func([]gosnmp.SnmpPDU) (tcpTable, error){parseTCPConnTable, parseTCPConnectionTable} {
+			tt, err := parse(pdus)
+			if err != nil {
+				continue
 			}
+			var est uint64
+			for _, n := range tt.established {
+				est += uint64(n)
+			}
+			if est+uint64(len(tt.listening)) > uint64(tt.rows) || tt.rows > len(pdus) {
+				t.Fatalf("table %d: %d established, %d listening of %d rows from %d varbinds", i, est, len(tt.listening), tt.rows, len(pdus))
+			}
+			tables[i] = tt
+		}
+		if n, _, ok := countServiceConns([]uint16{80, 8080}, tables[0], &tables[1]); !ok && n != 0 {
+			t.Fatalf("countServiceConns = %d without a table", n)
 		}
 		// The whole poll over the same varbinds: errors, never panics.
-		a := &fakeAgent{scalars: pdus, walks: map[string][]gosnmp.SnmpPDU{oidHrProcessorEntry: pdus, oidTCPConnState: pdus}}
+		a := &fakeAgent{scalars: pdus, walks: map[string][]gosnmp.SnmpPDU{oidHrProcessorEntry: pdus, oidTCPConnState: pdus, oidTCPConnectionState: pdus}}
 		p, err := NewPollerWithAgent(v2cTarget(80), a)
 		if err != nil {
 			t.Fatal(err)

@@ -33,8 +33,15 @@ const (
 
 	// TCP-MIB.
 	oidTCPCurrEstab = ".1.3.6.1.2.1.6.9.0"
-	// tcpConnState column of the legacy IPv4 tcpConnTable; the index is
-	// localAddr(4 arcs).localPort.remAddr(4 arcs).remPort.
+	// tcpConnectionState column of the RFC 4022 tcpConnectionTable; the
+	// index is localAddrType.localAddr(length-prefixed).localPort.
+	// remAddrType.remAddr(length-prefixed).remPort. Checked here: walking
+	// this column works although walking the table's root (.6.19) answers
+	// noSuchObject (which is why DESIGN.md calls the table empty). See
+	// tcp.go for when it is used.
+	oidTCPConnectionState = ".1.3.6.1.2.1.6.19.1.7"
+	// tcpConnState column of the legacy IPv4-only tcpConnTable; the index
+	// is localAddr(4 arcs).localPort.remAddr(4 arcs).remPort.
 	oidTCPConnState = ".1.3.6.1.2.1.6.13.1.1"
 
 	// HOST-RESOURCES-MIB hrProcessorEntry; column 1 is hrProcessorFrwID
@@ -43,8 +50,11 @@ const (
 	oidHrProcessorEntry = ".1.3.6.1.2.1.25.3.3.1"
 )
 
-// tcpStateEstablished is tcpConnState established(5).
-const tcpStateEstablished = 5
+// TCP-MIB tcpConnState/tcpConnectionState values.
+const (
+	tcpStateListen      = 2
+	tcpStateEstablished = 5
+)
 
 // scalarOIDs are fetched with one GET per poll, in this order.
 var scalarOIDs = []string{

@@ -22,7 +22,9 @@ type Sample struct {
 	CPUKnown bool
 	// CPUCount is the number of hrProcessorTable rows (logical CPUs).
 	CPUCount float64
-	// MemUtil is the used fraction of physical memory in [0,1].
+	// MemUtil is the used fraction of physical memory in [0,1]:
+	// 1 - (memAvailReal+memBuffer+memCached)/memTotalReal, because on
+	// Linux memAvailReal is MemFree (see oids.go).
 	MemUtil float64
 	// MemBytes is physical memory size (memTotalReal kB * 1024).
 	MemBytes uint64
@@ -33,21 +35,31 @@ type Sample struct {
 	// delta), "hr_load" (mean hrProcessorLoad, a one-minute average) or ""
 	// when !CPUKnown.
 	CPUSource string
-	// ConnSource is "tcpConnTable" (per service port, IPv4 only) or
-	// "tcpCurrEstab" (all ports, IPv4 and IPv6: no service ports
-	// configured, or the agent's tcpConnTable had no rows).
+	// ConnSource says where Conns came from: "tcpConnTable" (per service
+	// port, every port had an IPv4 listener in the legacy table),
+	// "tcpConnectionTable" (per service port, at least one port counted
+	// from the RFC 4022 table because its listener is an IPv6 or
+	// dual-stack socket; that table can be up to a minute old) or
+	// "tcpCurrEstab" (all ports: no service ports configured, or neither
+	// table had rows).
 	ConnSource string
 }
 
 // CPU and connection source names used in Sample.
 const (
-	CPUSourceUCDRaw        = "ucd_raw"
-	CPUSourceHRLoad        = "hr_load"
-	ConnSourceTCPConnTable = "tcpConnTable"
-	ConnSourceTCPCurrEstab = "tcpCurrEstab"
-	scalarStep             = "get sysUpTime/ssCpuRaw*/mem*/tcpCurrEstab"
-	processorStep          = "walk hrProcessorTable " + oidHrProcessorEntry
-	tcpConnStep            = "walk tcpConnTable tcpConnState " + oidTCPConnState
+	CPUSourceUCDRaw              = "ucd_raw"
+	CPUSourceHRLoad              = "hr_load"
+	ConnSourceTCPConnectionTable = "tcpConnectionTable"
+	ConnSourceTCPConnTable       = "tcpConnTable"
+	ConnSourceTCPCurrEstab       = "tcpCurrEstab"
+)
+
+// Step names in errors.
+const (
+	scalarStep        = "get sysUpTime/ssCpuRaw*/mem*/tcpCurrEstab"
+	processorStep     = "walk hrProcessorTable " + oidHrProcessorEntry
+	tcpConnectionStep = "walk tcpConnectionTable tcpConnectionState " + oidTCPConnectionState
+	tcpConnStep       = "walk tcpConnTable tcpConnState " + oidTCPConnState
 )
 
 // Errors a caller may want to tell apart (use errors.Is).
@@ -81,7 +93,7 @@ type Agent interface {
 type Poller struct {
 	target Target
 	agent  Agent
-	ports  map[uint16]bool
+	ports  []uint16 // distinct ServicePorts
 
 	mu         sync.Mutex
 	prev       cpuTicks // last non-zero counter reading
@@ -120,9 +132,13 @@ func NewPollerWithAgent(t Target, a Agent) (*Poller, error) {
 }
 
 func newPoller(t Target, a Agent) *Poller {
-	ports := make(map[uint16]bool, len(t.ServicePorts))
+	var ports []uint16
+	seen := make(map[uint16]bool, len(t.ServicePorts))
 	for _, p := range t.ServicePorts {
-		ports[p] = true
+		if !seen[p] {
+			seen[p] = true
+			ports = append(ports, p)
+		}
 	}
 	return &Poller{target: t, agent: a, ports: ports}
 }
@@ -164,16 +180,12 @@ func (p *Poller) Poll(ctx context.Context) (Sample, error) {
 
 	s.ConnSource = ConnSourceTCPCurrEstab
 	if len(p.ports) > 0 {
-		pdus, err = p.agent.BulkWalk(ctx, oidTCPConnState)
+		n, source, ok, err := p.serviceConns(ctx)
 		if err != nil {
-			return Sample{}, p.requestError(tcpConnStep, err)
+			return Sample{}, err
 		}
-		n, rows, err := parseTCPConnTable(pdus, p.ports)
-		if err != nil {
-			return Sample{}, fmt.Errorf("snmp %s: %w", p.target.Address, err)
-		}
-		if rows > 0 {
-			s.Conns, s.ConnSource = n, ConnSourceTCPConnTable
+		if ok {
+			s.Conns, s.ConnSource = n, source
 		}
 	}
 	if s.ConnSource == ConnSourceTCPCurrEstab {
@@ -185,6 +197,34 @@ func (p *Poller) Poll(ctx context.Context) (Sample, error) {
 
 	p.updateCPU(&s, sc, proc)
 	return s, nil
+}
+
+// serviceConns walks the legacy tcpConnTable and, only when a service port
+// has no IPv4 listener there, tcpConnectionTable (see tcp.go). ok is false
+// when both tables are empty.
+func (p *Poller) serviceConns(ctx context.Context) (n uint32, source string, ok bool, err error) {
+	pdus, err := p.agent.BulkWalk(ctx, oidTCPConnState)
+	if err != nil {
+		return 0, "", false, p.requestError(tcpConnStep, err)
+	}
+	legacy, err := parseTCPConnTable(pdus)
+	if err != nil {
+		return 0, "", false, fmt.Errorf("snmp %s: %w", p.target.Address, err)
+	}
+	var modern *tcpTable
+	if needsConnectionTable(p.ports, legacy) {
+		pdus, err := p.agent.BulkWalk(ctx, oidTCPConnectionState)
+		if err != nil {
+			return 0, "", false, p.requestError(tcpConnectionStep, err)
+		}
+		t, err := parseTCPConnectionTable(pdus)
+		if err != nil {
+			return 0, "", false, fmt.Errorf("snmp %s: %w", p.target.Address, err)
+		}
+		modern = &t
+	}
+	n, source, ok = countServiceConns(p.ports, legacy, modern)
+	return n, source, ok, nil
 }
 
 // updateCPU fills the CPU utilisation and advances the counter baseline.

@@ -90,7 +90,7 @@ func TestPollWarmAgent(t *testing.T) {
 	f, _ := loadFixture(t, "warm_tcpconn")
 	fs, _ := loadFixture(t, "warm_scalars")
 	fh, hr := loadFixture(t, "warm_hrprocessor")
-	p := mustPoller(t, v2cTarget(f.ListenPort), recordedAgent(t, "warm"))
+	p := mustPoller(t, v2cTarget(f.ListenPort, f.ListenPortDual), recordedAgent(t, "warm"))
 	s, err := p.Poll(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -116,28 +116,53 @@ func TestPollWarmAgent(t *testing.T) {
 	if want := fixtureValue(t, fs, oidMemTotalReal) * 1024; s.MemBytes != want {
 		t.Errorf("MemBytes %d, want %d", s.MemBytes, want)
 	}
-	if s.ConnSource != ConnSourceTCPConnTable || int(s.Conns) != f.Conns {
-		t.Errorf("Conns %d from %q, want %d from %s", s.Conns, s.ConnSource, f.Conns, ConnSourceTCPConnTable)
+	// Both listeners' connections, the dual-stack one's from tcpConnectionTable.
+	if s.ConnSource != ConnSourceTCPConnectionTable || int(s.Conns) != 2*f.Conns {
+		t.Errorf("Conns %d from %q, want %d from %s", s.Conns, s.ConnSource, 2*f.Conns, ConnSourceTCPConnectionTable)
 	}
 }
 
-func TestPollConnFallback(t *testing.T) {
+func TestPollConnTables(t *testing.T) {
+	f, _ := loadFixture(t, "warm_tcpconn")
 	tests := []struct {
 		name       string
-		tcpTable   []gosnmp.SnmpPDU
+		ports      []uint16
+		dropTables []string // walks that come back empty
 		dropEstab  bool
+		badTable   string // walk root whose answer is malformed
+		wantConns  int
 		wantSource string
+		wantWalks  []string // TCP tables walked, in order
 		wantErr    string
 	}{
-		{name: "empty table falls back", tcpTable: nil, wantSource: ConnSourceTCPCurrEstab},
-		{name: "table without matching port", tcpTable: []gosnmp.SnmpPDU{{Name: oidTCPConnState + ".0.0.0.0.22.0.0.0.0.0", Type: gosnmp.Integer, Value: 2}}, wantSource: ConnSourceTCPConnTable},
-		{name: "empty table and no tcpCurrEstab", tcpTable: nil, dropEstab: true, wantErr: "no connection count"},
-		{name: "malformed table", tcpTable: []gosnmp.SnmpPDU{{Name: oidTCPConnState + ".1", Type: gosnmp.Integer, Value: 5}}, wantErr: "tcpConnState"},
+		{name: "IPv4 listener: legacy table only", ports: []uint16{f.ListenPort},
+			wantConns: f.Conns, wantSource: ConnSourceTCPConnTable, wantWalks: []string{oidTCPConnState}},
+		{name: "duplicate ports count once", ports: []uint16{f.ListenPort, f.ListenPort},
+			wantConns: f.Conns, wantSource: ConnSourceTCPConnTable, wantWalks: []string{oidTCPConnState}},
+		{name: "dual-stack listener: both tables", ports: []uint16{f.ListenPortDual},
+			wantConns: f.Conns, wantSource: ConnSourceTCPConnectionTable, wantWalks: []string{oidTCPConnState, oidTCPConnectionState}},
+		{name: "no legacy table: modern one", ports: []uint16{f.ListenPort, f.ListenPortDual}, dropTables: []string{oidTCPConnState},
+			wantConns: 2 * f.Conns, wantSource: ConnSourceTCPConnectionTable, wantWalks: []string{oidTCPConnState, oidTCPConnectionState}},
+		{name: "no modern table: legacy, blind to dual-stack", ports: []uint16{f.ListenPort, f.ListenPortDual}, dropTables: []string{oidTCPConnectionState},
+			wantConns: f.Conns, wantSource: ConnSourceTCPConnTable, wantWalks: []string{oidTCPConnState, oidTCPConnectionState}},
+		{name: "no tables: tcpCurrEstab", ports: []uint16{f.ListenPort}, dropTables: []string{oidTCPConnState, oidTCPConnectionState},
+			wantConns: -1, wantSource: ConnSourceTCPCurrEstab, wantWalks: []string{oidTCPConnState, oidTCPConnectionState}},
+		{name: "no tables, no tcpCurrEstab", ports: []uint16{f.ListenPort}, dropTables: []string{oidTCPConnState, oidTCPConnectionState}, dropEstab: true,
+			wantErr: "no connection count"},
+		{name: "no ports: no walks", wantConns: -1, wantSource: ConnSourceTCPCurrEstab},
+		{name: "malformed legacy table", ports: []uint16{f.ListenPort}, badTable: oidTCPConnState, wantErr: "tcpConnState"},
+		{name: "malformed modern table", ports: []uint16{f.ListenPortDual}, badTable: oidTCPConnectionState, wantErr: "tcpConnectionState"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a := recordedAgent(t, "warm")
-			a.walks[oidTCPConnState] = tc.tcpTable
+			fs, _ := loadFixture(t, "warm_scalars")
+			for _, root := range tc.dropTables {
+				a.walks[root] = nil
+			}
+			if tc.badTable != "" {
+				a.walks[tc.badTable] = append(a.walks[tc.badTable], gosnmp.SnmpPDU{Name: tc.badTable + ".1", Type: gosnmp.Integer, Value: 5})
+			}
 			if tc.dropEstab {
 				var kept []gosnmp.SnmpPDU
 				for _, p := range a.scalars {
@@ -147,7 +172,7 @@ func TestPollConnFallback(t *testing.T) {
 				}
 				a.scalars = kept
 			}
-			s, err := mustPoller(t, v2cTarget(8080), a).Poll(context.Background())
+			s, err := mustPoller(t, v2cTarget(tc.ports...), a).Poll(context.Background())
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "192.0.2.7:161") {
 					t.Fatalf("err = %v, want one naming the address and %q", err, tc.wantErr)
@@ -157,11 +182,21 @@ func TestPollConnFallback(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.ConnSource != tc.wantSource {
-				t.Errorf("ConnSource %q, want %q", s.ConnSource, tc.wantSource)
+			wantConns := uint32(tc.wantConns)
+			if tc.wantConns < 0 {
+				wantConns = uint32(fixtureValue(t, fs, oidTCPCurrEstab))
 			}
-			if tc.wantSource == ConnSourceTCPConnTable && s.Conns != 0 {
-				t.Errorf("Conns %d, want 0 on an unused port", s.Conns)
+			if s.ConnSource != tc.wantSource || s.Conns != wantConns {
+				t.Errorf("Conns %d from %q, want %d from %q", s.Conns, s.ConnSource, wantConns, tc.wantSource)
+			}
+			var walks []string
+			for _, c := range a.calls {
+				if c == oidTCPConnState || c == oidTCPConnectionState {
+					walks = append(walks, c)
+				}
+			}
+			if strings.Join(walks, " ") != strings.Join(tc.wantWalks, " ") {
+				t.Errorf("walked %v, want %v", walks, tc.wantWalks)
 			}
 		})
 	}
@@ -257,6 +292,8 @@ func TestPollRequestErrors(t *testing.T) {
 			contains: []string{"snmp 192.0.2.7:161", "walk hrProcessorTable", "2 attempt(s)"}},
 		{name: "context deadline", target: v2cTarget(80), failAt: oidTCPConnState, err: context.DeadlineExceeded, is: ErrNoResponse,
 			contains: []string{"tcpConnTable", "context deadline"}},
+		{name: "modern table walk fails", target: v2cTarget(1), failAt: oidTCPConnectionState, err: timeout, is: ErrNoResponse,
+			contains: []string{"walk tcpConnectionTable", ".1.3.6.1.2.1.6.19.1.7"}},
 		{name: "other error kept", target: v2cTarget(), failAt: "get", err: errors.New("read udp: connection refused"), is: nil,
 			contains: []string{"snmp 192.0.2.7:161", "connection refused"}},
 	}

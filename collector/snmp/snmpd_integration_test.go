@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -413,49 +414,76 @@ func TestSnmpdCPUUtilisation(t *testing.T) {
 	}
 }
 
-func TestSnmpdConnections(t *testing.T) {
-	d := startSnmpd(t)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+// loopbackConns opens a listener (network "tcp4" on 127.0.0.1, or "tcp" on
+// ":0", which Go makes a dual-stack IPv6 socket) and n connections to it
+// over 127.0.0.1. Connections from anywhere else are closed at once. All
+// sockets close at test cleanup.
+func loopbackConns(t *testing.T, network string, n int) uint16 {
+	t.Helper()
+	addr := "127.0.0.1:0"
+	if network == "tcp" {
+		addr = ":0"
+	}
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	const n = 5
+	t.Cleanup(func() { ln.Close() })
 	accepted := make(chan net.Conn, n)
 	go func() {
-		for i := 0; i < n; i++ {
+		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err != nil || !ap.Addr().Unmap().IsLoopback() {
+				c.Close()
+				continue
+			}
 			accepted <- c
 		}
 	}()
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
 	for i := 0; i < n; i++ {
-		c, err := net.Dial("tcp4", ln.Addr().String())
+		c, err := net.Dial("tcp4", "127.0.0.1:"+strconv.Itoa(int(port)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
-		defer (<-accepted).Close()
+		t.Cleanup(func() { c.Close() })
+		select {
+		case sc := <-accepted:
+			t.Cleanup(func() { sc.Close() })
+		case <-time.After(5 * time.Second):
+			t.Fatalf("listener %s never accepted connection %d", ln.Addr(), i+1)
+		}
 	}
-	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	return port
+}
 
-	// net-snmp caches its TCP tables for a few seconds: ask until the
-	// connections show, at most 20 times.
+func TestSnmpdConnections(t *testing.T) {
+	// Connections exist before the agent starts, so its first look at its
+	// TCP tables (tcpConnectionTable is cached for up to a minute) has them.
+	const n = 5
+	port4 := loopbackConns(t, "tcp4", n)
+	portDual := loopbackConns(t, "tcp", n)
+	d := startSnmpd(t)
+
 	for _, tc := range []struct {
 		name       string
 		tg         Target
 		wantSource string
 		min        uint32
 	}{
-		{"service port", d.v2c(port), ConnSourceTCPConnTable, n},
-		{"service port v3", d.v3(port), ConnSourceTCPConnTable, n},
-		{"all ports", d.v2c(), ConnSourceTCPCurrEstab, 2 * n}, // both ends are local
+		{"IPv4 listener", d.v2c(port4), ConnSourceTCPConnTable, n},
+		{"dual-stack listener", d.v2c(portDual), ConnSourceTCPConnectionTable, n},
+		{"both listeners v3", d.v3(port4, portDual), ConnSourceTCPConnectionTable, 2 * n},
+		{"all ports", d.v2c(), ConnSourceTCPCurrEstab, 4 * n}, // both ends are local
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPollerT(t, tc.tg)
 			var s Sample
+			var err error
+			// Bounded retries in case the agent's caches lag: 20 x 0.5 s.
 			for try := 0; try < 20; try++ {
 				if s, err = p.Poll(context.Background()); err != nil {
 					t.Fatal(err)
@@ -473,16 +501,25 @@ func TestSnmpdConnections(t *testing.T) {
 	}
 }
 
-// BenchmarkPollSnmpd measures one full Poll (scalar GET, hrProcessorTable
-// walk, tcpConnTable walk) against a real snmpd on loopback.
+// BenchmarkPollSnmpd measures one full Poll against a real snmpd on
+// loopback: scalar GET and hrProcessorTable walk, plus the tcpConnTable walk
+// for an IPv4 listener's port, and also the tcpConnectionTable walk for a
+// port with no IPv4 listener (port 1).
 func BenchmarkPollSnmpd(b *testing.B) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	port4 := uint16(ln.Addr().(*net.TCPAddr).Port)
 	d := startSnmpd(b)
 	for _, tc := range []struct {
 		name string
 		tg   Target
 	}{
-		{"v2c", d.v2c(1)},
-		{"v3", d.v3(1)},
+		{"v2c-ipv4-listener", d.v2c(port4)},
+		{"v2c-no-ipv4-listener", d.v2c(1)},
+		{"v3-no-ipv4-listener", d.v3(1)},
 		{"v2c-no-ports", d.v2c()},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

@@ -32,11 +32,12 @@ type pdu struct {
 }
 
 type fixture struct {
-	Comment    string `json:"comment"`
-	Request    string `json:"request"`
-	ListenPort uint16 `json:"listen_port,omitempty"`
-	Conns      int    `json:"conns,omitempty"`
-	PDUs       []pdu  `json:"pdus"`
+	Comment        string `json:"comment"`
+	Request        string `json:"request"`
+	ListenPort     uint16 `json:"listen_port,omitempty"`
+	ListenPortDual uint16 `json:"listen_port_dual,omitempty"`
+	Conns          int    `json:"conns,omitempty"`
+	PDUs           []pdu  `json:"pdus"`
 }
 
 var scalarOIDs = []string{
@@ -71,6 +72,7 @@ func main() {
 	prefix := flag.String("prefix", "warm", "fixture file name prefix")
 	dir := flag.String("dir", "collector/snmp/testdata", "output directory")
 	conns := flag.Int("conns", 3, "established loopback connections to hold open during the tcpConnTable walk")
+	withTCP := flag.Bool("tcp", true, "also record the TCP connection tables")
 	comment := flag.String("comment", "", "what state the agent was in")
 	flag.Parse()
 
@@ -99,13 +101,64 @@ func main() {
 	}
 	write(*dir, *prefix+"_hrprocessor.json", fixture{Comment: stamp, Request: "walk .1.3.6.1.2.1.25.3.3.1", PDUs: convert(hr)})
 
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if !*withTCP {
+		fmt.Println("recorded", *prefix)
+		return
+	}
+	// Two listeners with -conns connections each: an IPv4 socket, and a
+	// dual-stack one (Go's default for ":port"), whose accepted
+	// connections are IPv4-mapped IPv6 sockets.
+	lp := listen(tb4, *conns)
+	lpDual := listen(tbDual, *conns)
+
+	// net-snmp caches tcpConnTable for a few seconds and tcpConnectionTable
+	// for up to a minute: walk until both listeners show up, at most 90
+	// times.
+	var tcp, tcpx []gosnmp.SnmpPDU
+	for try := 0; ; try++ {
+		tcp, err = g.BulkWalkAll(".1.3.6.1.2.1.6.13.1.1")
+		if err != nil {
+			log.Fatal(err)
+		}
+		tcpx, err = g.BulkWalkAll(".1.3.6.1.2.1.6.19.1.7")
+		if err != nil {
+			log.Fatal(err)
+		}
+		if hasPort(tcp, fmt.Sprintf(".127.0.0.1.%d.", lp)) &&
+			hasPort(tcpx, fmt.Sprintf(".255.255.127.0.0.1.%d.", lpDual)) {
+			break
+		}
+		if try == 90 {
+			log.Fatalf("listener ports %d, %d never appeared in the TCP tables", lp, lpDual)
+		}
+		time.Sleep(time.Second)
+	}
+	write(*dir, *prefix+"_tcpconn.json", fixture{Comment: stamp, Request: "walk .1.3.6.1.2.1.6.13.1.1",
+		ListenPort: lp, ListenPortDual: lpDual, Conns: *conns, PDUs: convert(tcp)})
+	write(*dir, *prefix+"_tcpconnection.json", fixture{Comment: stamp, Request: "walk .1.3.6.1.2.1.6.19.1.7",
+		ListenPort: lp, ListenPortDual: lpDual, Conns: *conns, PDUs: convert(tcpx)})
+	fmt.Println("recorded", *prefix, "listen ports", lp, lpDual)
+}
+
+const (
+	tb4    = "tcp4"
+	tbDual = "tcp"
+)
+
+// listen opens a loopback listener (network "tcp4" on 127.0.0.1, or "tcp"
+// on ":0" for a dual-stack socket) and n connections to it over IPv4. The
+// sockets stay open until the process exits.
+func listen(network string, n int) uint16 {
+	addr := "127.0.0.1:0"
+	if network == tbDual {
+		addr = ":0"
+	}
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer ln.Close()
-	var held []net.Conn
 	go func() {
+		var held []net.Conn
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -114,35 +167,20 @@ func main() {
 			held = append(held, c)
 		}
 	}()
-	for i := 0; i < *conns; i++ {
-		c, err := net.Dial("tcp4", ln.Addr().String())
-		if err != nil {
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	for i := 0; i < n; i++ {
+		if _, err := net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
 			log.Fatal(err)
 		}
-		defer c.Close()
 	}
-	// net-snmp caches tcpConnTable for several seconds: walk until the
-	// listener shows up, at most 30 times.
-	lp := uint16(ln.Addr().(*net.TCPAddr).Port)
-	needle := fmt.Sprintf(".127.0.0.1.%d.0.0.0.0.0", lp)
-	var tcp []gosnmp.SnmpPDU
-	for try := 0; ; try++ {
-		tcp, err = g.BulkWalkAll(".1.3.6.1.2.1.6.13.1.1")
-		if err != nil {
-			log.Fatal(err)
+	return port
+}
+
+func hasPort(pdus []gosnmp.SnmpPDU, needle string) bool {
+	for _, p := range pdus {
+		if strings.Contains(p.Name, needle) {
+			return true
 		}
-		found := false
-		for _, p := range tcp {
-			found = found || strings.HasSuffix(p.Name, needle)
-		}
-		if found {
-			break
-		}
-		if try == 30 {
-			log.Fatalf("listener port %d never appeared in tcpConnTable", lp)
-		}
-		time.Sleep(time.Second)
 	}
-	write(*dir, *prefix+"_tcpconn.json", fixture{Comment: stamp, Request: "walk .1.3.6.1.2.1.6.13.1.1", ListenPort: lp, Conns: *conns, PDUs: convert(tcp)})
-	fmt.Println("recorded", *prefix, "listen port", lp)
+	return false
 }
