@@ -143,8 +143,11 @@ func newPoller(t Target, a Agent) *Poller {
 	return &Poller{target: t, agent: a, ports: ports}
 }
 
-// Close closes the session. Polls after Close fail.
+// Close closes the session; it waits for a running Poll. Polls after Close
+// fail.
 func (p *Poller) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	return p.agent.Close()
 }
 
@@ -152,6 +155,9 @@ func (p *Poller) Close() error {
 // reach the agent is an error (the caller counts it as a failed check); the
 // error names the agent address and the step or OID at fault.
 func (p *Poller) Poll(ctx context.Context) (Sample, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 
@@ -190,7 +196,7 @@ func (p *Poller) Poll(ctx context.Context) (Sample, error) {
 	}
 	if s.ConnSource == ConnSourceTCPCurrEstab {
 		if !sc.tcpCurrEstabOK {
-			return Sample{}, fmt.Errorf("snmp %s: no connection count: tcpCurrEstab (%s) missing and tcpConnTable empty or not asked", p.target.Address, oidTCPCurrEstab)
+			return Sample{}, fmt.Errorf("snmp %s: no connection count: tcpCurrEstab (%s) missing, and no service ports configured or both TCP connection tables empty", p.target.Address, oidTCPCurrEstab)
 		}
 		s.Conns = sc.tcpCurrEstab
 	}
@@ -231,7 +237,8 @@ func (p *Poller) serviceConns(ctx context.Context) (n uint32, source string, ok 
 func (p *Poller) updateCPU(s *Sample, sc scalars, proc processors) {
 	if sc.uptimeOK {
 		if p.havePrev && sc.uptime < p.prevUptime {
-			// The agent restarted: its counters no longer relate to ours.
+			// The agent restarted (or sysUpTime wrapped after 497
+			// days): its counters may no longer relate to ours.
 			p.havePrev, p.haveLast = false, false
 		}
 		p.prevUptime = sc.uptime
