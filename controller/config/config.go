@@ -31,7 +31,7 @@ type Config struct {
 
 // Controller configures the OpenFlow side.
 type Controller struct {
-	Listen         string        `toml:"listen"`          // OpenFlow listen address; default ":6653" (the IANA port Open vSwitch uses)
+	Listen         string        `toml:"listen"`          // OpenFlow listen address, or "unix:/path"; default ":6653" (the IANA port Open vSwitch uses)
 	TLSCert        string        `toml:"tls_cert"`        // optional PEM certificate; with tls_key enables TLS
 	TLSKey         string        `toml:"tls_key"`         // optional PEM key
 	UpdatePeriod   time.Duration `toml:"update_period"`   // how often weights are recomputed; default "5s"
@@ -187,7 +187,13 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // Validate checks every field and returns all problems joined, each naming its key.
 func (c *Config) Validate() error {
 	var p configs.Problems
-	checkAddr(&p, "controller.listen", c.Controller.Listen, false)
+	if path, ok := strings.CutPrefix(c.Controller.Listen, "unix:"); ok {
+		if !strings.HasPrefix(path, "/") {
+			p.Addf("controller.listen", "%q: a unix socket path must be absolute", c.Controller.Listen)
+		}
+	} else {
+		checkAddr(&p, "controller.listen", c.Controller.Listen, false)
+	}
 	if (c.Controller.TLSCert == "") != (c.Controller.TLSKey == "") {
 		p.Addf("controller.tls_cert", "tls_cert and tls_key must be given together")
 	}

@@ -22,7 +22,8 @@ const (
 
 // Config configures a Server. Zero fields take the documented defaults.
 type Config struct {
-	// Listen is the TCP address to accept switches on. Default ":6653".
+	// Listen is the TCP address to accept switches on, or "unix:PATH" for a Unix socket
+	// (ovs-vsctl set-controller BR unix:PATH). Default ":6653".
 	Listen string
 	// TLS, when set, makes the listener speak TLS (ovs-vsctl set-controller BR ssl:...).
 	TLS *tls.Config

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +67,14 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 	if h == nil {
 		return nil, errors.New("ofswitch: NewServer needs a Handler, got nil")
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	network, addr := "tcp", cfg.Listen
+	if path, ok := strings.CutPrefix(cfg.Listen, "unix:"); ok {
+		// Open vSwitch's active "unix:FILE" controller target: the switch reaches a controller
+		// that lives in another network namespace (the lab) without any IP route to it.
+		network, addr = "unix", path
+		_ = os.Remove(path) // a socket left by a previous run
+	}
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("ofswitch: listen on %q: %w", cfg.Listen, err)
 	}
