@@ -52,7 +52,7 @@ func newFake(t *testing.T, dpid uint64) *fakeSwitch {
 
 // connect dials the server and serves until the connection ends.
 func (f *fakeSwitch) connect(addr net.Addr) {
-	c, err := net.Dial("tcp", addr.String())
+	c, err := net.Dial(addr.Network(), addr.String())
 	if err != nil {
 		f.t.Fatalf("fake switch %x: dial %v: %v", f.dpid, addr, err)
 	}

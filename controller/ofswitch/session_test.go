@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -519,5 +521,32 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := NewServer(Config{Listen: "127.0.0.1:0"}, nil); err == nil {
 		t.Error("NewServer accepted a nil Handler")
+	}
+}
+
+// TestUnixListen: "unix:PATH" listens on a Unix socket (Open vSwitch's unix: controller
+// target) and a session on it works like one on TCP.
+func TestUnixListen(t *testing.T) {
+	h := newRecHandler()
+	path := t.TempDir() + "/of.sock"
+	srv, err := NewServer(Config{Listen: "unix:" + path, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	if srv.Addr().Network() != "unix" || srv.Addr().String() != path {
+		t.Fatalf("Addr = %s %s, want unix %s", srv.Addr().Network(), srv.Addr(), path)
+	}
+	_, sw := connectFake(t, srv, h, 40)
+	if _, err := sw.Apply(context.Background(), []Message{groupMod(ofp.GroupAdd, 1, 1)}); err != nil {
+		t.Fatalf("Apply over a Unix socket: %v", err)
 	}
 }
