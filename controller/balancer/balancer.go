@@ -158,12 +158,13 @@ func (b *Balancer) install(cfg *config.Config) error {
 		services[i] = newService(cfg, &cfg.Services[i], i, old[cfg.Services[i].Name])
 	}
 	b.cfg, b.keys, b.services = cfg, keys, services
+	pushsrv := b.pushsrv
 	b.mu.Unlock()
 	b.pool.Reconfigure(b.poolConfig(cfg))
 	added, removed := b.pool.SetBackends(names)
-	if b.pushsrv != nil {
+	if pushsrv != nil {
 		for _, n := range removed {
-			b.pushsrv.Forget(n)
+			pushsrv.Forget(n) // a re-added backend starts a fresh replay epoch
 		}
 	}
 	if len(added)+len(removed) > 0 {

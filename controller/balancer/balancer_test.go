@@ -1,0 +1,167 @@
+package balancer
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"net/netip"
+
+	"flowweight/collector"
+	"flowweight/collector/report"
+	"flowweight/controller/config"
+	"flowweight/weights"
+)
+
+func testConfig(t *testing.T, extra string) *config.Config {
+	t.Helper()
+	dir := t.TempDir()
+	key := filepath.Join(dir, "push.key")
+	if err := os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	text := `
+[controller]
+listen = "127.0.0.1:0"
+[api]
+listen = ""
+[collector]
+push_listen = "127.0.0.1:0"
+key_file = "` + key + `"
+[weighting]
+warmup = "10s"
+` + extra + `
+[[service]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+group_id = 5
+  [[service.backend]]
+  name = "a"
+  ip = "10.0.0.1"
+  [[service.backend]]
+  name = "b"
+  ip = "10.0.0.2"
+`
+	c, err := config.Parse("test.toml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+func TestComputeFromPoolAndReloadKeepsLearning(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	b, err := New(testConfig(t, ""), Options{Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := func(id string, cpu float64) *report.Report {
+		return &report.Report{BackendID: id, Flags: report.FlagHealthOK, CPUUtil: cpu, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30}
+	}
+	b.pool.Accept(rep("a", 0.2), netip.AddrPort{})
+	b.pool.Accept(rep("b", 0.6), netip.AddrPort{})
+	clk.t = clk.t.Add(11 * time.Second)
+	b.pool.Accept(rep("a", 0.2), netip.AddrPort{})
+	b.pool.Accept(rep("b", 0.6), netip.AddrPort{})
+
+	snap := b.pool.Snapshot(nil)
+	states := map[string]*collector.State{}
+	for i := range snap {
+		states[snap[i].Name] = &snap[i]
+	}
+	s := b.services[0]
+	if !s.compute(states) {
+		t.Fatal("first computation must be worth a write")
+	}
+	s.applied = s.result.Weights(nil)
+	if s.applied[0] <= s.applied[1] {
+		t.Fatalf("less loaded backend got less weight: %v", s.applied)
+	}
+	if s.compute(states) {
+		t.Fatal("identical inputs were worth a rewrite (dead-band)")
+	}
+	s.books[0].learned = 1.7
+
+	// A reload that adds a backend keeps a's and b's books and applied weights.
+	cfg2 := testConfig(t, "")
+	cfg2.Collector.KeyFile = b.Config().Collector.KeyFile
+	cfg2.Services[0].Backends = append(cfg2.Services[0].Backends, config.Backend{Name: "c", IP: "10.0.0.3", Port: 80, Source: "probe", Capacity: 1})
+	if err := b.Reload(cfg2); err != nil {
+		t.Fatal(err)
+	}
+	s2 := b.services[0]
+	if s2.books[0].learned != 1.7 || len(s2.applied) != 3 || s2.applied[0] != s.applied[0] || s2.applied[2] != 0 {
+		t.Fatalf("reload lost state: books %+v applied %v", s2.books, s2.applied)
+	}
+	if !b.pool.Known("c") {
+		t.Fatal("reload did not add backend c to the pool")
+	}
+}
+
+func TestReloadRejectsWithoutChangingAnything(t *testing.T) {
+	b, err := New(testConfig(t, ""), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := b.Config()
+	bad := testConfig(t, "")
+	bad.Collector.KeyFile = "/nonexistent/key"
+	bad.Services[0].Backends = bad.Services[0].Backends[:1]
+	if err := b.Reload(bad); err == nil || !strings.Contains(err.Error(), "/nonexistent/key") {
+		t.Fatalf("reload with a missing key file: %v", err)
+	}
+	moved := testConfig(t, "")
+	moved.Controller.Listen = "127.0.0.1:1"
+	if err := b.Reload(moved); err == nil || !strings.Contains(err.Error(), "controller.listen") {
+		t.Fatalf("reload changing the listener: %v", err)
+	}
+	if b.Config() != before || !b.pool.Known("b") || len(b.services[0].cfg.Backends) != 2 {
+		t.Fatal("a rejected reload changed the running state")
+	}
+}
+
+func TestDescribeChange(t *testing.T) {
+	got := describeChange([]string{"a", "b"}, []uint16{500, 500}, []uint16{400, 600})
+	if got != "a 500->400, b 500->600" {
+		t.Fatal(got)
+	}
+	if got := describeChange([]string{"a"}, nil, []uint16{1000}); got != "a 1000" {
+		t.Fatal(got)
+	}
+}
+
+func TestEventLogRing(t *testing.T) {
+	l := newEventLog(3)
+	for i := 0; i < 5; i++ {
+		l.add(Event{Text: string(rune('a' + i))})
+	}
+	var got string
+	for _, e := range l.list() {
+		got += e.Text
+	}
+	if got != "cde" {
+		t.Fatalf("ring kept %q, want cde", got)
+	}
+}
+
+func TestPanicShownWhenNoBackendLive(t *testing.T) {
+	b, err := New(testConfig(t, ""), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := b.services[0]
+	s.compute(map[string]*collector.State{})
+	if !s.result.Panic || s.result.Backends[0].Weight+s.result.Backends[1].Weight != uint16(s.result.Total) {
+		t.Fatalf("no live backend: %+v", s.result)
+	}
+	if s.result.Backends[0].Status != weights.StatusUnknown.String() {
+		t.Fatalf("status %q", s.result.Backends[0].Status)
+	}
+}
