@@ -140,10 +140,16 @@ func (l *Lab) claimName(kind, name string) (string, error) {
 	if l.closed {
 		return "", fmt.Errorf("%s %q: lab %s closed", kind, name, l.Prefix)
 	}
-	if l.names[full] {
+	// Bridges and hosts share one space (both name interfaces); cgroups
+	// have their own, so a backend's host and cgroup can share a name.
+	space := "if"
+	if kind == "cgroup" {
+		space = kind
+	}
+	if l.names[space+":"+full] {
 		return "", fmt.Errorf("%s %q: name %q already used in lab %s", kind, name, full, l.Prefix)
 	}
-	l.names[full] = true
+	l.names[space+":"+full] = true
 	return full, nil
 }
 

@@ -24,6 +24,9 @@ func TestNamesFitInterfaces(t *testing.T) {
 		{"a/b", "", "want [a-z0-9]"},
 		{"br0", "", "already used"},
 	}
+	if _, err := l.claimName("cgroup", "br0"); err != nil {
+		t.Errorf("cgroup named like a host/bridge refused: %v", err)
+	}
 	for _, c := range cases {
 		got, err := l.claimName("host", c.name)
 		if c.wantErr != "" {

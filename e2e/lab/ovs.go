@@ -72,13 +72,22 @@ func (l *Lab) StartOVS() (*OVS, error) {
 	if err := l.onClose("ovs host lock", unlock); err != nil {
 		return nil, errors.Join(err, unlock())
 	}
-	// A stray datapath tap from a switch that does not use the lock (or a
-	// crash) makes every bridge fail; wait for it, then say what is wrong.
+	// A datapath tap left by a killed vswitchd (the tap is persistent) or
+	// held by a switch that does not use the lock makes every bridge fail.
+	// With no ovs-vswitchd running on the host it can only be stale, and is
+	// removed; otherwise wait for its owner, then say what is wrong.
 	if err := poll(30*time.Second, func() error {
-		if _, err := os.Stat("/sys/class/net/ovs-netdev"); err == nil {
-			return errors.New("tap device ovs-netdev exists: another ovs-vswitchd with a netdev datapath runs in this network namespace, or one crashed (see Sweep)")
+		if _, err := os.Stat("/sys/class/net/ovs-netdev"); err != nil {
+			return nil
 		}
-		return nil
+		if !vswitchdRunning() {
+			l.Log.Warn("removing stale datapath tap ovs-netdev (no ovs-vswitchd runs)")
+			if err := deleteLink(l, "ovs-netdev"); err != nil {
+				return err
+			}
+			return nil
+		}
+		return errors.New("tap device ovs-netdev exists and an ovs-vswitchd runs: another netdev switch is up in this network namespace")
 	}); err != nil {
 		return nil, fmt.Errorf("start ovs: %w", err)
 	}
@@ -156,8 +165,9 @@ func (o *OVS) startVswitchd() error {
 		return err
 	})
 	if err == nil {
-		// Wait until it has applied the database (cur_cfg catches up).
-		_, err = o.Vsctl("sync")
+		// A write without --no-wait returns only once ovs-vswitchd has
+		// applied the database (cur_cfg caught up with next_cfg).
+		_, err = o.Vsctl("set", "Open_vSwitch", ".", "external_ids:flowweight-lab="+o.lab.Prefix)
 	}
 	if err != nil {
 		return fmt.Errorf("ovs-vswitchd not ready: %w\n%s", errors.Join(err, p.Stop()), tail(o.VswitchdLog(), 20))

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Sweep removes what a crashed or killed lab with this prefix left behind:
@@ -111,7 +112,17 @@ func killPidfile(l *Lab, pidfile, comm, dir string) error {
 		return err
 	}
 	l.Log.Warn("sweep: killing leftover daemon", "daemon", comm, "pid", pid)
-	return p.Kill()
+	if err := p.Kill(); err != nil {
+		return fmt.Errorf("sweep: kill %s pid %d: %w", comm, pid, err)
+	}
+	// Wait until it is gone (or a zombie), so that the ovs-netdev check
+	// below does not see it running.
+	return poll(5*time.Second, func() error {
+		if !alive(pid) {
+			return nil
+		}
+		return fmt.Errorf("sweep: %s pid %d still running after SIGKILL", comm, pid)
+	})
 }
 
 func vswitchdRunning() bool {
@@ -122,8 +133,21 @@ func vswitchdRunning() bool {
 		}
 		c, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
 		if err == nil && strings.TrimSpace(string(c)) == "ovs-vswitchd" {
-			return true
+			if pid, _ := strconv.Atoi(e.Name()); alive(pid) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// alive reports whether pid exists and is not a zombie (a killed daemon
+// whose parent has not reaped it holds no devices any more).
+func alive(pid int) bool {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(st, ')')
+	return i < 0 || i+2 >= len(st) || st[i+2] != 'Z'
 }
