@@ -110,7 +110,7 @@ type Conns struct {
 	// Read defaults to reading into a buffer kept between samples.
 	Read ReadFileFunc
 
-	buf bytes.Buffer
+	buf []byte
 }
 
 // Sample implements Sampler.
@@ -141,17 +141,49 @@ func (c *Conns) Sample(ctx context.Context) (Values, error) {
 	return Values{Known: FieldConns, Conns: total}, nil
 }
 
-// readReuse reads name into c.buf, so that sampling a large table every interval does not
-// allocate a new buffer each time. The result is valid until the next call.
+// readReuse reads name into c.buf, kept between samples, in as few read calls as possible.
+//
+// This matters more than it looks. The kernel generates /proc/net/tcp on each read call and
+// returns at most one page of lines per call; a call that has to find its place again, and in
+// particular the final call that only returns end-of-file, walks the whole established-socket
+// hash (262144 buckets on the 24 GB lab machine). Measured there: os.ReadFile, which starts
+// with 512-byte reads, cost about 8 ms per file; one large read 0.45 ms; one large read plus
+// the end-of-file read 1.15 ms. So a read that returns clearly less than a page (less than
+// procShortRead bytes) is taken as the end of the file: a page fills up before the kernel
+// stops early, whatever the page size. Longer tables are read on until end-of-file. The
+// result is valid until the next call.
 func (c *Conns) readReuse(name string) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	c.buf.Reset()
-	if _, err := c.buf.ReadFrom(f); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
+	if len(c.buf) < minReadBuf {
+		c.buf = make([]byte, minReadBuf)
 	}
-	return c.buf.Bytes(), nil
+	n := 0
+	for {
+		if n == len(c.buf) {
+			c.buf = append(c.buf, make([]byte, len(c.buf))...) // double
+		}
+		m, err := f.Read(c.buf[n:])
+		n += m
+		switch {
+		case errors.Is(err, io.EOF) || (err == nil && m == 0):
+			return c.buf[:n], nil
+		case err != nil:
+			return nil, err
+		case n < procShortRead:
+			return c.buf[:n], nil
+		}
+	}
 }
+
+const (
+	// minReadBuf holds a few hundred sockets' lines in one read.
+	minReadBuf = 64 << 10
+	// procShortRead: a first read shorter than this is the whole file. The smallest page is
+	// 4096 bytes and a socket line is under 200 bytes, so the kernel only ever returns less
+	// when it ran out of lines.
+	procShortRead = 4096 - 512
+)

@@ -1,8 +1,11 @@
 package sample
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -85,6 +88,29 @@ func TestConnsReadsProc(t *testing.T) {
 		if _, err := c.Sample(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// readReuse returns whole files, short or longer than one read, and reuses its buffer.
+func TestReadReuse(t *testing.T) {
+	dir := t.TempDir()
+	c := &Conns{}
+	for _, size := range []int{0, 100, procShortRead - 1, procShortRead, 4096, minReadBuf, 3*minReadBuf + 7} {
+		want := make([]byte, size)
+		for i := range want {
+			want[i] = byte('a' + i%26)
+		}
+		name := filepath.Join(dir, "f")
+		if err := os.WriteFile(name, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.readReuse(name)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("size %d: read %d bytes, %v", size, len(got), err)
+		}
+	}
+	if _, err := c.readReuse(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
 	}
 }
 
