@@ -406,3 +406,29 @@ func TestSweepRemovesLeftovers(t *testing.T) {
 	assertNoLeftovers(t, l, pids)
 	t.Logf("sweep log:\n%s", log.String())
 }
+
+// TestSecondSwitchWaitsForLock checks the host-wide lock that keeps two lab
+// switches (which would fight over the ovs-netdev tap) from running at once.
+func TestSecondSwitchWaitsForLock(t *testing.T) {
+	a := lab.ForTest(t)
+	if _, err := a.StartOVS(); err != nil {
+		t.Fatal(err)
+	}
+	old := lab.LockWait
+	lab.LockWait = 500 * time.Millisecond
+	defer func() { lab.LockWait = old }()
+	b := lab.ForTest(t)
+	if _, err := b.StartOVS(); err == nil || !strings.Contains(err.Error(), "host lock") {
+		t.Fatalf("second StartOVS while the first switch runs: err %v, want a host lock error", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o, err := b.StartOVS()
+	if err != nil {
+		t.Fatalf("StartOVS after the first lab closed: %v", err)
+	}
+	if _, err := o.AddBridge("br0", "", "standalone"); err != nil {
+		t.Fatal(err)
+	}
+}

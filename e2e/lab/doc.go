@@ -9,6 +9,11 @@
 // registers its teardown on the Lab, and Lab.Close undoes everything in
 // reverse order.
 //
+// Tests talk from inside a host without external tools: Host.DialContext,
+// Host.HTTPClient (one connection per request) and Host.Ping create their
+// sockets on a thread switched into the namespace (setns), since ping is
+// not installed on every lab machine and curl would reuse connections.
+//
 // Safety rules kept by construction: every name (namespace, veth, bridge,
 // cgroup) starts with the lab's prefix "fw"+ID so that two labs or a leftover
 // never collide and Sweep can find leftovers; the bridge's LOCAL port never
