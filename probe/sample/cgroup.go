@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"path/filepath"
 	"time"
 )
 
@@ -25,7 +26,27 @@ func LoadCgroup(p string) (Cgroup, error) {
 	if err != nil {
 		return Cgroup{}, fmt.Errorf("cgroup: %w", err)
 	}
+	if path.IsAbs(p) {
+		// Many v1 hosts link /sys/fs/cgroup/cpu to the co-mount cpu,cpuacct; mountinfo has
+		// only the real name.
+		p = evalExisting(p)
+	}
 	return ResolveCgroup(p, mounts)
+}
+
+// evalExisting resolves symbolic links in the longest existing prefix of p, so that a cgroup
+// that does not exist yet still resolves through a linked mount point.
+func evalExisting(p string) string {
+	rest := ""
+	for dir := path.Clean(p); ; dir = path.Dir(dir) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return path.Join(real, rest)
+		}
+		if dir == "/" {
+			return p
+		}
+		rest = path.Join(path.Base(dir), rest)
+	}
 }
 
 // CgroupCPU samples a cgroup's CPU: utilisation is CPU time used over the period divided by

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -298,6 +300,27 @@ func TestCgroupMem(t *testing.T) {
 		want := float64(tt.wantUsed) / float64(tt.wantBytes)
 		if !v.Has(FieldMemUtil|FieldMemBytes) || v.MemBytes != tt.wantBytes || math.Abs(v.MemUtil-want) > 1e-12 {
 			t.Errorf("%s: %+v, want bytes %d util %v", tt.name, v, tt.wantBytes, want)
+		}
+	}
+}
+
+func TestEvalExisting(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "cpu,cpuacct")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("cpu,cpuacct", filepath.Join(dir, "cpu")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ in, want string }{
+		{filepath.Join(dir, "cpu", "web1", "x"), filepath.Join(real, "web1", "x")}, // does not exist yet
+		{filepath.Join(dir, "cpu"), real},
+		{"/nonexistent-root/a", "/nonexistent-root/a"},
+	}
+	for _, tt := range tests {
+		if got := evalExisting(tt.in); got != tt.want {
+			t.Errorf("evalExisting(%s) = %s, want %s", tt.in, got, tt.want)
 		}
 	}
 }
