@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"flowweight/e2e/lab"
 	"fmt"
 	"io"
 	"net"
@@ -108,6 +109,11 @@ func freePort(t *testing.T) int {
 
 func newOVSLab(t *testing.T) *ovsLab {
 	bins := need(t, "ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl")
+	release, err := lab.ClaimHost() // one userspace switch per host at a time (e2e/lab)
+	if err != nil {
+		t.Fatalf("claim the host for a userspace Open vSwitch: %v", err)
+	}
+	t.Cleanup(func() { _ = release() })
 	dir := t.TempDir()
 	l := &ovsLab{t: t, dir: dir, port: freePort(t),
 		bridge: fmt.Sprintf("fwdp%d", os.Getpid()%100000)}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flowweight/e2e/lab"
 	"fmt"
 	"net"
 	"os"
@@ -56,6 +57,11 @@ func randHex(tb testing.TB, n int) string {
 func startOVSLab(tb testing.TB, controllerPort int) *ovsLab {
 	tb.Helper()
 	needBinaries(tb, "ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl")
+	release, err := lab.ClaimHost() // one userspace switch per host at a time (e2e/lab)
+	if err != nil {
+		tb.Fatalf("claim the host for a userspace Open vSwitch: %v", err)
+	}
+	tb.Cleanup(func() { _ = release() })
 	dir := tb.TempDir()
 	suffix := randHex(tb, 3)
 	l := &ovsLab{tb: tb, dir: dir, bridge: "fwof" + suffix, db: "unix:" + filepath.Join(dir, "db.sock")}

@@ -247,3 +247,29 @@ func lockHost(path string, wait time.Duration) (func() error, error) {
 		return err
 	}, nil
 }
+
+// ClaimHost takes the host-wide lock for a userspace Open vSwitch (LockPath, waiting up to
+// LockWait) and removes a datapath tap ovs-netdev left by a killed ovs-vswitchd, for tests
+// that start their own switch without a Lab: two netdev switches cannot run at once on one
+// host, and a stale tap makes every later bridge fail. Call release when the switch is gone.
+func ClaimHost() (release func() error, err error) {
+	unlock, err := lockHost(LockPath, LockWait)
+	if err != nil {
+		return nil, err
+	}
+	if err := poll(30*time.Second, func() error {
+		if _, err := os.Stat("/sys/class/net/ovs-netdev"); err != nil {
+			return nil
+		}
+		if !vswitchdRunning() {
+			if out, err := exec.Command("ip", "link", "delete", "ovs-netdev").CombinedOutput(); err != nil {
+				return fmt.Errorf("removing stale tap ovs-netdev: %v: %s", err, out)
+			}
+			return nil
+		}
+		return errors.New("tap device ovs-netdev exists and an ovs-vswitchd runs: another netdev switch is up")
+	}); err != nil {
+		return nil, errors.Join(err, unlock())
+	}
+	return unlock, nil
+}
