@@ -105,10 +105,16 @@ func New(cfg Config, sink Sink) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("push: listen on %q: %w", cfg.Listen, err)
 	}
+	// Thousands of probes whose intervals line up arrive as bursts; the default socket buffer
+	// (~200 KiB, a few hundred datagrams) drops them. The kernel caps this at net.core.rmem_max.
+	_ = conn.SetReadBuffer(ReadBuffer)
 	g := report.NewGuard(cfg.ClockSkew)
 	cfg.ClockSkew = g.Window()
 	return &Server{cfg: cfg, sink: sink, conn: conn, guard: g}, nil
 }
+
+// ReadBuffer is the socket receive buffer the server asks for.
+const ReadBuffer = 4 << 20
 
 // Addr is the bound address (useful with port 0).
 func (s *Server) Addr() net.Addr { return s.conn.LocalAddr() }
