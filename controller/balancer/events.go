@@ -52,3 +52,18 @@ func (b *Balancer) Events() []Event { return b.events.list() }
 func (b *Balancer) RecordEvent(kind, text string) {
 	b.events.add(Event{Time: b.now(), Kind: kind, Text: text})
 }
+
+// PushRejected returns the push server's rejection counters by reason (nil before Run).
+func (b *Balancer) PushRejected() map[string]uint64 {
+	b.mu.Lock()
+	srv := b.pushsrv
+	b.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	out := map[string]uint64{}
+	for reason, n := range srv.Rejected() {
+		out[string(reason)] = n
+	}
+	return out
+}
