@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 )
 
 // PortSet is a set of TCP ports, a bitmap so that a lookup per socket line costs nothing.
@@ -104,27 +106,61 @@ func parseHex(b []byte) (uint32, bool) {
 // network namespace the probe runs in.
 type Conns struct {
 	Ports *PortSet
-	// Files default to /proc/net/tcp and /proc/net/tcp6; a missing file (IPv6 disabled) is
-	// skipped.
-	Files []string
+	// Tables default to /proc/net/tcp (skipped when /proc/net/sockstat counts no "TCP"
+	// socket) and /proc/net/tcp6 (skipped when /proc/net/sockstat6 counts no "TCP6" socket,
+	// or is missing because IPv6 is disabled). Reading a table costs a walk of the kernel's
+	// whole socket hash; reading a sockstat file costs nothing, so an IPv4-only host does not
+	// pay for the IPv6 table.
+	Tables []Table
 	// Read defaults to reading into a buffer kept between samples.
 	Read ReadFileFunc
 
 	buf []byte
 }
 
+// Table is one socket table and the sockstat line that says whether it can hold any socket.
+type Table struct {
+	File string
+	// Sockstat and Proto name the sockstat file and its protocol line ("TCP", "TCP6"); empty
+	// Sockstat: always read File.
+	Sockstat, Proto string
+}
+
+// DefaultTables are the kernel's IPv4 and IPv6 TCP tables.
+var DefaultTables = []Table{
+	{File: "/proc/net/tcp", Sockstat: "/proc/net/sockstat", Proto: "TCP"},
+	{File: "/proc/net/tcp6", Sockstat: "/proc/net/sockstat6", Proto: "TCP6"},
+}
+
 // Sample implements Sampler.
 func (c *Conns) Sample(ctx context.Context) (Values, error) {
-	files := c.Files
-	if files == nil {
-		files = []string{"/proc/net/tcp", "/proc/net/tcp6"}
+	tables := c.Tables
+	if tables == nil {
+		tables = DefaultTables
 	}
 	var total uint32
 	read := c.Read
 	if read == nil {
 		read = c.readReuse
 	}
-	for _, f := range files {
+	for _, t := range tables {
+		f := t.File
+		if t.Sockstat != "" {
+			st, err := orRead(c.Read)(t.Sockstat)
+			if errors.Is(err, os.ErrNotExist) {
+				continue // no such protocol (IPv6 disabled)
+			}
+			if err != nil {
+				return Values{}, fmt.Errorf("connections: %w", err)
+			}
+			inuse, found, err := ParseSockstatInUse(st, t.Proto)
+			switch {
+			case err != nil:
+				return Values{}, fmt.Errorf("connections: %s: %w", t.Sockstat, err)
+			case found && inuse == 0:
+				continue
+			}
+		}
 		data, err := read(f)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -139,6 +175,27 @@ func (c *Conns) Sample(ctx context.Context) (Values, error) {
 		total += n
 	}
 	return Values{Known: FieldConns, Conns: total}, nil
+}
+
+// ParseSockstatInUse finds "PROTO: inuse N ..." in /proc/net/sockstat or sockstat6 and
+// returns N, the number of sockets of that protocol in this network namespace.
+func ParseSockstatInUse(data []byte, proto string) (n uint64, found bool, err error) {
+	for line := range strings.Lines(string(data)) {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || name != proto {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 2 || f[0] != "inuse" {
+			return 0, true, fmt.Errorf("%s line %q has no inuse count", proto, truncate(strings.TrimSpace(line)))
+		}
+		n, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			return 0, true, fmt.Errorf("%s inuse %q is not a number", proto, truncate(f[1]))
+		}
+		return n, true, nil
+	}
+	return 0, false, nil
 }
 
 // readReuse reads name into c.buf, kept between samples, in as few read calls as possible.

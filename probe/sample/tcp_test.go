@@ -65,26 +65,78 @@ func TestConnsSampler(t *testing.T) {
 	files := map[string][]byte{"/tcp": fixture(t, "proc_net_tcp"), "/tcp6": fixture(t, "proc_net_tcp6")}
 	c := &Conns{
 		Ports: NewPortSet(18080, 18443),
-		Files: []string{"/tcp", "/tcp6", "/missing"},
-		Read:  mapReader(files),
+		Tables: []Table{
+			{File: "/tcp", Sockstat: "/sockstat", Proto: "TCP"},
+			{File: "/tcp6", Sockstat: "/sockstat6", Proto: "TCP6"},
+			{File: "/missing"},
+			{File: "/tcp7", Sockstat: "/sockstat7", Proto: "TCP7"},
+		},
+		Read: mapReader(files),
 	}
-	v, err := c.Sample(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	const sockstat = "sockets: used 51\nTCP: inuse 7 orphan 0 tw 60 alloc 9 mem 0\nUDP: inuse 9 mem 0\n"
+	tests := []struct {
+		name, sockstat6 string
+		want            uint32
+	}{
+		{"both tables", "TCP6: inuse 5\nUDP6: inuse 0\n", 5},
+		// No IPv6 TCP socket at all: the IPv6 table is not read.
+		{"tcp6 unused", "TCP6: inuse 0\nUDP6: inuse 0\n", 3},
+		// A sockstat without the protocol's line: read the table to be sure.
+		{"no tcp6 line", "UDP6: inuse 0\n", 5},
 	}
-	if !v.Has(FieldConns) || v.Conns != 5 {
-		t.Errorf("got %+v, want 5 connections known", v)
+	for _, tt := range tests {
+		files["/sockstat"], files["/sockstat6"] = []byte(sockstat), []byte(tt.sockstat6)
+		v, err := c.Sample(context.Background())
+		if err != nil || !v.Has(FieldConns) || v.Conns != tt.want {
+			t.Errorf("%s: got %+v %v, want %d connections", tt.name, v, err, tt.want)
+		}
 	}
 	files["/tcp6"] = []byte("garbage line\n")
 	if v, err := c.Sample(context.Background()); err == nil || v.Known != 0 || !strings.Contains(err.Error(), "/tcp6") {
 		t.Errorf("garbage: %+v, %v", v, err)
 	}
+	files["/sockstat6"] = []byte("TCP6: inuse many\n")
+	if _, err := c.Sample(context.Background()); err == nil || !strings.Contains(err.Error(), "/sockstat6") {
+		t.Errorf("bad sockstat: %v", err)
+	}
+}
+
+func TestParseSockstatInUse(t *testing.T) {
+	tests := []struct {
+		data, proto string
+		n           uint64
+		found       bool
+		err         string
+	}{
+		{"TCP: inuse 2 orphan 0 tw 60 alloc 6 mem 0\n", "TCP", 2, true, ""},
+		{"TCP6: inuse 0\n", "TCP6", 0, true, ""},
+		{"TCP6: inuse 3\n", "TCP", 0, false, ""}, // prefix is not the protocol
+		{"TCP: alloc 3\n", "TCP", 0, true, "no inuse"},
+		{"TCP: inuse x\n", "TCP", 0, true, "not a number"},
+	}
+	for _, tt := range tests {
+		n, found, err := ParseSockstatInUse([]byte(tt.data), tt.proto)
+		if n != tt.n || found != tt.found || (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("%q %s: %d %v %v", tt.data, tt.proto, n, found, err)
+		}
+	}
+}
+
+func FuzzParseSockstatInUse(f *testing.F) {
+	f.Add([]byte("sockets: used 51\nTCP: inuse 2 orphan 0 tw 60 alloc 6 mem 0\n"))
+	f.Add([]byte("TCP6: inuse 0\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n, found, err := ParseSockstatInUse(data, "TCP")
+		if !found && (n != 0 || err != nil) {
+			t.Fatalf("not found but %d %v", n, err)
+		}
+	})
 }
 
 // The default reader, which reuses its buffer, reads the real tables.
 func TestConnsReadsProc(t *testing.T) {
 	c := &Conns{Ports: NewPortSet(1)}
-	for range 2 {
+	for range 2 { // the second sample reuses the buffer
 		if _, err := c.Sample(context.Background()); err != nil {
 			t.Fatal(err)
 		}
