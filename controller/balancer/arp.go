@@ -22,7 +22,9 @@ func (b *Balancer) PacketIn(sw *ofswitch.Switch, pi ofswitch.PacketIn) {
 		return
 	} else if ok {
 		ctx, cancel := context.WithTimeout(b.context(), b.Config().Controller.BarrierTimeout)
-		err := sw.PacketOut(ctx, uint32(ofp.PortController), ofp.Actions{&ofp.ActionOutput{Port: ofp.PortIn, MaxLen: ofp.ContentLenNoBuffer}}, reply)
+		// Out of the requester's port. (output:IN_PORT with in_port CONTROLLER would send the
+		// reply back to the controller and the VIP would never resolve.)
+		err := sw.PacketOut(ctx, uint32(ofp.PortController), ofp.Actions{&ofp.ActionOutput{Port: ofp.PortNo(pi.InPort), MaxLen: ofp.ContentLenNoBuffer}}, reply)
 		cancel()
 		if err != nil {
 			b.log.Warn("ARP reply not sent", "dpid", sw.String(), "err", err)
