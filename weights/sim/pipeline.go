@@ -1,0 +1,89 @@
+package sim
+
+import (
+	"flowweight/weights"
+)
+
+// pipeline is the controller's weighting loop as controller/balancer runs it, with the probe
+// and collector reduced to what they measure: per sample interval, each backend's busy
+// fraction and its connection count, smoothed by weights.EWMA with the tuning's alpha; per
+// update period, weights.Compute with the state carried over from the previous Result and a
+// rewrite only when weights.Worth agrees.
+type pipeline struct {
+	cfg     *Config
+	bs      []*station
+	cpu     []weights.EWMA
+	conns   []weights.EWMA
+	learned []float64 // Explanation.Learned of the previous Result (controller: book.learned)
+	prev    []float64 // Explanation.Full of the previous Result (controller: book.prevShare)
+	in      []weights.Backend
+	res     weights.Result
+	applied []uint16 // weights in force; nil before the first write (controller: service.applied)
+	lastBin int      // first sample interval of the current update period
+
+	rewrites, rewritesWindow, updatesWindow int
+	trace                                   []Point
+}
+
+func newPipeline(cfg *Config, bs []*station) *pipeline {
+	n := len(bs)
+	p := &pipeline{cfg: cfg, bs: bs, cpu: make([]weights.EWMA, n), conns: make([]weights.EWMA, n),
+		learned: make([]float64, n), prev: make([]float64, n), in: make([]weights.Backend, n)}
+	for i := range bs {
+		p.cpu[i] = weights.NewEWMA(cfg.Tuning.Alpha)
+		p.conns[i] = weights.NewEWMA(cfg.Tuning.Alpha)
+	}
+	return p
+}
+
+// sample is the probes' report for sample interval k, which ends at time at.
+func (p *pipeline) sample(k int, at float64) {
+	for i, b := range p.bs {
+		p.cpu[i].Add(b.util(k))
+		p.conns[i].Add(float64(b.inSystem(at)))
+	}
+}
+
+// update runs one controller period ending at time at and reports whether the weights in
+// force changed. inWindow says whether it counts toward the measured window.
+func (p *pipeline) update(at float64, s *sim, inWindow bool) bool {
+	bin := s.nSamples // sample intervals [p.lastBin, bin) make up this period
+	period := at - float64(p.lastBin)*s.sample
+	for i, b := range p.cfg.Backends {
+		cpu, ok := p.cpu[i].Value()
+		conns, _ := p.conns[i].Value()
+		in := weights.Backend{Name: b.Name, Status: weights.StatusUp, HasMetrics: ok,
+			CPU: cpu, Mem: p.cfg.MemUtil, Conns: conns, CPUCount: b.Declared, MemBytes: 1 << 30,
+			Learned: p.learned[i], PrevShare: p.prev[i]}
+		if period > 0 {
+			// The controller measures bytes per backend from switch counters, which are
+			// proportional to the work served.
+			in.Throughput = p.bs[i].workIn(p.lastBin, bin) / period
+		}
+		if p.applied != nil {
+			in.PrevWeight = p.applied[i]
+		}
+		p.in[i] = in
+	}
+	p.lastBin = bin
+	weights.Compute(p.in, p.cfg.Tuning, &p.res)
+	for i, e := range p.res.Backends {
+		p.learned[i], p.prev[i] = e.Learned, e.Full
+	}
+	if inWindow {
+		p.updatesWindow++
+	}
+	changed := false
+	if p.applied == nil || weights.Worth(p.applied, &p.res, p.cfg.Tuning) {
+		p.applied = p.res.Weights(p.applied[:0])
+		p.rewrites++
+		if inWindow {
+			p.rewritesWindow++
+		}
+		changed = true
+	}
+	if p.cfg.Trace {
+		p.trace = append(p.trace, Point{T: at, Shares: shares(p.applied)})
+	}
+	return changed
+}

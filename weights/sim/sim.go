@@ -1,0 +1,387 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"flowweight/weights"
+)
+
+// Backend is one simulated server.
+type Backend struct {
+	Name string
+	// Speed is the true speed in work units per second, all servers together.
+	Speed float64
+	// Declared is the capacity the operator configured (a CPU count); it is what static
+	// weights and weights.Compute's CPUCount see, and it may be wrong.
+	Declared float64
+	// Servers is the number of parallel FCFS servers, each of speed Speed/Servers; 0 means 1.
+	Servers int
+}
+
+// Step changes one backend's true speed at a moment of the run, as a noisy neighbour would.
+type Step struct {
+	At      time.Duration // simulated time from the start of the run
+	Backend int           // index into Config.Backends
+	Factor  float64       // the new speed is the old speed times Factor (> 0)
+}
+
+// SizeKind is the distribution of job sizes.
+type SizeKind string
+
+const (
+	SizeExp   SizeKind = "exp"   // exponential: M/M/k queues, the calibration's model
+	SizeFixed SizeKind = "fixed" // every job has the mean size: M/D/k
+	// SizeH2 is a balanced two-phase hyperexponential with squared coefficient of variation 4:
+	// a few jobs are much larger than the rest, as with mixed request types.
+	SizeH2 SizeKind = "h2"
+)
+
+// Policy is a dispatch policy.
+type Policy string
+
+const (
+	RoundRobin Policy = "round_robin"       // cyclic, ignores capacity and load
+	LeastConn  Policy = "least_connections" // per request: fewest jobs in the system, ties at random
+	Static     Policy = "static"            // weighted random ∝ declared capacity
+	Oracle     Policy = "oracle"            // weighted random ∝ current true speed
+	// Dynamic is flowweight: weighted random by weights.Compute's integer weights with
+	// Config.Tuning, fed by sampled utilisation, connections and throughput.
+	Dynamic Policy = "dynamic"
+	// WeightsEqual, WeightsStatic and WeightsLeastConn run the same pipeline as Dynamic with
+	// the tuning's policy set to equal, static and least_conn.
+	WeightsEqual     Policy = "weights_equal"
+	WeightsStatic    Policy = "weights_static"
+	WeightsLeastConn Policy = "weights_least_conn"
+)
+
+// Policies lists every policy in the order tables show them.
+var Policies = []Policy{RoundRobin, LeastConn, Static, Oracle, Dynamic, WeightsEqual, WeightsStatic, WeightsLeastConn}
+
+// weightsPolicy returns the weights.Policy a pipeline policy runs, or "" for the others.
+func (p Policy) weightsPolicy() weights.Policy {
+	switch p {
+	case Dynamic:
+		return weights.PolicyDynamic
+	case WeightsEqual:
+		return weights.PolicyEqual
+	case WeightsStatic:
+		return weights.PolicyStatic
+	case WeightsLeastConn:
+		return weights.PolicyLeastConn
+	}
+	return ""
+}
+
+// Config describes one run.
+type Config struct {
+	Backends []Backend
+	// Load is the offered load ρ: arrival rate × mean size / Σ initial true speed, in (0, ∞).
+	Load float64
+	// MeanSize is the mean job size in work units; default 0.1 (so a backend of speed 1
+	// serves 10 jobs/s and the calibration's speeds 1:2:4 give its 215 ms oracle mean at ρ=0.8).
+	MeanSize float64
+	Size     SizeKind // default SizeExp
+	Jobs     int      // number of arrivals; the run ends with the last one
+	// Warmup is excluded from the statistics: jobs arriving before it and the sample
+	// intervals before it are not counted (queues fill, dynamic weights learn capacity).
+	// Default 20 minutes of simulated time.
+	Warmup time.Duration
+	Seed   uint64
+	Policy Policy
+	// Tuning is what the weights pipeline runs with; its Policy is replaced by the one the
+	// sim Policy implies. Zero value: weights.DefaultTuning().
+	Tuning weights.Tuning
+	// MemUtil is the memory utilisation every backend reports (the same for all: memory use
+	// of a CPU-bound service does not follow its load); default 0.
+	MemUtil float64
+	Sample  time.Duration // probe report interval; default 5s (the probe's default)
+	Update  time.Duration // controller update period, a multiple of Sample; default 5s
+	// OVSSlots quantises weighted dispatch like Open vSwitch's select group (see slots.go).
+	OVSSlots bool
+	Steps    []Step
+	// Trace records the dispatch shares after every update (Result.Trace), for settling.
+	Trace bool
+}
+
+// Result is what one run measured over the window from Warmup to the last arrival.
+type Result struct {
+	Policy   Policy
+	Measured int     // jobs that arrived in the window
+	Mean     float64 // mean response time of those jobs, seconds
+	P99      float64 // 99th percentile of their response times, seconds
+	// Throughput is jobs completed within the window per second of the window.
+	Throughput float64
+	// PeakUtil is the largest busy fraction of any backend over the whole window;
+	// PeakIntervalUtil the largest over any single sample interval in the window.
+	PeakUtil, PeakIntervalUtil float64
+	// Util is each backend's busy fraction over the window.
+	Util []float64
+	// Rewrites counts weight changes the pipeline applied (weights.Worth true) in the
+	// window; RewritesTotal counts them from the start, including the first write.
+	Rewrites, RewritesTotal int
+	Updates                 int       // weights.Compute calls in the window
+	Window                  float64   // seconds
+	FinalShares             []float64 // dispatch shares at the end (weights / total); nil for non-weight policies
+	Learned                 []float64 // learned capacity factors at the end (Dynamic only)
+	Trace                   []Point   // with Config.Trace
+}
+
+// Point is the dispatch shares in force after one update.
+type Point struct {
+	T      float64 // seconds
+	Shares []float64
+}
+
+func (c *Config) defaults() {
+	if c.MeanSize == 0 {
+		c.MeanSize = 0.1
+	}
+	if c.Size == "" {
+		c.Size = SizeExp
+	}
+	if c.Warmup == 0 {
+		c.Warmup = 20 * time.Minute
+	}
+	if c.Sample == 0 {
+		c.Sample = 5 * time.Second
+	}
+	if c.Update == 0 {
+		c.Update = 5 * time.Second
+	}
+	if c.Tuning.Policy == "" {
+		c.Tuning = weights.DefaultTuning()
+	}
+	if p := c.Policy.weightsPolicy(); p != "" {
+		c.Tuning.Policy = p
+	}
+}
+
+// Validate reports every problem of the config at once.
+func (c Config) Validate() error {
+	c.defaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(c.Backends) == 0 {
+		bad("backends: none")
+	}
+	for i, b := range c.Backends {
+		if !(b.Speed > 0) || math.IsInf(b.Speed, 0) {
+			bad("backends[%d] %q: speed %v must be positive", i, b.Name, b.Speed)
+		}
+		if !(b.Declared > 0) || math.IsInf(b.Declared, 0) {
+			bad("backends[%d] %q: declared capacity %v must be positive", i, b.Name, b.Declared)
+		}
+		if b.Servers < 0 {
+			bad("backends[%d] %q: servers %d is negative", i, b.Name, b.Servers)
+		}
+	}
+	if !(c.Load > 0) || math.IsInf(c.Load, 0) {
+		bad("load: %v must be positive", c.Load)
+	}
+	if !(c.MeanSize > 0) || math.IsInf(c.MeanSize, 0) {
+		bad("mean_size: %v must be positive", c.MeanSize)
+	}
+	switch c.Size {
+	case SizeExp, SizeFixed, SizeH2:
+	default:
+		bad("size: %q is not one of exp, fixed, h2", c.Size)
+	}
+	if c.Jobs < 1 {
+		bad("jobs: %d must be at least 1", c.Jobs)
+	}
+	if c.Warmup < 0 {
+		bad("warmup: %v is negative", c.Warmup)
+	}
+	if c.Sample <= 0 {
+		bad("sample: %v must be positive", c.Sample)
+	}
+	if c.Update <= 0 || c.Update%c.Sample != 0 {
+		bad("update: %v must be a positive multiple of sample %v", c.Update, c.Sample)
+	}
+	if !slices.Contains(Policies, c.Policy) {
+		bad("policy: %q is not one of %v", c.Policy, Policies)
+	}
+	if c.Policy.weightsPolicy() != "" {
+		for _, err := range c.Tuning.Validate() {
+			bad("tuning: %w", err)
+		}
+	}
+	if !(c.MemUtil >= 0 && c.MemUtil <= 1) {
+		bad("mem_util: %v outside [0,1]", c.MemUtil)
+	}
+	for i, s := range c.Steps {
+		if s.Backend < 0 || s.Backend >= len(c.Backends) {
+			bad("steps[%d]: backend %d out of range", i, s.Backend)
+		}
+		if !(s.Factor > 0) || math.IsInf(s.Factor, 0) {
+			bad("steps[%d]: factor %v must be positive", i, s.Factor)
+		}
+		if s.At < 0 {
+			bad("steps[%d]: at %v is negative", i, s.At)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run simulates one configuration. It is deterministic: the same Config gives the same Result.
+func Run(cfg Config) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, fmt.Errorf("sim config: %w", err)
+	}
+	cfg.defaults()
+	s := newSim(&cfg)
+	s.run()
+	return s.result(), nil
+}
+
+// sim is one run's state.
+type sim struct {
+	cfg      *Config
+	n        int
+	bs       []*station
+	arrive   *rand.Rand // inter-arrival times and sizes: the same jobs for every policy
+	pick     *rand.Rand // dispatch choices
+	lambda   float64
+	sample   float64
+	perUpd   int // samples per update
+	warm     float64
+	disp     dispatcher
+	pipe     *pipeline // nil for policies without weights
+	resp     []float64 // response times of measured jobs
+	lastT    float64
+	nSamples int
+}
+
+func newSim(cfg *Config) *sim {
+	s := &sim{cfg: cfg, n: len(cfg.Backends), sample: cfg.Sample.Seconds(), warm: cfg.Warmup.Seconds(),
+		perUpd: int(cfg.Update / cfg.Sample)}
+	total := 0.0
+	for i, b := range cfg.Backends {
+		s.bs = append(s.bs, newStation(b, cfg.Steps, i, s.sample))
+		total += b.Speed
+	}
+	s.lambda = cfg.Load * total / cfg.MeanSize
+	s.arrive = rand.New(rand.NewPCG(cfg.Seed, 0x5eed_a111))
+	s.pick = rand.New(rand.NewPCG(cfg.Seed, 0x5eed_d15b))
+	s.disp = newDispatcher(cfg, s.bs, s.pick)
+	if cfg.Policy.weightsPolicy() != "" {
+		s.pipe = newPipeline(cfg, s.bs)
+	}
+	return s
+}
+
+func (s *sim) size() float64 {
+	m := s.cfg.MeanSize
+	switch s.cfg.Size {
+	case SizeFixed:
+		return m
+	case SizeH2:
+		// Balanced means: p·(1/μ1) = (1−p)·(1/μ2) = m/2, SCV 4 → p = (1 − √(3/5))/2.
+		p := (1 - math.Sqrt(3.0/5.0)) / 2
+		if s.arrive.Float64() < p {
+			return s.arrive.ExpFloat64() * m / (2 * p)
+		}
+		return s.arrive.ExpFloat64() * m / (2 * (1 - p))
+	}
+	return s.arrive.ExpFloat64() * m
+}
+
+func (s *sim) run() {
+	if s.pipe != nil {
+		s.pipe.update(0, s, false)
+		s.disp.setWeights(s.pipe.applied)
+	}
+	s.resp = make([]float64, 0, s.cfg.Jobs)
+	t := 0.0
+	next := s.sample // end of the current sample interval
+	for range s.cfg.Jobs {
+		t += s.arrive.ExpFloat64() / s.lambda
+		z := s.size()
+		for next <= t {
+			s.tick(next)
+			next += s.sample
+		}
+		i := s.disp.choose(t)
+		f := s.bs[i].serve(t, z)
+		if t >= s.warm {
+			s.resp = append(s.resp, f-t)
+		}
+	}
+	s.lastT = t
+}
+
+// tick ends sample interval number nSamples at time at: every backend reports, and every
+// perUpd samples the controller updates.
+func (s *sim) tick(at float64) {
+	k := s.nSamples
+	s.nSamples++
+	if s.pipe == nil {
+		return
+	}
+	s.pipe.sample(k, at)
+	if s.nSamples%s.perUpd == 0 {
+		if s.pipe.update(at, s, at > s.warm) {
+			s.disp.setWeights(s.pipe.applied)
+		}
+	}
+}
+
+func (s *sim) result() Result {
+	r := Result{Policy: s.cfg.Policy, Measured: len(s.resp)}
+	// The window ends at the last complete sample interval before the last arrival.
+	endBin := int(s.lastT / s.sample)
+	startBin := int(math.Ceil(s.warm / s.sample))
+	end := float64(endBin) * s.sample
+	start := float64(startBin) * s.sample
+	if end > start {
+		r.Window = end - start
+	}
+	if len(s.resp) > 0 {
+		sum := 0.0
+		for _, x := range s.resp {
+			sum += x
+		}
+		r.Mean = sum / float64(len(s.resp))
+		slices.Sort(s.resp)
+		r.P99 = s.resp[min(len(s.resp)-1, int(math.Ceil(0.99*float64(len(s.resp))))-1)]
+	}
+	done := 0
+	for _, b := range s.bs {
+		u, peak := b.utilisation(startBin, endBin)
+		r.Util = append(r.Util, u)
+		r.PeakUtil = max(r.PeakUtil, u)
+		r.PeakIntervalUtil = max(r.PeakIntervalUtil, peak)
+		done += b.completedIn(startBin, endBin)
+	}
+	if r.Window > 0 {
+		r.Throughput = float64(done) / r.Window
+	}
+	if p := s.pipe; p != nil {
+		r.Rewrites, r.RewritesTotal, r.Updates = p.rewritesWindow, p.rewrites, p.updatesWindow
+		r.FinalShares = shares(p.applied)
+		if s.cfg.Policy == Dynamic {
+			for _, e := range p.res.Backends {
+				r.Learned = append(r.Learned, e.Learned)
+			}
+		}
+		r.Trace = p.trace
+	}
+	return r
+}
+
+func shares(w []uint16) []float64 {
+	tot := 0.0
+	for _, x := range w {
+		tot += float64(x)
+	}
+	out := make([]float64, len(w))
+	for i, x := range w {
+		out[i] = float64(x) / tot
+	}
+	return out
+}
