@@ -158,6 +158,13 @@ func (b *Balancer) install(cfg *config.Config) error {
 		services[i] = newService(cfg, &cfg.Services[i], i, old[cfg.Services[i].Name])
 	}
 	b.cfg, b.keys, b.services = cfg, keys, services
+	live := map[string]bool{}
+	for _, s := range services {
+		for _, be := range s.cfg.Backends {
+			live[s.cfg.Name+"/"+be.Name] = true
+		}
+	}
+	b.hist.keep(live)
 	pushsrv := b.pushsrv
 	b.mu.Unlock()
 	b.pool.Reconfigure(b.poolConfig(cfg))

@@ -105,30 +105,67 @@ func (b *Balancer) Drain(name string, drained bool) bool {
 	return ok
 }
 
-// history keeps the last points per backend.
+// history keeps the last points per backend in fixed rings of compact points, allocated in
+// full on a backend's first point, so memory does not grow with uptime (the soak test checks).
 type history struct {
 	max    int
-	points map[string][]Point
+	series map[string]*series
+}
+
+type point struct {
+	unixMilli int64
+	al        float32
+	weight    uint16
+}
+
+type series struct {
+	pts  []point
+	next int // where the next point goes once the ring is full
 }
 
 func (h *history) add(name string, p Point) {
-	if h.points == nil {
-		h.points = map[string][]Point{}
+	if h.series == nil {
+		h.series = map[string]*series{}
 	}
-	pts := append(h.points[name], p)
-	if len(pts) > h.max {
-		pts = pts[len(pts)-h.max:]
+	s := h.series[name]
+	if s == nil {
+		s = &series{pts: make([]point, 0, h.max)}
+		h.series[name] = s
 	}
-	h.points[name] = pts
+	c := point{unixMilli: p.Time.UnixMilli(), al: float32(p.AL), weight: p.Weight}
+	if len(s.pts) < h.max {
+		s.pts = append(s.pts, c)
+		return
+	}
+	s.pts[s.next] = c
+	s.next = (s.next + 1) % h.max
+}
+
+// keep drops the series of backends that are no longer configured.
+func (h *history) keep(names map[string]bool) {
+	for n := range h.series {
+		if !names[n] {
+			delete(h.series, n)
+		}
+	}
+}
+
+func (s *series) points() []Point {
+	out := make([]Point, 0, len(s.pts))
+	for i := range s.pts {
+		c := s.pts[(s.next+i)%len(s.pts)]
+		out = append(out, Point{Time: time.UnixMilli(c.unixMilli), Weight: c.weight, AL: float64(c.al)})
+	}
+	return out
 }
 
 // History returns recent weight and AL points per backend ("service/backend").
 func (b *Balancer) History() map[string][]Point {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make(map[string][]Point, len(b.hist.points))
-	for k, v := range b.hist.points {
-		out[k] = append([]Point(nil), v...)
+	out := make(map[string][]Point, len(b.hist.series))
+	for k, s := range b.hist.series {
+		out[k] = s.points()
 	}
 	return out
 }
