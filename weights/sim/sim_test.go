@@ -2,7 +2,9 @@ package sim
 
 import (
 	"math"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -344,6 +346,24 @@ func BenchmarkRunDynamic(b *testing.B) {
 	for b.Loop() {
 		if _, err := Run(Config{Backends: Pool(ScenarioEqual), Load: 0.8, Jobs: 100_000, Seed: 1, Policy: Dynamic}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{1, 2, 17, 100, 1000, 12345} {
+		for _, q := range []float64{0, 0.5, 0.99, 1} {
+			xs := make([]float64, n)
+			for i := range xs {
+				xs[i] = math.Floor(rng.Float64() * 50) // many ties
+			}
+			sorted := slices.Clone(xs)
+			slices.Sort(sorted)
+			want := sorted[min(n-1, max(0, int(math.Ceil(q*float64(n)))-1))]
+			if got := quantile(xs, q); got != want {
+				t.Errorf("quantile(n=%d, q=%v) = %v, want %v", n, q, got, want)
+			}
 		}
 	}
 }

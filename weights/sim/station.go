@@ -14,7 +14,10 @@ import (
 type station struct {
 	k      int
 	free   []float64 // per server: when it finishes its last assigned job
-	inSys  []float64 // min-heap of finish times of jobs not yet finished at the last look
+	// inSys holds finish times of jobs not yet finished at the last look: a FIFO from head
+	// on when k = 1 (FCFS on one server finishes jobs in arrival order), else a min-heap.
+	inSys  []float64
+	head   int
 	seg    []segment // speed schedule, by start time
 	sample float64
 	busy   []float64 // per sample interval: busy server-seconds
@@ -115,6 +118,16 @@ func (st *station) serve(t, z float64) float64 {
 // inSystem returns the number of jobs queued or in service at time t (jobs finishing exactly
 // at t have left). Calls must come with non-decreasing t.
 func (st *station) inSystem(t float64) int {
+	if st.k == 1 {
+		for st.head < len(st.inSys) && st.inSys[st.head] <= t {
+			st.head++
+		}
+		if st.head > 4096 && 2*st.head > len(st.inSys) { // reclaim the consumed front
+			st.inSys = append(st.inSys[:0], st.inSys[st.head:]...)
+			st.head = 0
+		}
+		return len(st.inSys) - st.head
+	}
 	for len(st.inSys) > 0 && st.inSys[0] <= t {
 		st.pop()
 	}
@@ -187,6 +200,10 @@ func (st *station) completedIn(from, to int) int {
 }
 
 func (st *station) push(f float64) {
+	if st.k == 1 {
+		st.inSys = append(st.inSys, f)
+		return
+	}
 	h := append(st.inSys, f)
 	i := len(h) - 1
 	for i > 0 {

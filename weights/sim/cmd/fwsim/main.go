@@ -1,6 +1,7 @@
 // Command fwsim runs the balancing-quality simulator (flowweight/weights/sim) and prints
-// Markdown tables: policy quality at three loads in two scenarios, and how the dynamic
-// weights settle after a load step under four tunings.
+// Markdown tables: policy quality at three loads in two scenarios, how the dynamic weights
+// settle after a load step under four tunings, and how sensitive the dynamic policy's p99 is
+// to each tuning knob.
 package main
 
 import (
@@ -16,8 +17,8 @@ import (
 
 func main() {
 	seed := flag.Uint64("seed", 1, "first seed; every cell also runs seed+1, and the tables show the spread")
-	jobs := flag.Int("jobs", 1_000_000, "arrivals per quality run")
-	table := flag.String("table", "all", "quality | oscillation | all")
+	jobs := flag.Int("jobs", 2_000_000, "arrivals per quality run")
+	table := flag.String("table", "all", "quality | oscillation | tuning | all")
 	ovs := flag.Bool("ovs-slots", false, "quantise weighted dispatch like Open vSwitch's select-group slot table")
 	flag.Parse()
 	if err := run(os.Stdout, *seed, *jobs, *table, *ovs); err != nil {
@@ -28,9 +29,9 @@ func main() {
 
 func run(w io.Writer, seed uint64, jobs int, table string, ovs bool) error {
 	switch table {
-	case "quality", "oscillation", "all":
+	case "quality", "oscillation", "tuning", "all":
 	default:
-		return fmt.Errorf("-table %q: want quality, oscillation or all", table)
+		return fmt.Errorf("-table %q: want quality, oscillation, tuning or all", table)
 	}
 	if jobs < 1 {
 		return fmt.Errorf("-jobs %d: want at least 1", jobs)
@@ -39,7 +40,7 @@ func run(w io.Writer, seed uint64, jobs int, table string, ovs bool) error {
 	start := time.Now()
 	fmt.Fprintf(w, "<!-- fwsim -seed %d -jobs %d -table %s -ovs-slots=%v; %s, GOMAXPROCS %d -->\n", seed, jobs, table, ovs,
 		runtime.Version(), runtime.GOMAXPROCS(0))
-	if table != "oscillation" {
+	if table == "quality" || table == "all" {
 		o := sim.TableOptions{Seeds: seeds, Jobs: jobs, OVSSlots: ovs}
 		cells, err := sim.Quality(o)
 		if err != nil {
@@ -48,7 +49,7 @@ func run(w io.Writer, seed uint64, jobs int, table string, ovs bool) error {
 		fmt.Fprintf(w, "\n### Balancing quality (%d jobs per run, seeds %d and %d, warm-up 20 min excluded)\n", jobs, seeds[0], seeds[1])
 		sim.WriteQuality(w, cells, o)
 	}
-	if table != "quality" {
+	if table == "oscillation" || table == "all" {
 		o := sim.OscillationOptions{Seeds: seeds}
 		runs, err := sim.Oscillation(o)
 		if err != nil {
@@ -56,6 +57,15 @@ func run(w io.Writer, seed uint64, jobs int, table string, ovs bool) error {
 		}
 		fmt.Fprintln(w, "\n### Settling after a load step")
 		sim.WriteOscillation(w, runs, o)
+	}
+	if table == "tuning" || table == "all" {
+		o := sim.TableOptions{Seeds: seeds, Jobs: jobs}
+		oracle, rows, err := sim.Tunings(o)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\n### Tuning sensitivity (%d jobs per run, seeds %d and %d)\n", jobs, seeds[0], seeds[1])
+		sim.WriteTunings(w, oracle, rows)
 	}
 	fmt.Fprintf(w, "\n<!-- wall time %v -->\n", time.Since(start).Round(100*time.Millisecond))
 	return nil
