@@ -1,0 +1,60 @@
+package scenario
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ControllerTOML renders controller.toml for the scenario: the controller on the unix
+// socket, push and API inside "ctl", one service on the VIP with one probe backend per
+// quota. capacities and mode are the values that Reload may change.
+func ControllerTOML(o Options, sock, keyFile string, capacities []float64, mode string) string {
+	var b strings.Builder
+	dur := func(d time.Duration) string { return `"` + d.String() + `"` }
+	fmt.Fprintf(&b, "[controller]\nlisten = %q\nupdate_period = %s\nreadback_period = %s\nbarrier_timeout = \"2s\"\necho_interval = \"1s\"\nnormal = true\n\n",
+		"unix:"+sock, dur(o.UpdatePeriod), dur(o.ReadbackPeriod))
+	fmt.Fprintf(&b, "[api]\nlisten = %q\n\n", APIAddr)
+	fmt.Fprintf(&b, "[collector]\npush_listen = %q\nkey_file = %q\nstale_after = %s\nfail_threshold = %d\nrise_threshold = %d\n\n",
+		fmt.Sprintf("%s:%d", o.addr(ctlHost), PushPort), keyFile, dur(o.StaleAfter), o.FailThreshold, o.RiseThreshold)
+	w := map[string]string{"warmup": dur(o.Warmup), "dead_band": fmt.Sprint(o.DeadBand)}
+	maps.Copy(w, o.Weighting)
+	b.WriteString("[weighting]\n")
+	for _, k := range slices.Sorted(maps.Keys(w)) {
+		fmt.Fprintf(&b, "%s = %s\n", k, w[k])
+	}
+	fmt.Fprintf(&b, "\n[[service]]\nname = \"web\"\nvip = %q\nprotocol = \"tcp\"\nport = %d\nmode = %q\ngroup_id = %d\n",
+		o.addr(vipHost), VIPPort, mode, GroupID)
+	for i := range o.Quotas {
+		fmt.Fprintf(&b, "\n  [[service.backend]]\n  name = \"be%d\"\n  ip = %q\n  port = %d\n  source = \"probe\"\n  capacity = %v\n",
+			i+1, o.addr(backendBase+i), BackendPort, capacities[i])
+	}
+	if o.ExtraTOML != "" {
+		b.WriteString("\n" + o.ExtraTOML + "\n")
+	}
+	return b.String()
+}
+
+// ProbeTOML renders one backend's probe.toml: cgroup scope on the backend's cgroup, the
+// service port, the health URL on the backend's own address, pushing to the controller.
+func ProbeTOML(o Options, name, ip, cgroupPath, keyFile, drainFile string) string {
+	timeout := min(o.ProbeInterval/2, time.Second)
+	return fmt.Sprintf(`backend_id = %q
+collector = %q
+key_file = %q
+interval = %q
+jitter = 0.0
+scope = "cgroup"
+cgroup_path = %q
+service_ports = [%d]
+drain_file = %q
+log_level = "info"
+
+[health]
+url = "http://%s:%d/health"
+timeout = %q
+`, name, fmt.Sprintf("%s:%d", o.addr(ctlHost), PushPort), keyFile, o.ProbeInterval.String(), cgroupPath,
+		BackendPort, drainFile, ip, BackendPort, timeout.String())
+}

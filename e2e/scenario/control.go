@@ -1,0 +1,372 @@
+package scenario
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"flowweight/e2e/lab"
+)
+
+const (
+	sigSTOP = syscall.SIGSTOP
+	sigCONT = syscall.SIGCONT
+)
+
+// writeAtomic replaces path in one rename, so the controller's file watcher never reads a
+// half-written configuration.
+func writeAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, perm); err != nil {
+		return fmt.Errorf("scenario: write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("scenario: rename %s: %w", tmp, err)
+	}
+	return nil
+}
+
+func (s *Scenario) writeConfig() error {
+	s.mu.Lock()
+	text := ControllerTOML(s.Opts, s.Socket, s.KeyFile, s.capacities, s.mode)
+	s.mu.Unlock()
+	return writeAtomic(s.ConfigPath, []byte(text), 0o644)
+}
+
+// StartController starts the controller binary inside "ctl" (log: Dir/controller.log,
+// appended across restarts) and waits until its API answers.
+func (s *Scenario) StartController() error {
+	s.mu.Lock()
+	if s.ctlProc != nil && !s.ctlProc.Exited() {
+		s.mu.Unlock()
+		return errors.New("scenario: controller already running")
+	}
+	s.mu.Unlock()
+	cmd := s.Ctl.Command(context.Background(), s.Opts.Bins.Controller, "-config", s.ConfigPath)
+	p, err := s.Lab.Start("controller", cmd, nil)
+	if err != nil {
+		return fmt.Errorf("scenario: %w", err)
+	}
+	s.mu.Lock()
+	s.ctlProc = p
+	s.mu.Unlock()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var v []json.RawMessage
+		err := s.API("/api/v1/services", &v)
+		if err == nil {
+			return nil
+		}
+		if p.Exited() {
+			return fmt.Errorf("scenario: controller exited during start: %v\n%s", p.Wait(), tailFile(p.LogPath, 20))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("scenario: controller API not answering after 15s: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// StopController stops the controller (SIGTERM). The switch keeps its flows (fail secure).
+func (s *Scenario) StopController() error {
+	s.mu.Lock()
+	p := s.ctlProc
+	s.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	if err := p.Stop(); err != nil {
+		return fmt.Errorf("scenario: stop controller: %w", err)
+	}
+	return nil
+}
+
+// KillController ends the controller with SIGKILL, as a crash would.
+func (s *Scenario) KillController() error {
+	s.mu.Lock()
+	p := s.ctlProc
+	s.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("scenario: kill controller: %w", err)
+	}
+	<-p.Done()
+	return nil
+}
+
+// RestartController stops and starts the controller.
+func (s *Scenario) RestartController() error {
+	if err := s.StopController(); err != nil {
+		return err
+	}
+	return s.StartController()
+}
+
+// ControllerPID is the running controller's process id (0 if none).
+func (s *Scenario) ControllerPID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctlProc == nil || s.ctlProc.Exited() {
+		return 0
+	}
+	return s.ctlProc.PID
+}
+
+// ControllerLog is the controller's log file.
+func (s *Scenario) ControllerLog() string { return filepath.Join(s.Lab.Dir, "controller.log") }
+
+// Capacities returns the operator capacity factors currently in controller.toml.
+func (s *Scenario) Capacities() []float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.capacities)
+}
+
+// Reload writes controller.toml with new capacities (nil: unchanged) and mode ("":
+// unchanged), sends SIGHUP and waits (at most 10 s) until the controller records a
+// successful reload in its events.
+func (s *Scenario) Reload(capacities []float64, mode string) error {
+	before, err := s.countEvents("config", "configuration reloaded")
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if capacities != nil {
+		if len(capacities) != len(s.capacities) {
+			s.mu.Unlock()
+			return fmt.Errorf("scenario: reload: %d capacities for %d backends", len(capacities), len(s.capacities))
+		}
+		s.capacities = slices.Clone(capacities)
+	}
+	if mode != "" {
+		s.mode = mode
+	}
+	p := s.ctlProc
+	s.mu.Unlock()
+	if err := s.writeConfig(); err != nil {
+		return err
+	}
+	if p == nil {
+		return errors.New("scenario: reload: controller not started")
+	}
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		return fmt.Errorf("scenario: reload: %w", err)
+	}
+	return poll(10*time.Second, func() error {
+		n, err := s.countEvents("config", "configuration reloaded")
+		if err != nil {
+			return err
+		}
+		if n <= before {
+			return fmt.Errorf("scenario: reload: no new \"configuration reloaded\" event (%d before, %d now); rejected? see events", before, n)
+		}
+		return nil
+	})
+}
+
+func (s *Scenario) countEvents(kind, text string) (int, error) {
+	var evs []Event
+	if err := s.API("/api/v1/events", &evs); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Kind == kind && strings.Contains(e.Text, text) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Drain drains (true) or undrains a backend through POST /api/v1/backends/NAME/drain|undrain.
+func (s *Scenario) Drain(name string, drained bool) error {
+	verb := "undrain"
+	if drained {
+		verb = "drain"
+	}
+	return s.APIPost("/api/v1/backends/" + name + "/" + verb)
+}
+
+// prepareProbe writes the probe's config. On cgroup v1 the lab creates only the cpu and
+// cpuacct directories, but the probe's cgroup scope also reads the memory controller at the
+// same relative path; the scenario creates that directory (and moves backendd into it) so
+// the probe's memory source works, and removes it at Close.
+func (b *Backend) prepareProbe() error {
+	s := b.s
+	if b.Cgroup.Version == lab.CgroupV1 {
+		mem, err := memoryMount()
+		if err != nil {
+			return err
+		}
+		b.memDir = filepath.Join(mem, b.Cgroup.Name)
+		if err := os.Mkdir(b.memDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("scenario: backend %s: memory cgroup: %w", b.Name, err)
+		}
+	}
+	b.probeConf = filepath.Join(s.Lab.Dir, b.Name+"-probe.toml")
+	text := ProbeTOML(s.Opts, b.Name, b.Host.Addr().String(), b.Cgroup.Path(), s.KeyFile,
+		filepath.Join(s.Lab.Dir, b.Name+".drain"))
+	return writeAtomic(b.probeConf, []byte(text), 0o644)
+}
+
+func memoryMount() (string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("scenario: %w", err)
+	}
+	mounts, err := lab.ParseMountinfo(string(data))
+	if err != nil {
+		return "", fmt.Errorf("scenario: %w", err)
+	}
+	for _, m := range mounts {
+		if m.FSType == "cgroup" && m.Root == "/" && slices.Contains(m.SuperOptions, "memory") {
+			return m.MountPoint, nil
+		}
+	}
+	return "", errors.New("scenario: cgroup v1 without a memory controller mount: the probe's cgroup scope needs one")
+}
+
+// StartHTTP starts the backend's backendd (keep-alive allowed, for LongConns) in its cgroup
+// and waits until it accepts connections.
+func (b *Backend) StartHTTP() error {
+	b.mu.Lock()
+	if b.http != nil && !b.http.Exited() {
+		b.mu.Unlock()
+		return fmt.Errorf("scenario: backend %s: backendd already running", b.Name)
+	}
+	b.mu.Unlock()
+	addr := net.JoinHostPort(b.Host.Addr().String(), strconv.Itoa(BackendPort))
+	cmd := b.Host.Command(context.Background(), b.s.Opts.Bins.Backendd, "-listen", addr, "-name", b.Name,
+		"-work", strconv.Itoa(b.s.Opts.Work), "-keepalive")
+	p, err := b.s.Lab.Start(b.Name+"-http", cmd, b.Cgroup)
+	if err != nil {
+		return fmt.Errorf("scenario: backend %s: %w", b.Name, err)
+	}
+	b.mu.Lock()
+	b.http = p
+	b.mu.Unlock()
+	if b.memDir != "" {
+		if err := os.WriteFile(filepath.Join(b.memDir, "cgroup.procs"), []byte(strconv.Itoa(p.PID)), 0o644); err != nil {
+			return fmt.Errorf("scenario: backend %s: join memory cgroup: %w", b.Name, err)
+		}
+	}
+	return poll(10*time.Second, func() error {
+		if p.Exited() {
+			return fmt.Errorf("scenario: backend %s: backendd exited: %v\n%s", b.Name, p.Wait(), tailFile(p.LogPath, 10))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		c, err := b.Host.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("scenario: backend %s: %w", b.Name, err)
+		}
+		return c.Close()
+	})
+}
+
+// StopHTTP stops the backend's backendd (SIGTERM), so its health checks fail.
+func (b *Backend) StopHTTP() error {
+	b.mu.Lock()
+	p := b.http
+	b.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	_ = p.Signal(sigCONT)
+	if err := p.Stop(); err != nil {
+		return fmt.Errorf("scenario: backend %s: %w", b.Name, err)
+	}
+	return nil
+}
+
+// Freeze stops the backend's backendd with SIGSTOP: connections hang, health checks time out.
+func (b *Backend) Freeze() error { return b.signalHTTP(sigSTOP) }
+
+// Thaw resumes a frozen backendd with SIGCONT.
+func (b *Backend) Thaw() error { return b.signalHTTP(sigCONT) }
+
+func (b *Backend) signalHTTP(sig syscall.Signal) error {
+	b.mu.Lock()
+	p := b.http
+	b.mu.Unlock()
+	if p == nil || p.Exited() {
+		return fmt.Errorf("scenario: backend %s: backendd not running", b.Name)
+	}
+	return p.Signal(sig)
+}
+
+// StartProbe starts the real probe inside the backend's namespace (not in its cgroup: it
+// measures the cgroup, it is not part of the service's load).
+func (b *Backend) StartProbe() error {
+	b.mu.Lock()
+	if b.probe != nil && !b.probe.Exited() {
+		b.mu.Unlock()
+		return fmt.Errorf("scenario: backend %s: probe already running", b.Name)
+	}
+	b.mu.Unlock()
+	// Not Host.Command: `ip netns exec` also enters a new mount namespace with a fresh /sys,
+	// where /sys/fs/cgroup is not mounted and the probe cannot find its cgroup. nsenter
+	// switches the network namespace only.
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+b.Host.NS, b.s.Opts.Bins.Probe, "-config", b.probeConf)
+	p, err := b.s.Lab.Start(b.Name+"-probe", cmd, nil)
+	if err != nil {
+		return fmt.Errorf("scenario: backend %s: %w", b.Name, err)
+	}
+	b.mu.Lock()
+	b.probe = p
+	b.mu.Unlock()
+	return nil
+}
+
+// StopProbe stops the backend's probe, so its reports stop and it goes stale.
+func (b *Backend) StopProbe() error {
+	b.mu.Lock()
+	p := b.probe
+	b.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	if err := p.Stop(); err != nil {
+		return fmt.Errorf("scenario: backend %s: %w", b.Name, err)
+	}
+	return nil
+}
+
+// poll calls f until it returns nil or timeout passes and returns f's last error.
+func poll(timeout time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func tailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,18 @@
+// Package scenario builds the full flowweight lab topology with the real binaries: one Open
+// vSwitch bridge (userspace datapath, fail_mode secure) whose controller target is a unix
+// socket, the controller in its own namespace host "ctl", a client host, and backend hosts
+// each running e2e/backendd inside a CPU-limited cgroup with the real probe pushing
+// cgroup-scoped reports to the controller.
+//
+// Neither the root namespace nor the bridge's LOCAL port gets an address: the switch
+// reaches the controller through the unix socket, and the controller's push listener and
+// API live inside "ctl" (reach the API with Scenario.API, which dials from that namespace).
+//
+// It is not tied to testing: the controller's end-to-end tests and a one-command demo both
+// use it. Everything it starts is owned by its e2e/lab Lab and stopped by Close. Load
+// generators are bounded in count and time by construction.
+//
+// It must not import the controller's internals beyond the config package (used only to
+// check the TOML it writes) and the API's JSON shapes, which it redeclares so that a change
+// there shows up as a failing end-to-end test rather than a silent compile-time adaptation.
+package scenario

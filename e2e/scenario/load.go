@@ -1,0 +1,303 @@
+package scenario
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// LoadOptions bound a load run: it stops at MaxRequests issued, after Duration, or when ctx
+// ends, whichever comes first. Both bounds are required.
+type LoadOptions struct {
+	Concurrency int           // parallel clients; default 4
+	Rate        float64       // requests per second over all clients; 0: as fast as they go
+	Duration    time.Duration // required, > 0
+	MaxRequests int           // required, > 0
+	Timeout     time.Duration // per request; default 5s
+}
+
+// LoadResult is what a load run saw.
+type LoadResult struct {
+	OK, Errors int
+	PerBackend map[string]int // successful responses by the backend name in the body
+	Elapsed    time.Duration
+	P50, P90   time.Duration // latency of successful requests
+	P99, Max   time.Duration
+	ErrSamples []string // the first few distinct errors
+}
+
+// Share returns each backend's fraction of the successful requests.
+func (r LoadResult) Share() map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range r.PerBackend {
+		out[k] = float64(v) / float64(max(r.OK, 1))
+	}
+	return out
+}
+
+func (r LoadResult) String() string {
+	names := slices.Sorted(func(yield func(string) bool) {
+		for k := range r.PerBackend {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	var per []string
+	for _, n := range names {
+		per = append(per, fmt.Sprintf("%s=%d", n, r.PerBackend[n]))
+	}
+	return fmt.Sprintf("%d ok, %d errors in %v (%.1f req/s); %s; latency p50 %v p90 %v p99 %v max %v",
+		r.OK, r.Errors, r.Elapsed.Round(time.Millisecond), float64(r.OK)/max(r.Elapsed.Seconds(), 1e-9),
+		strings.Join(per, " "), r.P50, r.P90, r.P99, r.Max)
+}
+
+// Load sends GET / to the VIP from the client host, each request on a new connection, and
+// counts which backend answered (backendd's body is its name).
+func (s *Scenario) Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
+	if o.Duration <= 0 || o.MaxRequests <= 0 {
+		return LoadResult{}, fmt.Errorf("scenario: load: Duration (%v) and MaxRequests (%d) must both be > 0", o.Duration, o.MaxRequests)
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Duration)
+	defer cancel()
+	client := s.Client.HTTPClient(o.Timeout)
+	url := fmt.Sprintf("http://%s:%d/", s.VIP, VIPPort)
+
+	var tokens <-chan time.Time
+	if o.Rate > 0 {
+		t := time.NewTicker(time.Duration(float64(time.Second) / o.Rate))
+		defer t.Stop()
+		tokens = t.C
+	}
+	var (
+		issued atomic.Int64
+		mu     sync.Mutex
+		res    = LoadResult{PerBackend: map[string]int{}}
+		lats   []time.Duration
+		seen   = map[string]bool{}
+		wg     sync.WaitGroup
+	)
+	start := time.Now()
+	for range o.Concurrency {
+		wg.Go(func() {
+			for ctx.Err() == nil && issued.Add(1) <= int64(o.MaxRequests) {
+				if tokens != nil {
+					select {
+					case <-tokens:
+					case <-ctx.Done():
+						return
+					}
+				}
+				t0 := time.Now()
+				name, err := get(ctx, client, url)
+				lat := time.Since(t0)
+				if ctx.Err() != nil && err != nil {
+					return // cut off by the deadline: not the system's error
+				}
+				mu.Lock()
+				if err != nil {
+					res.Errors++
+					msg := err.Error()
+					if !seen[msg] && len(res.ErrSamples) < 5 {
+						seen[msg] = true
+						res.ErrSamples = append(res.ErrSamples, msg)
+					}
+				} else {
+					res.OK++
+					res.PerBackend[name]++
+					lats = append(lats, lat)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	res.P50, res.P90, res.P99, res.Max = Percentile(lats, 0.5), Percentile(lats, 0.9), Percentile(lats, 0.99), Percentile(lats, 1)
+	return res, nil
+}
+
+func get(ctx context.Context, c *http.Client, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 256))
+	if err != nil {
+		return "", fmt.Errorf("GET %s: body: %w", url, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: status %d", url, res.StatusCode)
+	}
+	name := strings.TrimSpace(string(body))
+	if name == "" {
+		return "", fmt.Errorf("GET %s: empty body, want a backend name", url)
+	}
+	return name, nil
+}
+
+// Percentile returns the q-quantile (nearest rank) of ds; 0 for none. It sorts ds.
+func Percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	i := int(q*float64(len(ds))+0.999999) - 1
+	return ds[min(max(i, 0), len(ds)-1)]
+}
+
+// LongConns are long-lived TCP connections through the VIP, each sending one small HTTP
+// request per period on the same connection and checking the answer comes from the backend
+// it first reached.
+type LongConns struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	opened   int
+	broken   []string // one line per broken connection: why
+	requests int
+	backend  map[string]int // connections per backend
+}
+
+// LongConnsResult is the outcome once stopped.
+type LongConnsResult struct {
+	Opened, Broken, Requests int
+	PerBackend               map[string]int
+	Reasons                  []string
+}
+
+// LongConns opens n connections to the VIP from the client host and keeps them busy until
+// Stop, or until maxDuration passes (the bound). It returns once all are open and answered
+// once; connections that fail to open count as broken.
+func (s *Scenario) LongConns(n int, period, maxDuration time.Duration) (*LongConns, error) {
+	if n <= 0 || period <= 0 || maxDuration <= 0 {
+		return nil, fmt.Errorf("scenario: long conns: n (%d), period (%v), maxDuration (%v) must be > 0", n, period, maxDuration)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), maxDuration)
+	lc := &LongConns{cancel: cancel, backend: map[string]int{}}
+	addr := net.JoinHostPort(s.VIP.String(), strconv.Itoa(VIPPort))
+	var ready sync.WaitGroup
+	for i := range n {
+		ready.Add(1)
+		lc.wg.Go(func() { lc.run(ctx, s, i, addr, period, ready.Done) })
+	}
+	ready.Wait()
+	return lc, nil
+}
+
+func (lc *LongConns) fail(i int, why string, err error) {
+	lc.mu.Lock()
+	lc.broken = append(lc.broken, fmt.Sprintf("conn %d: %s: %v", i, why, err))
+	lc.mu.Unlock()
+}
+
+func (lc *LongConns) run(ctx context.Context, s *Scenario, i int, addr string, period time.Duration, ready func()) {
+	once := sync.OnceFunc(ready)
+	defer once()
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	c, err := s.Client.DialContext(dctx, "tcp", addr)
+	cancel()
+	if err != nil {
+		lc.fail(i, "dial", err)
+		return
+	}
+	defer c.Close()
+	lc.mu.Lock()
+	lc.opened++
+	lc.mu.Unlock()
+	r := bufio.NewReader(c)
+	first := ""
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		name, err := roundTrip(c, r, s.VIP.String())
+		if err != nil {
+			if ctx.Err() != nil {
+				return // stopped while a request was in flight
+			}
+			lc.fail(i, "request", err)
+			return
+		}
+		if first == "" {
+			first = name
+			lc.mu.Lock()
+			lc.backend[name]++
+			lc.mu.Unlock()
+			once()
+		} else if name != first {
+			lc.fail(i, "moved", fmt.Errorf("answered by %s, first by %s", name, first))
+			return
+		}
+		lc.mu.Lock()
+		lc.requests++
+		lc.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func roundTrip(c net.Conn, r *bufio.Reader, host string) (string, error) {
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", host); err != nil {
+		return "", err
+	}
+	res, err := http.ReadResponse(r, nil)
+	if err != nil {
+		return "", err
+	}
+	body, err := io.ReadAll(io.LimitReader(res.Body, 256))
+	res.Body.Close()
+	if err != nil {
+		return "", err
+	}
+	if res.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("status %d", res.StatusCode)
+	}
+	if res.Close {
+		return "", fmt.Errorf("server closed the connection (keep-alive off?)")
+	}
+	return strings.TrimSpace(string(body)), nil
+}
+
+// Status returns the counts so far without stopping.
+func (lc *LongConns) Status() LongConnsResult {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	per := map[string]int{}
+	for k, v := range lc.backend {
+		per[k] = v
+	}
+	return LongConnsResult{Opened: lc.opened, Broken: len(lc.broken), Requests: lc.requests, PerBackend: per,
+		Reasons: slices.Clone(lc.broken)}
+}
+
+// Stop ends every connection and returns the final counts.
+func (lc *LongConns) Stop() LongConnsResult {
+	lc.cancel()
+	lc.wg.Wait()
+	return lc.Status()
+}

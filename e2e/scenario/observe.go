@@ -1,0 +1,320 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"flowweight/e2e/lab"
+)
+
+// Service is the part of the controller's /api/v1/services entry the scenario reads.
+type Service struct {
+	Name     string        `json:"name"`
+	Mode     string        `json:"mode"`
+	GroupID  int           `json:"group_id"`
+	Panic    bool          `json:"panic"`
+	Total    int           `json:"total"`
+	Backends []BackendView `json:"backends"`
+}
+
+// BackendView is one backend as the API reports it.
+type BackendView struct {
+	Name           string      `json:"name"`
+	IP             string      `json:"ip"`
+	State          string      `json:"state"`
+	CPU            float64     `json:"cpu"`
+	CPUCount       float64     `json:"cpu_count"`
+	LastReportAge  float64     `json:"last_report_age_seconds"`
+	Health         string      `json:"health"`
+	OperatorDrain  bool        `json:"operator_drain"`
+	ComputedWeight uint16      `json:"computed_weight"`
+	AppliedWeight  uint16      `json:"applied_weight"`
+	Explanation    Explanation `json:"explanation"`
+}
+
+// Explanation is the controller's account of one weight.
+type Explanation struct {
+	Status string  `json:"status"`
+	LS     float64 `json:"ls"`
+	C      float64 `json:"c"`
+	AL     float64 `json:"al"`
+	Full   float64 `json:"full"`
+	Warmup float64 `json:"warmup"`
+	Final  float64 `json:"final"`
+	Weight uint16  `json:"weight"`
+	Note   string  `json:"note"`
+}
+
+// Event is one entry of /api/v1/events.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	Backend string    `json:"backend"`
+	Text    string    `json:"text"`
+}
+
+func (s *Scenario) apiClient() *http.Client { return s.Ctl.HTTPClient(5 * time.Second) }
+
+// API fetches path (e.g. "/api/v1/services") from the controller's API, dialled from inside
+// "ctl", and decodes the JSON into v.
+func (s *Scenario) API(path string, v any) error {
+	res, err := s.apiClient().Get("http://" + APIAddr + path)
+	if err != nil {
+		return fmt.Errorf("scenario: api %s: %w", path, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))
+	if err != nil {
+		return fmt.Errorf("scenario: api %s: %w", path, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("scenario: api %s: status %d: %s", path, res.StatusCode, bytes.TrimSpace(body))
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("scenario: api %s: %w", path, err)
+	}
+	return nil
+}
+
+// APIPost sends an empty POST to path and fails on any status but 200.
+func (s *Scenario) APIPost(path string) error {
+	res, err := s.apiClient().Post("http://"+APIAddr+path, "application/json", nil)
+	if err != nil {
+		return fmt.Errorf("scenario: api POST %s: %w", path, err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<16))
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("scenario: api POST %s: status %d: %s", path, res.StatusCode, bytes.TrimSpace(body))
+	}
+	return nil
+}
+
+// Service returns the scenario's one service from the API.
+func (s *Scenario) Service() (Service, error) {
+	var svcs []Service
+	if err := s.API("/api/v1/services", &svcs); err != nil {
+		return Service{}, err
+	}
+	for _, v := range svcs {
+		if v.GroupID == GroupID {
+			return v, nil
+		}
+	}
+	return Service{}, fmt.Errorf("scenario: api: no service with group_id %d among %d", GroupID, len(svcs))
+}
+
+// Applied returns the API's applied weight per backend name.
+func (v Service) Applied() map[string]uint16 {
+	out := map[string]uint16{}
+	for _, b := range v.Backends {
+		out[b.Name] = b.AppliedWeight
+	}
+	return out
+}
+
+// Backend returns the named backend's view.
+func (v Service) Backend(name string) (BackendView, bool) {
+	for _, b := range v.Backends {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return BackendView{}, false
+}
+
+// WaitReady waits until a switch is connected and every backend is "up" with a non-zero
+// weight in dump-groups equal to its applied weight.
+func (s *Scenario) WaitReady(timeout time.Duration) error {
+	return poll(timeout, func() error {
+		var sw []string
+		if err := s.API("/api/v1/switches", &sw); err != nil {
+			return err
+		}
+		if len(sw) == 0 {
+			return errors.New("scenario: no switch connected to the controller")
+		}
+		v, err := s.Service()
+		if err != nil {
+			return err
+		}
+		for _, b := range v.Backends {
+			if b.State != "up" || b.AppliedWeight == 0 {
+				return fmt.Errorf("scenario: backend %s is %q with applied weight %d (health %q, last report %.1fs ago)",
+					b.Name, b.State, b.AppliedWeight, b.Health, b.LastReportAge)
+			}
+		}
+		_, err = s.InSync()
+		return err
+	})
+}
+
+// GroupWeights reads the service's group from the switch (ovs-ofctl -O OpenFlow13
+// dump-groups) and returns each backend's bucket weight by name. A backend without a bucket
+// is absent from the map; its weight reads as 0.
+func (s *Scenario) GroupWeights() (map[string]uint16, error) {
+	buckets, err := s.Bridge.GroupWeights(GroupID)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	ips := map[string]string{}
+	for _, b := range s.Backends {
+		ips[b.Name] = b.Host.Addr().String()
+	}
+	return BucketsByBackend(buckets, ips)
+}
+
+// BucketsByBackend names each bucket by the backend address its actions rewrite to (ips:
+// name -> IPv4 address). A bucket naming no backend, or two buckets naming one, is an error.
+func BucketsByBackend(buckets []lab.BucketWeight, ips map[string]string) (map[string]uint16, error) {
+	out := map[string]uint16{}
+	for _, k := range buckets {
+		var found []string
+		for name, ip := range ips {
+			if mentionsIP(k.Actions, ip) {
+				found = append(found, name)
+			}
+		}
+		if len(found) != 1 {
+			slices.Sort(found)
+			return nil, fmt.Errorf("scenario: bucket %d (actions %q) names backends %v, want exactly one", k.BucketID, k.Actions, found)
+		}
+		if _, dup := out[found[0]]; dup {
+			return nil, fmt.Errorf("scenario: backend %s has two buckets", found[0])
+		}
+		out[found[0]] = k.Weight
+	}
+	return out, nil
+}
+
+// mentionsIP reports whether ip occurs in s as a whole address (10.0.0.1 is not in
+// 10.0.0.12).
+func mentionsIP(s, ip string) bool {
+	for i := 0; ; {
+		j := strings.Index(s[i:], ip)
+		if j < 0 {
+			return false
+		}
+		a, e := i+j, i+j+len(ip)
+		before := a == 0 || !isAddrByte(s[a-1])
+		after := e == len(s) || !isDigit(s[e])
+		if before && after {
+			return true
+		}
+		i = a + 1
+	}
+}
+
+func isDigit(c byte) bool    { return c >= '0' && c <= '9' }
+func isAddrByte(c byte) bool { return isDigit(c) || c == '.' }
+
+// InSync compares the switch's bucket weights with the API's applied weights (a backend
+// with weight 0 may have no bucket) and returns the switch's weights; an error says what
+// differs.
+func (s *Scenario) InSync() (map[string]uint16, error) {
+	v, err := s.Service()
+	if err != nil {
+		return nil, err
+	}
+	got, err := s.GroupWeights()
+	if err != nil {
+		return nil, err
+	}
+	return got, CompareWeights(got, v.Applied())
+}
+
+// CompareWeights checks that the switch's buckets (got) match the applied weights: every
+// backend with a non-zero applied weight has a bucket of that weight, every other backend
+// has none or weight 0, and no bucket names an unknown backend.
+func CompareWeights(got, applied map[string]uint16) error {
+	var diffs []string
+	for name, w := range applied {
+		if g := got[name]; g != w {
+			diffs = append(diffs, fmt.Sprintf("%s: switch %d, applied %d", name, g, w))
+		}
+	}
+	for name := range got {
+		if _, ok := applied[name]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: bucket on the switch, unknown to the API", name))
+		}
+	}
+	if len(diffs) > 0 {
+		slices.Sort(diffs)
+		return fmt.Errorf("scenario: dump-groups differs from the applied weights: %s", strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+var (
+	flowCounters = regexp.MustCompile(`\b(duration|n_packets|n_bytes|idle_age|hard_age)=[^,\s]*,?\s*`)
+	spaces       = regexp.MustCompile(`\s+`)
+)
+
+// NormalizeFlows turns `ovs-ofctl dump-flows` output into a sorted list of flows without
+// counters, durations and ages, so two dumps of the same table compare equal. Header lines
+// (OFPST_FLOW reply) are dropped; duplicates are kept, so a doubled flow shows.
+func NormalizeFlows(out string) []string {
+	var flows []string
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "OFPST_") || strings.HasPrefix(line, "OFPT_") {
+			continue
+		}
+		line = flowCounters.ReplaceAllString(line, "")
+		line = spaces.ReplaceAllString(strings.TrimSpace(line), " ")
+		flows = append(flows, line)
+	}
+	slices.Sort(flows)
+	return flows
+}
+
+// Flows returns the bridge's normalised flows.
+func (s *Scenario) Flows() ([]string, error) {
+	out, err := s.Bridge.DumpFlows()
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	return NormalizeFlows(out), nil
+}
+
+// Groups returns the bridge's groups as parsed from dump-groups.
+func (s *Scenario) Groups() ([]lab.Group, error) {
+	out, err := s.Bridge.DumpGroups()
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	g, err := lab.ParseGroups(out)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	return g, nil
+}
+
+// Dump writes everything a failure needs: flows, groups, the API's view and events, and
+// the tails of the controller's, probes' and backends' logs (lab.SaveDiagnostics).
+func (s *Scenario) Dump(w io.Writer) {
+	s.Lab.SaveDiagnostics(s.Bridge, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, path := range []string{"/api/v1/services", "/api/v1/events"} {
+		var raw json.RawMessage
+		err := s.API(path, &raw)
+		fmt.Fprintf(w, "==== controller api %s ====\n%s\n", path, raw)
+		if err != nil {
+			fmt.Fprintf(w, "(error: %v)\n", err)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+	fmt.Fprintf(w, "==== controller log (tail) ====\n%s\n", tailFile(s.ControllerLog(), 60))
+}
