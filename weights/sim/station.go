@@ -12,8 +12,8 @@ import (
 // dispatcher and the probe can observe later: jobs still in the system and, per sample
 // interval, busy server-seconds and completed work.
 type station struct {
-	k      int
-	free   []float64 // per server: when it finishes its last assigned job
+	k    int
+	free []float64 // per server: when it finishes its last assigned job
 	// inSys holds finish times of jobs not yet finished at the last look: a FIFO from head
 	// on when k = 1 (FCFS on one server finishes jobs in arrival order), else a min-heap.
 	inSys  []float64
