@@ -68,7 +68,8 @@ func RunAll(cfgs []Config) ([]Result, error) {
 
 // Settling is how the dynamic weights answered a speed step.
 type Settling struct {
-	// Settled is false when the shares were still moving by more than the tolerance at the end.
+	// Settled is false when the shares still moved by more than the tolerance in the last
+	// quarter of the time after the step.
 	Settled bool
 	// After is the time from the step until every share stayed within the tolerance of its
 	// final value for the rest of the run.
@@ -151,7 +152,9 @@ func Settle(trace []Point, at time.Duration, tol float64, relative bool) Settlin
 			}
 		}
 	}
-	if settleIdx < len(trace) {
+	// Coming within tolerance only in the last quarter is not settling: the final value is
+	// that quarter's mean, so any trace ends near it.
+	if settleIdx < len(trace) && trace[settleIdx].T <= q {
 		s.Settled = true
 		if settleIdx > first {
 			s.After = time.Duration((trace[settleIdx].T - t0) * float64(time.Second))

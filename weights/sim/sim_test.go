@@ -300,6 +300,12 @@ func TestSettle(t *testing.T) {
 	if !abs.Settled || abs.After != 20*time.Second {
 		t.Errorf("±5 points: settled %v after %v, want true after 20s", abs.Settled, abs.After)
 	}
+	// Within tolerance only from the last quarter on (after 62.5 s) is not settled.
+	late := mk([]float64{0, 10, 20, 30, 40, 50, 60, 70, 80},
+		[][]float64{{.5, .5}, {.5, .5}, {.3, .7}, {.5, .5}, {.3, .7}, {.5, .5}, {.3, .7}, {.4, .6}, {.4, .6}})
+	if s := Settle(late, 10*time.Second, 0.05, true); s.Settled {
+		t.Errorf("a trace within tolerance only in its last quarter settled after %v", s.After)
+	}
 	// A trace that still jumps at the end has not settled.
 	jump := mk([]float64{0, 10, 20, 30, 40}, [][]float64{{.5, .5}, {.3, .7}, {.5, .5}, {.3, .7}, {.5, .5}})
 	if s := Settle(jump, 0, 0.05, true); s.Settled {
