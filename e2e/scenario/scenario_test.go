@@ -200,7 +200,10 @@ func FuzzNormalizeFlows(f *testing.F) {
 func TestBucketsByBackend(t *testing.T) {
 	ips := map[string]string{"be1": "10.77.0.1", "be2": "10.77.0.12", "be3": "10.77.0.13"}
 	ct := func(ip string) string { return "ct(commit,table=2,zone=1,nat(dst=" + ip + ":8080))" }
-	sl := func(ip string) string { return "set_field:" + ip + "->ip_dst,set_field:8080->tcp_dst,goto_table:2" }
+	// Bucket actions as Open vSwitch 3.1 printed them for a scenario in each mode.
+	sl := func(ip string) string {
+		return "set_field:02:5e:c8:9e:04:17->eth_dst,set_field:" + ip + "->ip_dst,set_field:8080->tcp_dst,output:3"
+	}
 	tests := []struct {
 		name    string
 		buckets []lab.BucketWeight
