@@ -23,6 +23,8 @@ type pipeline struct {
 
 	rewrites, rewritesWindow, updatesWindow int
 	trace                                   []Point
+	shareTime                               []float64 // Σ share × seconds in force, over the window
+
 }
 
 func newPipeline(cfg *Config, bs []*station) *pipeline {
@@ -66,6 +68,15 @@ func (p *pipeline) update(at float64, s *sim, inWindow bool) bool {
 		p.in[i] = in
 	}
 	p.lastBin = bin
+	if inWindow && p.applied != nil {
+		// The weights in force during the period that just ended, for Result.MeanShares.
+		if p.shareTime == nil {
+			p.shareTime = make([]float64, len(p.applied))
+		}
+		for i, x := range shares(p.applied) {
+			p.shareTime[i] += x * period
+		}
+	}
 	weights.Compute(p.in, p.cfg.Tuning, &p.res)
 	for i, e := range p.res.Backends {
 		p.learned[i], p.prev[i] = e.Learned, e.Full

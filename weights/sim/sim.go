@@ -127,6 +127,9 @@ type Result struct {
 	Updates                 int       // weights.Compute calls in the window
 	Window                  float64   // seconds
 	FinalShares             []float64 // dispatch shares at the end (weights / total); nil for non-weight policies
+	// MeanShares is each backend's dispatch share averaged over the time in the window
+	// (weight policies only): a final share is one moment of a moving vector.
+	MeanShares []float64
 	Learned                 []float64 // learned capacity factors at the end (Dynamic only)
 	Trace                   []Point   // with Config.Trace
 }
@@ -363,6 +366,16 @@ func (s *sim) result() Result {
 	if p := s.pipe; p != nil {
 		r.Rewrites, r.RewritesTotal, r.Updates = p.rewritesWindow, p.rewrites, p.updatesWindow
 		r.FinalShares = shares(p.applied)
+		if p.shareTime != nil {
+			r.MeanShares = make([]float64, len(p.shareTime))
+			tot := 0.0
+			for _, x := range p.shareTime {
+				tot += x
+			}
+			for i, x := range p.shareTime {
+				r.MeanShares[i] = x / tot
+			}
+		}
 		if s.cfg.Policy == Dynamic {
 			for _, e := range p.res.Backends {
 				r.Learned = append(r.Learned, e.Learned)

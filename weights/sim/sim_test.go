@@ -107,6 +107,11 @@ func TestPolicyOrderScenarioB(t *testing.T) {
 			t.Errorf("dynamic final share of %s = %.3f, want %.3f ± 0.03", Pool(ScenarioEqual)[i].Name, s, want[i])
 		}
 	}
+	for i, s := range dyn.MeanShares {
+		if math.Abs(s-want[i]) > 0.01 {
+			t.Errorf("dynamic mean share of %s = %.3f, want %.3f ± 0.01", Pool(ScenarioEqual)[i].Name, s, want[i])
+		}
+	}
 	if dyn.Rewrites == 0 || dyn.Rewrites > dyn.Updates {
 		t.Errorf("dynamic rewrote %d times in %d updates", dyn.Rewrites, dyn.Updates)
 	}

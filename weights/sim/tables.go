@@ -129,7 +129,7 @@ func WriteQuality(w io.Writer, cells []Cell, o TableOptions) {
 	for _, sc := range []Scenario{ScenarioRight, ScenarioEqual} {
 		for _, rho := range Loads {
 			fmt.Fprintf(w, "\n#### Scenario %s (%s), ρ = %.2f\n\n", sc, sc.Describe(), rho)
-			fmt.Fprintln(w, "| policy | mean ms | p99 ms | p99 spread | p99 / oracle | jobs/s | util: peak backend / worst interval | rewrites (per hour) | final shares |")
+			fmt.Fprintln(w, "| policy | mean ms | p99 ms | p99 spread | p99 / oracle | jobs/s | util: peak backend / worst interval | rewrites (per hour) | mean shares |")
 			fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|")
 			or := find(cells, sc, rho, Oracle)
 			for _, p := range o.Policies {
@@ -151,7 +151,7 @@ func WriteQuality(w io.Writer, cells []Cell, o TableOptions) {
 					hours := c.mean(func(r Result) float64 { return r.Window }) / 3600
 					rw = fmt.Sprintf("%.0f (%.0f)", c.mean(func(r Result) float64 { return float64(r.Rewrites) }),
 						c.mean(func(r Result) float64 { return float64(r.Rewrites) })/hours)
-					shares = fmtShares(c.Runs[0].FinalShares)
+					shares = fmtShares(c.Runs[0].MeanShares)
 				}
 				fmt.Fprintf(w, "| %s | %s | %s%s | %.1f%% | %s | %.1f | %.3f / %.3f | %s | %s |\n", p,
 					ms(c.mean(mean)), ms(c.mean(p99)), note, 100*c.spread(p99), ratio,
@@ -407,12 +407,12 @@ func WriteTunings(w io.Writer, oracle [][]Result, rows []SensitivityRow) {
 	for _, sc := range sensitivityCells {
 		fmt.Fprintf(w, " %s, ρ=%.2f |", sc.sc, sc.rho)
 	}
-	fmt.Fprintln(w, " mean ms (B, 0.95) | rewrites per hour (B, 0.95) |")
+	fmt.Fprintln(w, " mean ms (B, 0.95) | rewrites per hour (B, 0.95) | mean shares (B, 0.95, seed 1) |")
 	fmt.Fprint(w, "|---|")
 	for range sensitivityCells {
 		fmt.Fprint(w, "---:|")
 	}
-	fmt.Fprintln(w, "---:|---:|")
+	fmt.Fprintln(w, "---:|---:|---|")
 	avg := func(rs []Result, f func(Result) float64) float64 {
 		s := 0.0
 		for _, r := range rs {
@@ -431,7 +431,11 @@ func WriteTunings(w io.Writer, oracle [][]Result, rows []SensitivityRow) {
 			fmt.Fprintf(w, " %.2f (%.2f–%.2f) |", avg(row.Runs[i], p99)/op, lo, hi)
 		}
 		last := row.Runs[len(row.Runs)-1]
-		fmt.Fprintf(w, " %s | %.0f |\n", ms(avg(last, mean)),
-			avg(last, func(r Result) float64 { return float64(r.Rewrites) / max(r.Window, 1) * 3600 }))
+		sh := "—"
+		if last[0].MeanShares != nil {
+			sh = fmtShares(last[0].MeanShares)
+		}
+		fmt.Fprintf(w, " %s | %.0f | %s |\n", ms(avg(last, mean)),
+			avg(last, func(r Result) float64 { return float64(r.Rewrites) / max(r.Window, 1) * 3600 }), sh)
 	}
 }
