@@ -78,10 +78,29 @@ type Result struct {
 	Panic    bool // no live backend: weights come from the panic rule
 	Stepped  bool // the step limit held some share back
 
+	w       []work // per-backend arithmetic, compact so the passes stay in cache
 	rem     []remainder
 	edge    []remainder
 	buckets [remBuckets]int32
 }
+
+// work is one backend's arithmetic. Compute makes a dozen passes over the pool; doing them
+// over this 80-byte struct instead of the Backend and Explanation structs (about 300 bytes
+// together) is what keeps 10,000 backends within the 2 ms budget.
+type work struct {
+	ls, c, target, damped, full, final, warm, learned, prev float64
+	weight                                                  uint16
+	live, warming, metrics                                  bool
+	note                                                    uint8
+}
+
+const (
+	noteNone uint8 = iota
+	noteNoMetrics
+	noteAllWarming
+)
+
+var notes = [...]string{"", "no metrics yet: load taken as the pool mean", "every live backend is warming: shares kept"}
 
 type remainder struct {
 	frac float64
@@ -93,13 +112,27 @@ type remainder struct {
 func Compute(in []Backend, t Tuning, out *Result) {
 	n := len(in)
 	out.Backends = slices.Grow(out.Backends[:0], n)[:n]
+	out.w = slices.Grow(out.w[:0], n)[:n]
 	out.Panic, out.Stepped = false, false
-	exp := out.Backends
+	w := out.w
 	live := 0
+	var sumP, sumM float64
+	var nP, nM int
 	for i := range in {
-		exp[i] = Explanation{Name: in[i].Name, Status: in[i].Status.String(), Learned: orOne(in[i].Learned), Warmup: 1}
-		if in[i].Status.Live() {
-			live++
+		b := &in[i]
+		w[i] = work{learned: orOne(b.Learned), warm: 1, live: b.Status.Live(), warming: b.Status == StatusWarming,
+			metrics: b.HasMetrics, prev: b.PrevShare}
+		if !w[i].live {
+			continue
+		}
+		live++
+		if b.CPUCount > 0 {
+			sumP += b.CPUCount
+			nP++
+		}
+		if b.MemBytes > 0 {
+			sumM += b.MemBytes
+			nM++
 		}
 	}
 	total := t.Total
@@ -111,34 +144,22 @@ func Compute(in []Backend, t Tuning, out *Result) {
 		return
 	}
 	if live == 0 {
+		for i := range in {
+			out.Backends[i] = Explanation{Name: in[i].Name, Status: in[i].Status.String(), Learned: w[i].learned, Warmup: 1}
+		}
 		panicWeights(in, t, out)
 		return
 	}
 
-	// Capacity: normalise CPU count and memory across the live pool so units cancel.
-	var sumP, sumM float64
-	var nP, nM int
-	for i := range in {
-		if !in[i].Status.Live() {
-			continue
-		}
-		if in[i].CPUCount > 0 {
-			sumP += in[i].CPUCount
-			nP++
-		}
-		if in[i].MemBytes > 0 {
-			sumM += in[i].MemBytes
-			nM++
-		}
-	}
+	// Capacity: normalise CPU count and memory across the live pool so units cancel; load.
 	meanP, meanM := safeMean(sumP, nP), safeMean(sumM, nM)
 	var sumLS float64
 	nLS := 0
 	for i := range in {
-		b := &in[i]
-		if !b.Status.Live() {
+		if !w[i].live {
 			continue
 		}
+		b := &in[i]
 		p, m := 1.0, 1.0
 		if b.CPUCount > 0 {
 			p = b.CPUCount / meanP
@@ -146,113 +167,120 @@ func Compute(in []Backend, t Tuning, out *Result) {
 		if b.MemBytes > 0 {
 			m = b.MemBytes / meanM
 		}
-		c0 := (t.Capacity.CPU*p + t.Capacity.Mem*m) * orOne(b.Factor)
-		exp[i].C = c0 // declared; learned factor applied below
+		w[i].c = (t.Capacity.CPU*p + t.Capacity.Mem*m) * orOne(b.Factor) // declared; learned factor below
 		if b.HasMetrics {
-			ls := t.Load.CPU*clamp01(b.CPU) + t.Load.Mem*clamp01(b.Mem) +
-				t.Load.Conn*clamp01(b.Conns/t.MaxConns) + t.Load.Net*clamp01(b.Net)
-			exp[i].LS = clamp01(ls)
-			sumLS += exp[i].LS
+			ls := clamp01(t.Load.CPU*clamp01(b.CPU) + t.Load.Mem*clamp01(b.Mem) +
+				t.Load.Conn*clamp01(b.Conns/t.MaxConns) + t.Load.Net*clamp01(b.Net))
+			w[i].ls = ls
+			sumLS += ls
 			nLS++
 		}
 	}
-	meanLS := t.MinLoad
-	if nLS > 0 {
-		meanLS = sumLS / float64(nLS)
-	}
-	for i := range in {
-		if in[i].Status.Live() && !in[i].HasMetrics {
-			exp[i].LS = meanLS
-			exp[i].Note = "no metrics yet: load taken as the pool mean"
+	if nLS < live {
+		meanLS := t.MinLoad
+		if nLS > 0 {
+			meanLS = sumLS / float64(nLS)
+		}
+		for i := range w {
+			if w[i].live && !w[i].metrics {
+				w[i].ls, w[i].note = meanLS, noteNoMetrics
+			}
 		}
 	}
-	if t.Policy == PolicyDynamic && t.Learn.Enabled {
-		learn(in, t, exp)
+	dynamic := t.Policy == PolicyDynamic
+	if dynamic && t.Learn.Enabled {
+		learn(in, t, w)
 	}
 
 	// C normalised to a pool mean of 1, with the learned factor for the dynamic policy.
 	var sumC float64
-	for i := range in {
-		if !in[i].Status.Live() {
+	for i := range w {
+		if !w[i].live {
 			continue
 		}
-		if t.Policy == PolicyDynamic {
-			exp[i].C *= exp[i].Learned
+		if dynamic {
+			w[i].c *= w[i].learned
 		}
-		sumC += exp[i].C
+		sumC += w[i].c
 	}
 	meanC := sumC / float64(live)
 
 	// Target shares from the policy.
 	var sumS float64
-	for i := range in {
-		if !in[i].Status.Live() {
+	for i := range w {
+		if !w[i].live {
 			continue
 		}
-		e := &exp[i]
-		e.C /= meanC
-		e.AL = e.LS / e.C
+		x := &w[i]
+		x.c /= meanC
 		var s float64
 		switch t.Policy {
 		case PolicyStatic:
-			s = e.C // no learning was applied: declared capacity
+			s = x.c // no learning was applied: declared capacity
 		case PolicyEqual:
 			s = 1
 		case PolicyLeastConn:
-			s = e.C / (max(in[i].Conns, 0) + 1)
+			s = x.c / (max(in[i].Conns, 0) + 1)
 		default:
-			s = e.C / max(e.LS, t.MinLoad)
+			s = x.c / max(x.ls, t.MinLoad)
 		}
-		e.Target = s
+		x.target = s
 		sumS += s
-	}
-	for i := range in {
-		if in[i].Status.Live() {
-			exp[i].Target /= sumS
-		}
 	}
 
 	// Damping: move from the previous share toward the target by Gain, in log space.
+	damp := dynamic && t.Gain < 1
 	sumD := 0.0
-	for i := range in {
-		if !in[i].Status.Live() {
+	for i := range w {
+		if !w[i].live {
 			continue
 		}
-		e := &exp[i]
-		e.Damped = e.Target
-		if t.Policy == PolicyDynamic && t.Gain < 1 && in[i].PrevShare > 0 {
+		x := &w[i]
+		x.target /= sumS
+		x.damped = x.target
+		if damp && x.prev > 0 {
 			if t.Gain == 0.5 { // the default: a geometric mean, one instruction instead of exp+2 log
-				e.Damped = math.Sqrt(in[i].PrevShare * e.Target)
+				x.damped = math.Sqrt(x.prev * x.target)
 			} else {
-				e.Damped = math.Exp((1-t.Gain)*math.Log(in[i].PrevShare) + t.Gain*math.Log(e.Target))
+				x.damped = math.Exp((1-t.Gain)*math.Log(x.prev) + t.Gain*math.Log(x.target))
 			}
 		}
-		sumD += e.Damped
-	}
-	for i := range in {
-		if in[i].Status.Live() {
-			exp[i].Damped /= sumD
-		}
+		sumD += x.damped
 	}
 
-	stepLimit(in, t, out)
-	units(in, t, out, live)
-	warmup(in, t, exp)
-	round(in, out)
+	stepLimit(w, t, out, sumD)
+	units(w, t, total, live)
+	warmup(in, t, w)
+	round(w, out)
+
+	exp := out.Backends
+	for i := range in {
+		x := &w[i]
+		e := Explanation{Name: in[i].Name, Status: in[i].Status.String(), Learned: x.learned, Warmup: x.warm, Weight: x.weight}
+		if x.live {
+			e.LS, e.C, e.AL = x.ls, x.c, x.ls/x.c
+			e.Target, e.Damped, e.Full = x.target, x.damped, x.full
+			e.Final = float64(x.weight) / float64(total)
+			e.Note = notes[x.note]
+		}
+		exp[i] = e
+	}
 }
 
 // learn moves each measured backend's capacity factor toward throughput per unit of load,
 // relative to the pool, divided by its declared capacity. The declared capacity is the prior;
 // the factor corrects it slowly (Rate) and within bounds (MaxFactor), so one noisy period
 // cannot swing the pool.
-func learn(in []Backend, t Tuning, exp []Explanation) {
+func learn(in []Backend, t Tuning, w []work) {
+	measured := func(i int) bool {
+		return w[i].live && w[i].metrics && in[i].Throughput > 0 && w[i].ls >= t.Learn.MinLoad
+	}
 	var sumSpeed, sumPrior float64
 	k := 0
 	for i := range in {
-		b := &in[i]
-		if b.Status.Live() && b.HasMetrics && b.Throughput > 0 && exp[i].LS >= t.Learn.MinLoad {
-			sumSpeed += b.Throughput / exp[i].LS
-			sumPrior += exp[i].C
+		if measured(i) {
+			sumSpeed += in[i].Throughput / w[i].ls
+			sumPrior += w[i].c
 			k++
 		}
 	}
@@ -262,42 +290,40 @@ func learn(in []Backend, t Tuning, exp []Explanation) {
 	meanSpeed, meanPrior := sumSpeed/float64(k), sumPrior/float64(k)
 	lo, hi := math.Log(1/t.Learn.MaxFactor), math.Log(t.Learn.MaxFactor)
 	for i := range in {
-		b := &in[i]
-		if !(b.Status.Live() && b.HasMetrics && b.Throughput > 0 && exp[i].LS >= t.Learn.MinLoad) {
+		if !measured(i) {
 			continue
 		}
-		est := (b.Throughput / exp[i].LS) / meanSpeed
-		prior := exp[i].C / meanPrior
-		lf := math.Log(exp[i].Learned)
+		est := (in[i].Throughput / w[i].ls) / meanSpeed
+		prior := w[i].c / meanPrior
+		lf := math.Log(w[i].learned)
 		lf += t.Learn.Rate * (math.Log(est/prior) - lf)
-		exp[i].Learned = math.Exp(min(max(lf, lo), hi))
+		w[i].learned = math.Exp(min(max(lf, lo), hi))
 	}
 }
 
-// stepLimit bounds how far any share moves per update by interpolating between the previous
-// shares and the damped ones: interpolation keeps the sum at 1 and keeps the order of the
-// moves. It applies only when the live set is unchanged: an eviction must take effect at once,
-// and a newcomer is ramped by warm-up instead.
-func stepLimit(in []Backend, t Tuning, out *Result) {
-	exp := out.Backends
+// stepLimit normalises the damped shares and bounds how far any share moves per update by
+// interpolating between the previous shares and the damped ones: interpolation keeps the sum
+// at 1 and keeps the order of the moves. It applies only when the live set is unchanged: an
+// eviction must take effect at once, and a newcomer is ramped by warm-up instead.
+func stepLimit(w []work, t Tuning, out *Result, sumD float64) {
 	same := true
 	var sumPrev float64
-	for i := range in {
-		live, had := in[i].Status.Live(), in[i].PrevShare > 0
-		if live != had {
-			same = false
-			break
+	for i := range w {
+		x := &w[i]
+		if x.live {
+			x.damped /= sumD
+			sumPrev += x.prev
 		}
-		if live {
-			sumPrev += in[i].PrevShare
+		if x.live != (x.prev > 0) {
+			same = false
 		}
 	}
 	k := 1.0
 	if same && t.MaxStep < 1 && sumPrev > 0 {
 		var worst float64
-		for i := range in {
-			if in[i].Status.Live() {
-				worst = max(worst, math.Abs(exp[i].Damped-in[i].PrevShare/sumPrev))
+		for i := range w {
+			if w[i].live {
+				worst = max(worst, math.Abs(w[i].damped-w[i].prev/sumPrev))
 			}
 		}
 		if worst > t.MaxStep {
@@ -305,76 +331,77 @@ func stepLimit(in []Backend, t Tuning, out *Result) {
 			out.Stepped = true
 		}
 	}
-	for i := range in {
-		if !in[i].Status.Live() {
+	for i := range w {
+		x := &w[i]
+		if !x.live {
 			continue
 		}
-		e := &exp[i]
-		e.Full = e.Damped
+		x.full = x.damped
 		if k < 1 {
-			p := in[i].PrevShare / sumPrev
-			e.Full = p + k*(e.Damped-p)
-		}
-	}
-}
-
-// warmup gives a warming backend its ramp fraction of its computed weight (in units, after
-// the floor) and hands what it gives up to the backends that are not warming, so a newcomer's
-// first weight is exactly that fraction of what it would otherwise get, up to rounding. When every live backend is warming there is no
-// one to hand it to, and the shares stay as they were.
-func warmup(in []Backend, t Tuning, exp []Explanation) {
-	var freed, rest float64
-	for i := range in {
-		if !in[i].Status.Live() {
-			continue
-		}
-		e := &exp[i]
-		if in[i].Status == StatusWarming && t.Warmup > 0 {
-			e.Warmup = t.WarmupStart + (1-t.WarmupStart)*min(float64(in[i].WarmupElapsed)/float64(t.Warmup), 1)
-			e.Warmup = max(e.Warmup, t.WarmupStart)
-		}
-		if e.Warmup < 1 {
-			freed += e.Final * (1 - e.Warmup)
-		} else {
-			rest += e.Final
-		}
-	}
-	if freed == 0 {
-		return
-	}
-	if rest == 0 {
-		for i := range in {
-			if in[i].Status.Live() {
-				exp[i].Note = "every live backend is warming: shares kept"
-			}
-		}
-		return
-	}
-	for i := range in {
-		if !in[i].Status.Live() {
-			continue
-		}
-		e := &exp[i]
-		if e.Warmup < 1 {
-			e.Final *= e.Warmup
-		} else {
-			e.Final += freed * e.Final / rest
+			p := x.prev / sumPrev
+			x.full = p + k*(x.damped-p)
 		}
 	}
 }
 
 // units turns shares into exact (fractional) weight units: a floor for every live backend, and
 // the rest of the total by share, so no healthy backend starves.
-func units(in []Backend, t Tuning, out *Result, live int) {
-	total := out.Total
+func units(w []work, t Tuning, total, live int) {
 	floor := int(math.Round(t.Floor * float64(total)))
 	if floor*live > total {
 		floor = total / live
 	}
 	spare := float64(total - floor*live)
-	for i := range in {
-		if in[i].Status.Live() {
-			out.Backends[i].Final = float64(floor) + spare*out.Backends[i].Full
+	for i := range w {
+		if w[i].live {
+			w[i].final = float64(floor) + spare*w[i].full
+		}
+	}
+}
+
+// warmup gives a warming backend its ramp fraction of its computed weight (in units, after
+// the floor) and hands what it gives up to the backends that are not warming, so a newcomer's
+// first weight is exactly that fraction of what it would otherwise get, up to rounding. When
+// every live backend is warming there is no one to hand it to, and the shares stay as they were.
+func warmup(in []Backend, t Tuning, w []work) {
+	if t.Warmup <= 0 {
+		return
+	}
+	var freed, rest float64
+	for i := range w {
+		x := &w[i]
+		if !x.live {
+			continue
+		}
+		if x.warming {
+			x.warm = max(t.WarmupStart+(1-t.WarmupStart)*min(float64(in[i].WarmupElapsed)/float64(t.Warmup), 1), t.WarmupStart)
+		}
+		if x.warm < 1 {
+			freed += x.final * (1 - x.warm)
+		} else {
+			rest += x.final
+		}
+	}
+	if freed == 0 {
+		return
+	}
+	if rest == 0 {
+		for i := range w {
+			if w[i].live {
+				w[i].note = noteAllWarming
+			}
+		}
+		return
+	}
+	for i := range w {
+		x := &w[i]
+		if !x.live {
+			continue
+		}
+		if x.warm < 1 {
+			x.final *= x.warm
+		} else {
+			x.final += freed * x.final / rest
 		}
 	}
 }
@@ -382,42 +409,40 @@ func units(in []Backend, t Tuning, out *Result, live int) {
 // round turns exact units into integers by the largest remainder method, so live weights sum
 // exactly to the total; every live backend keeps at least 1 (Open vSwitch never selects a
 // bucket of weight 0), taken from the largest weight when needed.
-func round(in []Backend, out *Result) {
-	exp := out.Backends
-	total := out.Total
+func round(w []work, out *Result) {
 	out.rem = out.rem[:0]
-	assigned, maxIdx := 0, -1
-	for i := range in {
-		if !in[i].Status.Live() {
-			exp[i].Weight, exp[i].Final = 0, 0
+	assigned, zeros := 0, false
+	for i := range w {
+		x := &w[i]
+		if !x.live {
 			continue
 		}
-		exact := exp[i].Final
-		w := int(exact)
-		exp[i].Weight = uint16(w)
-		assigned += w
-		out.rem = append(out.rem, remainder{frac: exact - float64(w), idx: int32(i)})
+		u := int(x.final)
+		x.weight = uint16(u)
+		assigned += u
+		out.rem = append(out.rem, remainder{frac: x.final - float64(u), idx: int32(i)})
 	}
-	if left := total - assigned; left > 0 {
+	if left := out.Total - assigned; left > 0 {
 		out.topRemainders(left)
 	}
-	for i := range in {
-		if !in[i].Status.Live() {
-			continue
+	for i := range w {
+		if w[i].live && w[i].weight == 0 {
+			zeros = true
 		}
-		if maxIdx < 0 || exp[i].Weight > exp[maxIdx].Weight {
+	}
+	if !zeros {
+		return
+	}
+	maxIdx := -1
+	for i := range w {
+		if w[i].live && (maxIdx < 0 || w[i].weight > w[maxIdx].weight) {
 			maxIdx = i
 		}
 	}
-	for i := range in {
-		if in[i].Status.Live() && exp[i].Weight == 0 && exp[maxIdx].Weight > 1 {
-			exp[i].Weight++
-			exp[maxIdx].Weight--
-		}
-	}
-	for i := range in {
-		if in[i].Status.Live() {
-			exp[i].Final = float64(exp[i].Weight) / float64(total)
+	for i := range w {
+		if w[i].live && w[i].weight == 0 && w[maxIdx].weight > 1 {
+			w[i].weight++
+			w[maxIdx].weight--
 		}
 	}
 }
@@ -444,14 +469,14 @@ func (r *Result) topRemainders(left int) {
 	for _, x := range r.rem {
 		switch k := bucketOf(x.frac); {
 		case k > b:
-			r.Backends[x.idx].Weight++
+			r.w[x.idx].weight++
 		case k == b:
 			r.edge = append(r.edge, x)
 		}
 	}
 	slices.SortFunc(r.edge, byRemainder)
 	for j := 0; j < left && j < len(r.edge); j++ {
-		r.Backends[r.edge[j].idx].Weight++
+		r.w[r.edge[j].idx].weight++
 	}
 }
 
