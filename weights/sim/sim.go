@@ -130,8 +130,8 @@ type Result struct {
 	// MeanShares is each backend's dispatch share averaged over the time in the window
 	// (weight policies only): a final share is one moment of a moving vector.
 	MeanShares []float64
-	Learned                 []float64 // learned capacity factors at the end (Dynamic only)
-	Trace                   []Point   // with Config.Trace
+	Learned    []float64 // learned capacity factors at the end (Dynamic only)
+	Trace      []Point   // with Config.Trace
 }
 
 // Point is the dispatch shares in force after one update.
