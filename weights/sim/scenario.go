@@ -40,7 +40,8 @@ func Pool(s Scenario) []Backend {
 }
 
 // RunAll runs every config on up to GOMAXPROCS goroutines; results are in input order, so the
-// output does not depend on scheduling.
+// output does not depend on scheduling. A run that measured no job (it ended within its
+// warm-up) is an error: its table cells would be empty.
 func RunAll(cfgs []Config) ([]Result, error) {
 	out := make([]Result, len(cfgs))
 	errs := make([]error, len(cfgs))
@@ -59,6 +60,11 @@ func RunAll(cfgs []Config) ([]Result, error) {
 	close(next)
 	wg.Wait()
 	for i, err := range errs {
+		if err == nil && out[i].Measured == 0 {
+			c := cfgs[i]
+			c.defaults()
+			err = fmt.Errorf("no job arrived after the warm-up of %v: %d jobs are too few", c.Warmup, c.Jobs)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("run %d (%s, load %.2f, seed %d): %w", i, cfgs[i].Policy, cfgs[i].Load, cfgs[i].Seed, err)
 		}
