@@ -94,7 +94,7 @@ type Config struct {
 	Seed   uint64
 	Policy Policy
 	// Tuning is what the weights pipeline runs with; its Policy is replaced by the one the
-	// sim Policy implies. Zero value: weights.DefaultTuning().
+	// sim Policy implies. With Tuning.Policy empty the whole Tuning is weights.DefaultTuning().
 	Tuning weights.Tuning
 	// MemUtil is the memory utilisation every backend reports (the same for all: memory use
 	// of a CPU-bound service does not follow its load); default 0.
