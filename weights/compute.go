@@ -344,17 +344,60 @@ func stepLimit(w []work, t Tuning, out *Result, sumD float64) {
 	}
 }
 
-// units turns shares into exact (fractional) weight units: a floor for every live backend, and
-// the rest of the total by share, so no healthy backend starves.
+// units turns shares into exact (fractional) weight units with a floor: a live backend whose
+// share of the total is below the floor gets the floor, and the others share what is left in
+// proportion. The floor is a minimum, not an addition: adding it to every share biased the
+// smallest backends upward (the simulator showed the slowest of 1:2:4 near saturation at 95%
+// load because of it).
 func units(w []work, t Tuning, total, live int) {
-	floor := int(math.Round(t.Floor * float64(total)))
-	if floor*live > total {
-		floor = total / live
+	floor := math.Round(t.Floor * float64(total))
+	if floor*float64(live) > float64(total) {
+		floor = float64(total / live)
 	}
-	spare := float64(total - floor*live)
+	T := float64(total)
 	for i := range w {
 		if w[i].live {
-			w[i].final = float64(floor) + spare*w[i].full
+			w[i].final = T * w[i].full
+		}
+	}
+	if floor <= 0 {
+		return
+	}
+	// Raising some backends to the floor lowers the others, which may bring more of them
+	// below it: repeat until nobody new falls under (at most live times, usually once).
+	for range live {
+		var pinned, free float64
+		for i := range w {
+			if !w[i].live {
+				continue
+			}
+			if w[i].final <= floor {
+				pinned++
+			} else {
+				free += w[i].final
+			}
+		}
+		if pinned == 0 || free == 0 {
+			return
+		}
+		scale := (T - pinned*floor) / free
+		changed := false
+		for i := range w {
+			x := &w[i]
+			if !x.live {
+				continue
+			}
+			if x.final <= floor {
+				x.final = floor
+				continue
+			}
+			x.final *= scale
+			if x.final < floor {
+				changed = true
+			}
+		}
+		if !changed {
+			return
 		}
 	}
 }
