@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"flowweight/collector/report"
 	"flowweight/probe/agent"
+	"flowweight/probe/agentcheck"
 	"flowweight/probe/config"
 )
 
@@ -144,8 +146,18 @@ func runAgent(cfg config.Config, stderr io.Writer) int {
 		log.Error("cannot start", "err", err)
 		return 1
 	}
-	sender := &agent.UDPSender{Addr: cfg.Collector}
-	defer sender.Close()
+	udp := &agent.UDPSender{Addr: cfg.Collector}
+	defer udp.Close()
+	var sender agent.Sender = udp
+	if cfg.AgentCheck.Listen != "" {
+		tap, stopAgentCheck, err := startAgentCheck(cfg.AgentCheck, key, udp, log)
+		if err != nil {
+			log.Error("cannot start", "err", err)
+			return 1
+		}
+		defer stopAgentCheck() // after Run: the leaving report's answer is served until then
+		sender = tap
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -185,11 +197,36 @@ func runAgent(cfg config.Config, stderr io.Writer) int {
 		a.Health = checker
 	}
 	log.Info("probe started", "collector", cfg.Collector, "interval", cfg.Interval, "scope", cfg.Scope,
-		"service_ports", cfg.ServicePorts, "health_url", cfg.Health.URL)
+		"service_ports", cfg.ServicePorts, "health_url", cfg.Health.URL, "agent_check", cfg.AgentCheck.Listen)
 	if err := a.Run(ctx, drain); err != nil {
 		log.Error("probe stopped", "err", err)
 		return 1
 	}
 	log.Info("probe stopped", "sent", a.Stats.Sent.Load(), "send_errors", a.Stats.SendErrors.Load())
 	return 0
+}
+
+// startAgentCheck listens for HAProxy's agent check and returns the sender that feeds it every
+// report, and a function that stops it and waits for the connections in flight.
+func startAgentCheck(cfg config.AgentCheck, key []byte, next agent.Sender, log *slog.Logger) (agent.Sender, func(), error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent_check.listen: %w", err)
+	}
+	srv := &agentcheck.Server{Log: log}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ctx, ln); err != nil {
+			log.Error("agent check stopped", "listen", cfg.Listen, "err", err)
+		}
+	}()
+	tap := &agentcheck.Tap{
+		Next:    next,
+		Key:     key,
+		Server:  srv,
+		Weigher: agentcheck.Weigher{CPU: cfg.CPU, Mem: cfg.Mem, Conn: cfg.Conn, MaxConns: cfg.MaxConns, Floor: cfg.FloorPercent},
+	}
+	return tap, func() { cancel(); <-done }, nil
 }

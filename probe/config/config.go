@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -80,6 +81,29 @@ type Config struct {
 	DrainFile string `toml:"drain_file"`
 	// LogLevel is "debug", "info", "warn" or "error". Default "info".
 	LogLevel string `toml:"log_level"`
+	// AgentCheck configures the answer to HAProxy's agent check.
+	AgentCheck AgentCheck `toml:"agent_check"`
+}
+
+// AgentCheck configures the TCP port that answers HAProxy's agent check (`agent-check
+// agent-port N` on a server line) with up/down, ready/drain and a weight percentage
+// max(FloorPercent, round(100·(1 − LS))), LS = CPU·cpu_util + Mem·mem_util +
+// Conn·min(1, conns/MaxConns). See docs/probe.md, "HAProxy agent-check".
+type AgentCheck struct {
+	// Listen is the TCP address to answer on, "host:port" or ":port" (all addresses).
+	// Empty: no agent check. Default: empty.
+	Listen string `toml:"listen"`
+	// CPU, Mem and Conn are the coefficients of the load LS; each in [0,1], summing to 1.
+	// Defaults 0.7, 0.3, 0.
+	CPU  float64 `toml:"cpu"`
+	Mem  float64 `toml:"mem"`
+	Conn float64 `toml:"conn"`
+	// MaxConns is the number of established connections on service_ports that counts as
+	// full load. Required (at least 1) when Conn > 0. Default 0.
+	MaxConns int `toml:"max_conns"`
+	// FloorPercent is the lowest percentage a healthy, undrained backend is given, so load
+	// alone never takes it out of rotation. 0-100. Default 1.
+	FloorPercent int `toml:"floor_percent"`
 }
 
 // Health configures the HTTP health check of the local service.
@@ -113,6 +137,11 @@ func Defaults() Config {
 		},
 		DrainFile: "/run/flowweight/drain",
 		LogLevel:  "info",
+		AgentCheck: AgentCheck{
+			CPU:          0.7,
+			Mem:          0.3,
+			FloorPercent: 1,
+		},
 	}
 }
 
@@ -203,7 +232,60 @@ func (c Config) Validate() error {
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		p.Add("log_level", err)
 	}
+	c.validateAgentCheck(&p)
 	return p.Err()
+}
+
+// validateAgentCheck checks [agent_check] whether or not listen is set, so that a table
+// written before it is switched on is already known to be right.
+func (c Config) validateAgentCheck(p *configs.Problems) {
+	a := c.AgentCheck
+	if a.Listen != "" {
+		if err := checkListen(a.Listen); err != nil {
+			p.Add("agent_check.listen", err)
+		}
+	}
+	ok := true
+	for _, k := range []struct {
+		key string
+		v   float64
+	}{{"agent_check.cpu", a.CPU}, {"agent_check.mem", a.Mem}, {"agent_check.conn", a.Conn}} {
+		if !(k.v >= 0 && k.v <= 1) {
+			p.Addf(k.key, "coefficient %v outside [0,1]", k.v)
+			ok = false
+		}
+	}
+	if s := a.CPU + a.Mem + a.Conn; ok && math.Abs(s-1) > 1e-9 {
+		p.Addf("agent_check", "coefficients cpu+mem+conn sum to %g, want 1", s)
+	}
+	switch {
+	case a.MaxConns < 0:
+		p.Addf("agent_check.max_conns", "%d is negative", a.MaxConns)
+	case a.Conn > 0 && a.MaxConns == 0:
+		p.Addf("agent_check.max_conns", "required (at least 1) when agent_check.conn is %v", a.Conn)
+	}
+	if a.Conn > 0 && len(c.ServicePorts) == 0 {
+		p.Addf("agent_check.conn", "%v, but service_ports is empty: no connections are counted", a.Conn)
+	}
+	if a.FloorPercent < 0 || a.FloorPercent > 100 {
+		p.Addf("agent_check.floor_percent", "%d is outside 0-100", a.FloorPercent)
+	}
+}
+
+// checkListen accepts "host:port" and ":port" (every address).
+func checkListen(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port or :port: %w", s, err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return fmt.Errorf("%q: port %q is not a number", s, port)
+	}
+	if n < 1 || n > 65535 {
+		return fmt.Errorf("%q: port %d is outside 1-65535", s, n)
+	}
+	return nil
 }
 
 func checkDuration(p *configs.Problems, key string, d, lo, hi time.Duration) {

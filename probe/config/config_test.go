@@ -43,7 +43,7 @@ func TestDefaultsApplied(t *testing.T) {
 	want.BackendID, want.Collector = "web1", "127.0.0.1:7946"
 	if c.Interval != want.Interval || c.Jitter != want.Jitter || c.Scope != want.Scope ||
 		c.Health.Timeout != want.Health.Timeout || c.Health.ExpectStatus != want.Health.ExpectStatus ||
-		c.DrainFile != want.DrainFile || c.LogLevel != want.LogLevel {
+		c.DrainFile != want.DrainFile || c.LogLevel != want.LogLevel || c.AgentCheck != want.AgentCheck {
 		t.Errorf("got %+v, want defaults %+v", c, want)
 	}
 }
@@ -88,6 +88,17 @@ func TestLoadErrors(t *testing.T) {
 		{"drain relative", minimal + "drain_file = \"drain\"\n", "drain_file", "absolute"},
 		{"log level", minimal + "log_level = \"loud\"\n", "log_level", "loud"},
 		{"backend id charset", strings.Replace(minimal, "web1", "web 1", 1), "backend_id", "only letters"},
+		{"agent listen no port", minimal + "[agent_check]\nlisten = \"127.0.0.1\"\n", "agent_check.listen", "host:port"},
+		{"agent listen port range", minimal + "[agent_check]\nlisten = \":0\"\n", "agent_check.listen", "outside"},
+		{"agent listen port name", minimal + "[agent_check]\nlisten = \":agent\"\n", "agent_check.listen", "not a number"},
+		{"agent coefficient range", minimal + "[agent_check]\ncpu = 1.5\nmem = -0.5\n", "agent_check.cpu", "outside [0,1]"},
+		{"agent coefficient negative", minimal + "[agent_check]\ncpu = 1.5\nmem = -0.5\n", "agent_check.mem", "outside [0,1]"},
+		{"agent coefficients sum", minimal + "[agent_check]\ncpu = 0.5\nmem = 0.3\n", "agent_check", "sum to 0.8, want 1"},
+		{"agent conn without max", minimal + "service_ports = [80]\n[agent_check]\ncpu = 0.5\nconn = 0.5\nmem = 0.0\n", "agent_check.max_conns", "required"},
+		{"agent conn without ports", minimal + "[agent_check]\ncpu = 0.5\nmem = 0.0\nconn = 0.5\nmax_conns = 10\n", "agent_check.conn", "service_ports is empty"},
+		{"agent max conns negative", minimal + "[agent_check]\nmax_conns = -1\n", "agent_check.max_conns", "negative"},
+		{"agent floor", minimal + "[agent_check]\nfloor_percent = 101\n", "agent_check.floor_percent", "outside 0-100"},
+		{"agent unknown key", minimal + "[agent_check]\nport = 8081\n", "agent_check.port", "unknown key"},
 		{"backend id long", strings.Replace(minimal, "web1", strings.Repeat("x", 65), 1), "backend_id", "65 bytes"},
 	}
 	for _, tt := range tests {
@@ -162,4 +173,32 @@ func FuzzParseStatusRanges(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestAgentCheckAccepted(t *testing.T) {
+	tests := []struct {
+		name  string
+		table string
+		want  AgentCheck
+	}{
+		{"defaults, disabled", "", AgentCheck{CPU: 0.7, Mem: 0.3, FloorPercent: 1}},
+		{"all addresses", "listen = \":8081\"\n", AgentCheck{Listen: ":8081", CPU: 0.7, Mem: 0.3, FloorPercent: 1}},
+		{"loopback", "listen = \"127.0.0.1:8081\"\n", AgentCheck{Listen: "127.0.0.1:8081", CPU: 0.7, Mem: 0.3, FloorPercent: 1}},
+		{"ipv6", "listen = \"[::1]:8081\"\nfloor_percent = 0\n", AgentCheck{Listen: "[::1]:8081", CPU: 0.7, Mem: 0.3}},
+		{"with connections", "listen = \":8081\"\ncpu = 0.5\nmem = 0.2\nconn = 0.3\nmax_conns = 500\nfloor_percent = 10\n",
+			AgentCheck{Listen: ":8081", CPU: 0.5, Mem: 0.2, Conn: 0.3, MaxConns: 500, FloorPercent: 10}},
+		{"connections only", "listen = \":8081\"\ncpu = 0.0\nmem = 0.0\nconn = 1.0\nmax_conns = 4\n",
+			AgentCheck{Listen: ":8081", Conn: 1, MaxConns: 4, FloorPercent: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(write(t, minimal+"service_ports = [80]\n[agent_check]\n"+tt.table))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.AgentCheck != tt.want {
+				t.Errorf("got %+v, want %+v", c.AgentCheck, tt.want)
+			}
+		})
+	}
 }
