@@ -4,7 +4,8 @@
 #
 # Part 1 (footprint): starts at the same time, on 127.0.0.1 only, each sampling this host:
 #   - the flowweight probe (scope host, INTERVAL, health check of a local HTTP endpoint whose
-#     port is its service port, pushing to a UDP sink that counts datagrams);
+#     port is its service port, pushing to a UDP sink that counts datagrams), and a second
+#     probe without the health check (snmpd does none), to its own sink;
 #   - Debian's prometheus-node-exporter with its default collectors, scraped (whole /metrics
 #     page) once per INTERVAL by a bounded scraper;
 #   - the same exporter restricted to the collectors closest to the probe's data
@@ -71,8 +72,11 @@ echo
 # --- part 1: footprint ----------------------------------------------------------------------
 "$bp" sink -ports "$work/ports" -count "$work/count" -max "$((WARMUP + DURATION + 300))s" &
 pids+=($!)
-for _ in $(seq 50); do [ -s "$work/ports" ] && break; sleep 0.1; done
+"$bp" sink -ports "$work/ports2" -count "$work/count2" -max "$((WARMUP + DURATION + 300))s" &
+pids+=($!)
+for _ in $(seq 50); do [ -s "$work/ports" ] && [ -s "$work/ports2" ] && break; sleep 0.1; done
 read -r udp_port http_port <"$work/ports"
+read -r udp_port2 _ <"$work/ports2"
 
 head -c 32 /dev/urandom >"$work/probe.key"
 chmod 600 "$work/probe.key"
@@ -86,6 +90,21 @@ service_ports = [$http_port]
 drain_file = "$work/drain"
 [health]
 url = "http://127.0.0.1:$http_port/healthz"
+timeout = "500ms"
+EOF2
+
+# The same probe without the HTTP health check: snmpd does no such check (the collector
+# checks SNMP backends itself), so this row is the probe's part comparable to snmpd's.
+cat >"$work/probe-nohealth.toml" <<EOF2
+backend_id = "benchpeers-nohealth"
+collector = "127.0.0.1:$udp_port2"
+key_file = "$work/probe.key"
+interval = "$INTERVAL"
+scope = "host"
+service_ports = [$http_port]
+drain_file = "$work/drain"
+[health]
+# No url: no check. The timeout is still validated against the interval (default 2s > 1s).
 timeout = "500ms"
 EOF2
 
@@ -103,6 +122,9 @@ printf 'rocommunity %s 127.0.0.1\n' "$community" >"$work/snmpd.conf"
 "$work/probe" -config "$work/probe.toml" 2>"$work/probe.log" &
 probe_pid=$!
 pids+=($probe_pid)
+"$work/probe" -config "$work/probe-nohealth.toml" 2>"$work/probe-nohealth.log" &
+probe2_pid=$!
+pids+=($probe2_pid)
 "$NODE_EXPORTER" --web.listen-address="127.0.0.1:$ne_full" 2>"$work/ne-full.log" &
 nefull_pid=$!
 pids+=($nefull_pid)
@@ -135,8 +157,8 @@ done
 load_pid=$!
 pids+=($load_pid)
 
-names=(probe node-exporter-scraped node-exporter-min-scraped node-exporter-idle snmpd)
-procs=("$probe_pid" "$nefull_pid" "$nemin_pid" "$neidle_pid" "$snmpd_pid")
+names=(probe probe-no-health node-exporter-scraped node-exporter-min-scraped node-exporter-idle snmpd)
+procs=("$probe_pid" "$probe2_pid" "$nefull_pid" "$nemin_pid" "$neidle_pid" "$snmpd_pid")
 alive() {
 	local i
 	for i in "${!procs[@]}"; do
@@ -169,11 +191,13 @@ done
 end=$(date +%s.%N)
 wait "$load_pid" || { echo "bench-peers: the scraper/poller failed" >&2; exit 1; }
 sent=$(cat "$work/count" 2>/dev/null || echo 0)
+sent2=$(cat "$work/count2" 2>/dev/null || echo 0)
 # Part 2 needs snmpd and the sink's listener only.
-for p in "$probe_pid" "$nefull_pid" "$nemin_pid" "$neidle_pid"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+for p in "$probe_pid" "$probe2_pid" "$nefull_pid" "$nemin_pid" "$neidle_pid"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
 
 what=(
 	"scope host, interval $INTERVAL, health check + conns on the service port, $sent reports to the sink"
+	"the same without the HTTP health check, $sent2 reports to its sink"
 	"default collectors, whole /metrics scraped every $INTERVAL"
 	"only cpu, meminfo, tcpstat collectors, scraped every $INTERVAL"
 	"default collectors, never scraped"
@@ -195,7 +219,7 @@ done
 echo
 echo "CPU is counted in ticks of 1/$tck s. Scraper and poller (not measured):"
 sed 's/^/- /' "$work/load.txt"
-grep -E 'level=(WARN|ERROR)' "$work/probe.log" >&2 || true
+grep -E 'level=(WARN|ERROR)' "$work/probe.log" "$work/probe-nohealth.log" >&2 || true
 echo
 
 # --- part 2: collector cost per backend update ----------------------------------------------
