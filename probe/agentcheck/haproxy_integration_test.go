@@ -44,10 +44,12 @@ func (l *logBuffer) String() string {
 
 // daemon is a process the test started; stop ends it by its PID and waits.
 type daemon struct {
-	name   string
-	cmd    *exec.Cmd
-	log    *logBuffer
-	exited chan error
+	name     string
+	cmd      *exec.Cmd
+	log      *logBuffer
+	exited   chan error
+	stopOnce sync.Once
+	stopErr  error
 }
 
 func startDaemon(t *testing.T, name string, args ...string) *daemon {
@@ -61,8 +63,14 @@ func startDaemon(t *testing.T, name string, args ...string) *daemon {
 	return d
 }
 
-// stop sends SIGTERM, then SIGKILL after a bound, and returns the exit error.
+// stop sends SIGTERM, then SIGKILL after a bound, and returns the exit error; later calls
+// return the same.
 func (d *daemon) stop() error {
+	d.stopOnce.Do(func() { d.stopErr = d.terminate() })
+	return d.stopErr
+}
+
+func (d *daemon) terminate() error {
 	select {
 	case err := <-d.exited:
 		return fmt.Errorf("%s had already exited: %v", d.name, err)
@@ -394,4 +402,16 @@ func TestHAProxyFollowsProbe(t *testing.T) {
 	start = time.Now()
 	weightFollows(50)
 	t.Logf("health restored: HAProxy marked the server up after %v", time.Since(start).Round(time.Millisecond))
+
+	// (4) A stopped probe leaves HAProxy with its last answer: failing to reach the agent is
+	// not a check failure, and the leaving report does not drain.
+	if err := probe.stop(); err != nil {
+		t.Fatalf("probe did not exit cleanly on SIGTERM: %v", err)
+	}
+	for end := time.Now().Add(4 * 500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		st, seen := state()
+		if st == nil || st["srv_op_state"] != "2" || st["srv_admin_state"] != "0" || st["srv_uweight"] != strconv.Itoa(configured*50/100) {
+			t.Fatalf("after the probe stopped, HAProxy changed the server: %s", seen)
+		}
+	}
 }

@@ -17,8 +17,7 @@ type Status struct {
 	// Healthy is the latest health check's result; the probe applies no consecutive-failure
 	// count of its own (that is the collector's job), so HAProxy sees each failure at once.
 	Healthy bool
-	// Drained: the operator asked for no new connections (drain file or SIGUSR1), or the
-	// probe is stopping.
+	// Drained: the operator asked for no new connections (drain file or SIGUSR1).
 	Drained bool
 	// Percent is the weight percentage, 0-100, sent when healthy and not drained.
 	Percent int
@@ -112,10 +111,15 @@ func (w Weigher) Percent(r *report.Report) int {
 }
 
 // Status is what the agent answers after the probe sent r.
+//
+// The leaving flag of a stopping probe's last report does not drain: HAProxy keeps the last
+// answer while the agent cannot be reached, and a drain that only the agent can undo would
+// outlive a probe that is not restarted. The collector, which does act on leaving, is the
+// other consumer of the same report.
 func (w Weigher) Status(r *report.Report) Status {
 	s := Status{
 		Healthy: r.Flags&report.FlagHealthOK != 0,
-		Drained: r.Flags&(report.FlagDrain|report.FlagLeaving) != 0,
+		Drained: r.Flags&report.FlagDrain != 0,
 		Percent: w.Percent(r),
 	}
 	if !s.Healthy {

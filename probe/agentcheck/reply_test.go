@@ -92,7 +92,8 @@ func TestWeigherStatus(t *testing.T) {
 	}{
 		{"healthy", report.Report{Flags: report.FlagHealthOK, CPUUtil: 0.25}, Status{Healthy: true, Percent: 75}},
 		{"drained", report.Report{Flags: report.FlagHealthOK | report.FlagDrain}, Status{Healthy: true, Drained: true, Percent: 100}},
-		{"leaving drains", report.Report{Flags: report.FlagHealthOK | report.FlagLeaving}, Status{Healthy: true, Drained: true, Percent: 100}},
+		{"leaving keeps the state", report.Report{Flags: report.FlagHealthOK | report.FlagLeaving}, Status{Healthy: true, Percent: 100}},
+		{"leaving drained stays drained", report.Report{Flags: report.FlagHealthOK | report.FlagLeaving | report.FlagDrain}, Status{Healthy: true, Drained: true, Percent: 100}},
 		{"unhealthy with error", report.Report{HealthStatus: 503, HealthError: "GET http://127.0.0.1/healthz: status 503"},
 			Status{Percent: 100, Reason: "health check failed: GET http://127.0.0.1/healthz: status 503"}},
 		{"unhealthy without error", report.Report{}, Status{Percent: 100, Reason: "health check failed"}},

@@ -13,8 +13,7 @@ type Sender interface {
 
 // Tap is a Sender that passes every datagram on to Next and, on the way, sets Server's
 // answer from the report it carries. Sitting on the send path means every report the probe
-// builds (each interval, at once after a drain signal, and the last one flagged leaving)
-// updates the answer, with the same held values and flags the collector gets, without the
+// builds (each interval, and at once after a drain signal) updates the answer, with the same held values and flags the collector gets, without the
 // agent loop knowing about HAProxy. The answer is updated before sending, so an unreachable
 // collector does not stop HAProxy's view from following the backend.
 type Tap struct {
