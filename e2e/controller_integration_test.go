@@ -217,6 +217,26 @@ func TestControllerConntrack(t *testing.T) {
 		stableSync(t, s, 20*time.Second)
 	})
 	t.Run("evict on failed health, return through warm-up", func(t *testing.T) { testEvictWarmup(t, s, o) })
+	t.Run("frozen backend is evicted", func(t *testing.T) {
+		be := s.Backend("be3")
+		bound := time.Duration(o.FailThreshold)*o.ProbeInterval + o.UpdatePeriod + 3*time.Second
+		evictAndRecover(t, s, "be3", "down", bound, be.Freeze, be.Thaw)
+	})
+	t.Run("probe stopped cleanly withdraws at once", func(t *testing.T) {
+		be := s.Backend("be1")
+		// The leaving report takes the backend out before stale_after.
+		bound := o.UpdatePeriod + 2*time.Second
+		evictAndRecover(t, s, "be1", "stale", bound, be.StopProbe, be.StartProbe)
+	})
+	t.Run("killed probe goes stale", func(t *testing.T) {
+		be := s.Backend("be1")
+		bound := o.StaleAfter + o.UpdatePeriod + 3*time.Second
+		d := evictAndRecover(t, s, "be1", "stale", bound, be.KillProbe, be.StartProbe)
+		// Not before stale_after less one report interval (the last report's age).
+		if early := o.StaleAfter - o.ProbeInterval - 500*time.Millisecond; d < early {
+			t.Errorf("be1 evicted %v after its probe was killed, before stale_after %v allows (%v)", d, o.StaleAfter, early)
+		}
+	})
 	t.Run("manual mod-group is reverted", func(t *testing.T) { testDrift(t, s, o) })
 	t.Run("long connections survive reweights", func(t *testing.T) {
 		broken := longConnsAcrossReweights(t, s)
@@ -435,24 +455,24 @@ func testDrift(t *testing.T, s *scenario.Scenario, o scenario.Options) {
 	if err := scenario.CompareWeights(got, want); err == nil {
 		t.Logf("drift already repaired when read (%v)", time.Since(start))
 	}
+	// Compared with the applied weights of the moment: the controller may also reweight
+	// meanwhile, and its rewrite of the whole group repairs the drift just as well.
 	bound := o.ReadbackPeriod + 3*time.Second
 	d, err := waitFor(bound, func() error {
-		got, err := s.GroupWeights()
-		if err != nil {
-			return err
-		}
-		return scenario.CompareWeights(got, want)
+		_, err := s.InSync()
+		return err
 	})
 	if err != nil {
 		t.Fatalf("drift not reverted within %v (read-back period %v + 3s): %v", bound, o.ReadbackPeriod, err)
 	}
 	figure(t, "time to revert a manual mod-group", "%v (read-back period %v)", d.Round(10*time.Millisecond), o.ReadbackPeriod)
 	var evs []scenario.Event
-	if err := s.API("/api/v1/events", &evs); err == nil {
-		for _, e := range evs {
-			if e.Kind == "drift" && e.Time.After(start.Add(-time.Second)) {
-				t.Logf("event: %s %s", e.Kind, e.Text)
-			}
+	if err := s.API("/api/v1/events", &evs); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.Time.After(start.Add(-time.Second)) && (e.Kind == "drift" || e.Kind == "rewrite") {
+			t.Logf("event: %s %s", e.Kind, e.Text)
 		}
 	}
 }
@@ -618,6 +638,10 @@ func testControllerRestart(t *testing.T, s *scenario.Scenario) {
 	if err := s.KillController(); err != nil {
 		t.Fatal(err)
 	}
+	frozen, err := takeSnapshot(s)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r0 := lc.Status().Requests
 	time.Sleep(3 * time.Second)
 	away := lc.Status()
@@ -625,7 +649,7 @@ func testControllerRestart(t *testing.T, s *scenario.Scenario) {
 	if away.Requests-r0 < 20 {
 		t.Errorf("long connections made %d requests in 3 s without the controller, want them flowing", away.Requests-r0)
 	}
-	if err := before.compare(s, true); err != nil {
+	if err := frozen.compare(s, true); err != nil {
 		t.Errorf("switch state changed while the controller was away (fail_mode secure keeps it): %v", err)
 	}
 	if err := s.StartController(); err != nil {
@@ -649,4 +673,66 @@ func testControllerRestart(t *testing.T, s *scenario.Scenario) {
 	if res.Broken != 0 || res.Opened != 20 {
 		t.Fatalf("long connections across the controller restart: %d opened, %d broken, want 20 and 0", res.Opened, res.Broken)
 	}
+}
+
+// evictAndRecover applies fault to backend name and expects its bucket at 0 within bound and
+// the API to report state; after undo the backend must come back (through warm-up) to a
+// non-zero weight on the switch.
+func evictAndRecover(t *testing.T, s *scenario.Scenario, name, state string, bound time.Duration, fault, undo func() error) time.Duration {
+	t.Helper()
+	stableSync(t, s, 20*time.Second)
+	if err := fault(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := waitFor(bound, func() error {
+		w, err := s.GroupWeights()
+		if err != nil {
+			return err
+		}
+		if w[name] != 0 {
+			return fmt.Errorf("%s bucket weight still %d", name, w[name])
+		}
+		return nil
+	})
+	figure(t, "time to evict, "+t.Name(), "%v (bound %v)", d.Round(10*time.Millisecond), bound)
+	v, verr := s.Service()
+	b, _ := v.Backend(name)
+	if uerr := undo(); uerr != nil {
+		t.Fatal(uerr)
+	}
+	if err != nil {
+		t.Fatalf("%s not evicted within %v: %v", name, bound, err)
+	}
+	if verr != nil {
+		t.Fatal(verr)
+	}
+	if b.State != state {
+		t.Errorf("%s state %q after the fault, want %q", name, b.State, state)
+	}
+	if _, err := waitFor(20*time.Second, func() error {
+		w, err := s.InSync()
+		if err != nil {
+			return err
+		}
+		if w[name] == 0 {
+			return fmt.Errorf("%s still at weight 0", name)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("%s did not come back: %v", name, err)
+	}
+	// Leave it warm, so the next subtest starts from a settled pool.
+	if _, err := waitFor(s.Opts.Warmup+10*time.Second, func() error {
+		v, err := s.Service()
+		if err != nil {
+			return err
+		}
+		if b, _ := v.Backend(name); b.State != "up" {
+			return fmt.Errorf("%s is %q", name, b.State)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("%s did not finish warm-up: %v", name, err)
+	}
+	return d
 }

@@ -330,7 +330,24 @@ func (b *Backend) StartProbe() error {
 	return nil
 }
 
-// StopProbe stops the backend's probe, so its reports stop and it goes stale.
+// KillProbe ends the backend's probe with SIGKILL: no leaving report, so the controller
+// only notices after stale_after.
+func (b *Backend) KillProbe() error {
+	b.mu.Lock()
+	p := b.probe
+	b.mu.Unlock()
+	if p == nil || p.Exited() {
+		return nil
+	}
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("scenario: backend %s: %w", b.Name, err)
+	}
+	<-p.Done()
+	return nil
+}
+
+// StopProbe stops the backend's probe with SIGTERM: it sends a report flagged leaving, and
+// the controller takes the backend out at once.
 func (b *Backend) StopProbe() error {
 	b.mu.Lock()
 	p := b.probe

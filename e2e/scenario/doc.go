@@ -12,7 +12,9 @@
 // use it. Everything it starts is owned by its e2e/lab Lab and stopped by Close. Load
 // generators are bounded in count and time by construction.
 //
-// It must not import the controller's internals beyond the config package (used only to
-// check the TOML it writes) and the API's JSON shapes, which it redeclares so that a change
-// there shows up as a failing end-to-end test rather than a silent compile-time adaptation.
+// It talks to the controller only as an operator would: the TOML file, signals, the HTTP
+// API and ovs-ofctl. It imports none of the controller's packages and redeclares the API's
+// JSON shapes it reads, so a change there shows up as a failing end-to-end test rather than
+// a silent compile-time adaptation (its unit tests do load the TOML it writes with the
+// controller's and the probe's own config loaders).
 package scenario

@@ -344,9 +344,14 @@ func (s *Scenario) Close() error {
 	errs = append(errs, s.Lab.Close())
 	for _, b := range s.Backends {
 		if b.memDir != "" {
-			if err := os.Remove(b.memDir); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("scenario: remove memory cgroup %s: %w", b.memDir, err))
-			}
+			// An exiting process may still be charged to the cgroup for a moment.
+			err := poll(3*time.Second, func() error {
+				if err := os.Remove(b.memDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return fmt.Errorf("scenario: remove memory cgroup %s: %w", b.memDir, err)
+				}
+				return nil
+			})
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
