@@ -28,7 +28,8 @@ const usage = `Usage:
 
 The probe samples CPU, memory, established connections on the service ports, optional NIC
 throughput and an HTTP health check of the local service every interval, and sends one
-HMAC-authenticated UDP datagram to the collector.
+HMAC-authenticated UDP datagram to the collector. With [agent_check] listen set, it also
+answers HAProxy's agent check with up/down, ready/drain and a weight percentage.
 
 Signals to a running probe:
   SIGUSR1   drain now (reported at once)
