@@ -178,7 +178,10 @@ alive
 t0=()
 for p in "${procs[@]}"; do t0+=("$(ticks "$p")"); done
 warm=$(date +%s.%N)
+# The host's TCP sockets: snmpd's tcpConnTable and the probe's /proc/net/tcp read grow with them.
+sock0=$(awk '/^TCP:/ {print $3 + $7}' /proc/net/sockstat)
 sleep "$DURATION"
+sock1=$(awk '/^TCP:/ {print $3 + $7}' /proc/net/sockstat)
 alive
 t1=()
 hwm=()
@@ -217,7 +220,8 @@ for i in "${!names[@]}"; do
 	}'
 done
 echo
-echo "CPU is counted in ticks of 1/$tck s. Scraper and poller (not measured):"
+echo "CPU is counted in ticks of 1/$tck s. Host TCP sockets (in use + time-wait): $sock0 at the window's start, $sock1 at its end."
+echo "Scraper and poller (not measured):"
 sed 's/^/- /' "$work/load.txt"
 grep -E 'level=(WARN|ERROR)' "$work/probe.log" "$work/probe-nohealth.log" >&2 || true
 echo

@@ -27,6 +27,9 @@ type phase struct {
 	agent   time.Duration // snmpd's CPU over the window (SNMP phases only)
 	updates int           // backend updates that reached the pool
 	failed  int
+	// sockets is the host's TCP sockets (in use + time-wait, /proc/net/sockstat)
+	// at the start and end of the window: the tcpConnTable walk grows with them.
+	sockets [2]int
 }
 
 // perUpdate is the collector's CPU per backend update, less the process's
@@ -85,8 +88,8 @@ func cost(args []string) error {
 	}
 	fmt.Printf("update period %v, %d periods (%v) per method and N; idle CPU of this process over %v: %.0f µs (subtracted below)\n\n",
 		*period, *periods, window, window, us(idle))
-	fmt.Println("| backends N | updates per method | SNMP, per-port conns (tcpConnTable): collector CPU | SNMP, tcpCurrEstab: collector CPU | push: collector CPU | SNMP/push (per-port) | SNMP/push (tcpCurrEstab) | snmpd CPU per poll (per-port) |")
-	fmt.Println("|---:|---:|---|---|---|---:|---:|---:|")
+	fmt.Println("| backends N | updates per method | SNMP, per-port conns (tcpConnTable): collector CPU | SNMP, tcpCurrEstab: collector CPU | push: collector CPU | SNMP/push (per-port) | SNMP/push (tcpCurrEstab) | snmpd CPU per poll (per-port) | host TCP sockets (per-port phase) |")
+	fmt.Println("|---:|---:|---|---|---|---:|---:|---:|---:|")
 	var rows []costRow
 	for _, n := range counts {
 		sp, err := snmpPhase(withPort, n, *period, *periods, *agentPID)
@@ -123,7 +126,8 @@ func cost(args []string) error {
 		if *agentPID > 0 {
 			agent = fmt.Sprintf("%.0f µs (%.0f ms in 10 ms ticks)", us(sp.agent/time.Duration(sp.updates)), ms(sp.agent))
 		}
-		fmt.Printf("| %d | %d | %s | %s | %s | %s | %s | %s |\n", n, sp.updates, cell(sp), cell(se), cell(pp), ratio(sp, pp), ratio(se, pp), agent)
+		fmt.Printf("| %d | %d | %s | %s | %s | %s | %s | %s | %d → %d |\n", n, sp.updates, cell(sp), cell(se), cell(pp), ratio(sp, pp), ratio(se, pp), agent,
+			sp.sockets[0], sp.sockets[1])
 		rows = append(rows, costRow{n: n, perPort: sp, currEstab: se, push: pp})
 	}
 	if len(rows) > 1 {
@@ -243,6 +247,7 @@ func snmpPhase(t snmp.Target, n int, period time.Duration, periods, agentPID int
 			return phase{}, err
 		}
 	}
+	ph.sockets[0] = tcpSockets()
 	c0, err := cpuSelf()
 	if err != nil {
 		return phase{}, err
@@ -258,6 +263,7 @@ func snmpPhase(t snmp.Target, n int, period time.Duration, periods, agentPID int
 		return phase{}, err
 	}
 	ph.cpu = c1 - c0
+	ph.sockets[1] = tcpSockets()
 	if agentPID > 0 {
 		a1, err := procCPU(agentPID)
 		if err != nil {
@@ -449,4 +455,47 @@ func pushSend(args []string) error {
 		}
 	}
 	return nil
+}
+
+// tcpSockets is the host's TCP sockets in use plus those in time-wait, from
+// /proc/net/sockstat, or -1 when it cannot be read.
+func tcpSockets() int {
+	b, err := os.ReadFile("/proc/net/sockstat")
+	if err != nil {
+		return -1
+	}
+	n, err := parseSockstatTCP(string(b))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// parseSockstatTCP sums "inuse" and "tw" of the "TCP:" line of
+// /proc/net/sockstat ("TCP: inuse 5 orphan 0 tw 60 alloc 9 mem 3").
+func parseSockstatTCP(text string) (int, error) {
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, "TCP:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		total, seen := 0, 0
+		for i := 0; i+1 < len(f); i += 2 {
+			if f[i] != "inuse" && f[i] != "tw" {
+				continue
+			}
+			v, err := strconv.Atoi(f[i+1])
+			if err != nil || v < 0 {
+				return 0, fmt.Errorf("sockstat TCP %s %q: want a count", f[i], f[i+1])
+			}
+			total += v
+			seen++
+		}
+		if seen != 2 {
+			return 0, fmt.Errorf("sockstat TCP line %q: want inuse and tw", line)
+		}
+		return total, nil
+	}
+	return 0, errors.New("sockstat: no TCP line")
 }

@@ -103,3 +103,37 @@ func TestPerUpdateAndMarginal(t *testing.T) {
 		})
 	}
 }
+
+func TestParseSockstatTCP(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    int
+		wantErr bool
+	}{
+		{"real", "sockets: used 43\nTCP: inuse 5 orphan 0 tw 60 alloc 9 mem 3\nUDP: inuse 2 mem 1\n", 65, false},
+		{"no tcp line", "sockets: used 43\nUDP: inuse 2 mem 1\n", 0, true},
+		{"no tw", "TCP: inuse 5 orphan 0\n", 0, true},
+		{"bad number", "TCP: inuse x orphan 0 tw 1\n", 0, true},
+		{"negative", "TCP: inuse -1 tw 1\n", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseSockstatTCP(tt.in)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Fatalf("got %d, %v; want %d, error %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func FuzzParseSockstatTCP(f *testing.F) {
+	f.Add("sockets: used 43\nTCP: inuse 5 orphan 0 tw 60 alloc 9 mem 3\n")
+	f.Add("TCP: inuse 1 tw")
+	f.Fuzz(func(t *testing.T, text string) {
+		n, err := parseSockstatTCP(text)
+		if err == nil && n < 0 {
+			t.Fatalf("negative count %d without error", n)
+		}
+	})
+}
