@@ -17,4 +17,10 @@
 // JSON shapes it reads, so a change there shows up as a failing end-to-end test rather than
 // a silent compile-time adaptation (its unit tests do load the TOML it writes with the
 // controller's and the probe's own config loaders).
+//
+// Two gaps of e2e/lab are bridged here rather than there: probes start with `nsenter
+// --net` instead of Host.Command (`ip netns exec` mounts a fresh /sys without the cgroup
+// file systems, so a cgroup-scoped probe cannot find its cgroup), and on cgroup v1 each
+// backend also gets a memory cgroup at the same relative path (the lab makes cpu and cpuacct
+// only; the probe reads memory there too), removed by Close but unknown to lab.Sweep.
 package scenario
