@@ -125,6 +125,9 @@ func Ordered(names []string, w map[string]uint16) bool {
 func (st *story) run(parent context.Context, s *scenario.Scenario, startup time.Duration, proxyErr <-chan error) {
 	ctx, cancel := context.WithTimeout(parent, storyBound)
 	defer cancel()
+	st.mu.Lock()
+	st.t0 = time.Now() // the story's clock starts once the lab is up
+	st.mu.Unlock()
 	names := make([]string, len(s.Backends))
 	for i, b := range s.Backends {
 		names[i] = b.Name
