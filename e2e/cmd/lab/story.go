@@ -253,7 +253,13 @@ wait:
 		if err := burner.Stop(); err != nil {
 			st.say("  (stopping the burner: %v)", err)
 		}
-		st.say("burner stopped after %v", time.Since(burnStart).Round(100*time.Millisecond))
+		stopped := time.Now()
+		st.say("burner stopped after %v; %s's weight as its smoothed load decays (at most 12 s):", stopped.Sub(burnStart).Round(100*time.Millisecond), burnBackend)
+		pollCtx(ctx, 12*time.Second, time.Second, func() bool {
+			w := weights()
+			st.say("  t+%2.0fs  %s", time.Since(stopped).Seconds(), weightsText(names, w))
+			return float64(w[burnBackend]) >= 0.75*float64(before[burnBackend])
+		})
 	}
 	if ctx.Err() != nil {
 		st.end()
