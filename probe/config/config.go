@@ -218,7 +218,8 @@ func (c Config) Validate() error {
 		}
 	}
 	checkDuration(&p, "health.timeout", c.Health.Timeout, MinTimeout, MaxInterval)
-	if c.Health.Timeout > c.Interval && c.Interval > 0 {
+	// Only a check that runs can delay reports: without a URL the default timeout is moot.
+	if c.Health.URL != "" && c.Health.Timeout > c.Interval && c.Interval > 0 {
 		p.Addf("health.timeout", "%v is longer than interval %v: a hanging service would delay reports", c.Health.Timeout, c.Interval)
 	}
 	if _, err := ParseStatusRanges(c.Health.ExpectStatus); err != nil {

@@ -80,7 +80,7 @@ func TestLoadErrors(t *testing.T) {
 		{"health url scheme", minimal + "[health]\nurl = \"ftp://x/\"\n", "health.url", "scheme"},
 		{"health url host", minimal + "[health]\nurl = \"http:///x\"\n", "health.url", "no host"},
 		{"health timeout bad", minimal + "[health]\ntimeout = \"zz\"\n", "health.timeout", "duration"},
-		{"health timeout long", minimal + "interval = \"1s\"\n[health]\ntimeout = \"2s\"\n", "health.timeout", "longer than interval"},
+		{"health timeout long", minimal + "interval = \"1s\"\n[health]\nurl = \"http://127.0.0.1:8080/\"\ntimeout = \"2s\"\n", "health.timeout", "longer than interval"},
 		{"status reversed", minimal + "[health]\nexpect_status = \"399-200\"\n", "health.expect_status", "reversed"},
 		{"status range", minimal + "[health]\nexpect_status = \"200-700\"\n", "health.expect_status", "outside"},
 		{"status junk", minimal + "[health]\nexpect_status = \"ok\"\n", "health.expect_status", "not a status"},
@@ -200,5 +200,12 @@ func TestAgentCheckAccepted(t *testing.T) {
 				t.Errorf("got %+v, want %+v", c.AgentCheck, tt.want)
 			}
 		})
+	}
+}
+
+func TestShortIntervalWithoutHealthCheck(t *testing.T) {
+	// No [health] url: the default 2 s timeout never runs, so a 1 s interval is fine.
+	if _, err := Load(write(t, minimal+"interval = \"1s\"\n")); err != nil {
+		t.Fatalf("interval 1s without a health check rejected: %v", err)
 	}
 }
