@@ -154,7 +154,7 @@ func figure(t *testing.T, name string, format string, args ...any) {
 // long-lived connections across three reweights, and resync after restarting
 // ovs-vswitchd and the controller. The subtests share the scenario and run in order.
 func TestControllerConntrack(t *testing.T) {
-	s := startScenario(t, scenario.Options{Net: 41, Work: 60000})
+	s := startScenario(t, scenario.Options{Net: 41, Work: 60000, FlowMonitor: true})
 	o := s.Opts
 	ctx := context.Background()
 
@@ -635,6 +635,12 @@ func testControllerRestart(t *testing.T, s *scenario.Scenario) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Watch every flow change while the controller is away and comes back: a resync may
+	// add and correct, but must never remove a flow that established connections use.
+	mon, err := s.MonitorFlows()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.KillController(); err != nil {
 		t.Fatal(err)
 	}
@@ -661,7 +667,19 @@ func testControllerRestart(t *testing.T, s *scenario.Scenario) {
 		}
 		return before.sameAs(s)
 	})
+	events, merr := mon.Stop()
 	res := lc.Stop()
+	if merr != nil {
+		t.Errorf("flow monitor: %v", merr)
+	}
+	// The flows were the same before and after, so any deletion was a flow that
+	// established connections use, taken away and put back.
+	for _, e := range events {
+		t.Logf("flow change during the controller's restart: %s %s", e.Event, e.Flow)
+		if e.Event == "DELETED" {
+			t.Errorf("the restarted controller deleted a flow it then had to add again: %s", e.Flow)
+		}
+	}
 	for _, r := range res.Reasons {
 		t.Logf("  %s", r)
 	}

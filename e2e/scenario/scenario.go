@@ -75,6 +75,9 @@ type Options struct {
 	Weighting map[string]string
 	// ExtraTOML is appended to controller.toml verbatim (new tables only).
 	ExtraTOML string
+	// FlowMonitor allows OpenFlow 1.4 on the bridge besides 1.3, so that MonitorFlows can
+	// watch every flow change (1.3 has no flow monitor); the controller still speaks 1.3.
+	FlowMonitor bool
 	// Bins are prebuilt binaries; empty fields are built into Dir/bin.
 	Bins Binaries
 	// Log receives the lab's log; nil discards it.
@@ -257,6 +260,11 @@ func (s *Scenario) build() error {
 	s.Socket = filepath.Join(s.OVS.RunDir, "controller.sock")
 	if s.Bridge, err = s.OVS.AddBridge("br", "unix:"+s.Socket, "secure"); err != nil {
 		return fmt.Errorf("scenario: %w", err)
+	}
+	if o.FlowMonitor {
+		if _, err := s.OVS.Vsctl("set", "Bridge", s.Bridge.Name, "protocols=OpenFlow13,OpenFlow14"); err != nil {
+			return fmt.Errorf("scenario: %w", err)
+		}
 	}
 	// Reconnect quickly after a controller restart (the default backoff grows to 8 s).
 	if _, err := s.OVS.Vsctl("set", "Controller", s.Bridge.Name, "max_backoff=1000"); err != nil {

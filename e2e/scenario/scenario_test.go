@@ -331,3 +331,51 @@ func TestPercentile(t *testing.T) {
 		}
 	}
 }
+
+// Recorded from `ovs-ofctl -O OpenFlow14 monitor BR watch:` on Open vSwitch 3.1 while the
+// controller restarted.
+const monitorOut = `OFPST_FLOW_MONITOR reply (OF1.4) (xid=0x6):
+ event=INITIAL table=0 cookie=0xf1e0ffffffff000a actions=NORMAL
+ event=INITIAL table=2 cookie=0xf1e0000100000006 ip,nw_dst=10.77.43.11 actions=set_field:02:5e:c8:9e:04:17->eth_dst,output:3
+OFPST_FLOW_MONITOR reply (OF1.4) (xid=0x0):
+ event=DELETED reason=delete table=2 cookie=0xf1e0000100000006 ip,nw_dst=10.77.43.11 actions=set_field:02:5e:c8:9e:04:17->eth_dst,output:3
+OFPST_FLOW_MONITOR reply (OF1.4) (xid=0x0):
+ event=ADDED table=2 cookie=0xf1e0000100000006 ip,nw_dst=10.77.43.11 actions=set_field:02:5e:c8:9e:04:17->eth_dst,output:3
+`
+
+func TestParseFlowEvents(t *testing.T) {
+	flow := "table=2 cookie=0xf1e0000100000006 ip,nw_dst=10.77.43.11 actions=set_field:02:5e:c8:9e:04:17->eth_dst,output:3"
+	tests := []struct {
+		name string
+		in   string
+		want []FlowEvent
+	}{
+		{"recorded restart", monitorOut, []FlowEvent{{"DELETED", flow}, {"ADDED", flow}}},
+		{"initial only", "OFPST_FLOW_MONITOR reply (OF1.4) (xid=0x6):\n event=INITIAL table=0 actions=NORMAL\n", nil},
+		{"modified", " event=MODIFIED table=0 cookie=0x1 actions=drop", []FlowEvent{{"MODIFIED", "table=0 cookie=0x1 actions=drop"}}},
+		{"noise", "ovs-ofctl: something\n\nevent=\n", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ParseFlowEvents(tt.in)
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzParseFlowEvents(f *testing.F) {
+	f.Add(monitorOut)
+	f.Add(" event=DELETED reason=delete")
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, e := range ParseFlowEvents(s) {
+			if e.Event == "" || e.Event == "INITIAL" || strings.Contains(e.Event, " ") {
+				t.Fatalf("bad event %q from %q", e, s)
+			}
+			if !strings.Contains(s, e.Flow) {
+				t.Fatalf("flow %q is not from the input", e.Flow)
+			}
+		}
+	})
+}
