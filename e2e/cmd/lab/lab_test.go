@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +148,19 @@ func TestNoDebug(t *testing.T) {
 	want := "time=2 level=WARN msg=\"killing leftover process in namespace\" ns=fwab12-be1 pid=7\n"
 	if out.String() != want {
 		t.Errorf("passed on %q, want %q (an unfinished line waits for its newline)", out.String(), want)
+	}
+}
+
+// dirProcs must never count the lab command itself or whoever started it (`timeout 300
+// DIR/bin/lab up -dir DIR` names the directory) as a leftover of the lab.
+func TestAncestors(t *testing.T) {
+	a := ancestors(os.Getpid())
+	for _, pid := range []int{os.Getpid(), os.Getppid()} {
+		if !a[pid] {
+			t.Errorf("ancestors(%d) = %v lacks %d", os.Getpid(), a, pid)
+		}
+	}
+	if a[1] {
+		t.Errorf("ancestors includes init: %v", a)
 	}
 }

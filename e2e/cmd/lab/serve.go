@@ -74,7 +74,9 @@ func serveCommand(args []string) int {
 	}
 	if err != nil {
 		log.Error("lab failed to start", "err", err)
-		st.line(storyFailed + ": " + err.Error())
+		st.say("the lab failed to start; what was built is torn down again:")
+		st.block(err.Error())
+		st.line(storyFailed)
 		return 1
 	}
 	log.Info("lab started", "prefix", s.Lab.Prefix, "elapsed", time.Since(t0).Round(time.Millisecond).String())

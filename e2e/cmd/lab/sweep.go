@@ -189,15 +189,35 @@ func ovsDaemons(dir string) []string {
 	return out
 }
 
+// ancestors returns pid and its ancestors: the lab command itself and whoever started it
+// (`timeout 300 DIR/bin/lab up -dir DIR` names the directory too, and is not the lab's).
+func ancestors(pid int) map[int]bool {
+	out := map[int]bool{}
+	for pid > 1 && !out[pid] {
+		out[pid] = true
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			break
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		f := strings.Fields(string(stat[i+1:]))
+		if i < 0 || len(f) < 2 {
+			break
+		}
+		pid, _ = strconv.Atoi(f[1])
+	}
+	return out
+}
+
 // dirProcs lists processes whose command line names the lab directory: the lab's own
 // daemons, binaries and wrappers, never anything else (the directory name is unique).
 func dirProcs(dir string) []int {
 	ents, _ := os.ReadDir("/proc")
 	var pids []int
-	self := os.Getpid()
+	mine := ancestors(os.Getpid())
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
+		if err != nil || mine[pid] {
 			continue
 		}
 		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")

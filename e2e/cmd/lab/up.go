@@ -83,6 +83,13 @@ func upCommand(args []string) int {
 		return 1
 	}
 	if !ok {
+		// The supervisor reported that the lab failed to start (the scenario tears down what it
+		// built) and exits; remove the rest so the next `up` starts clean.
+		fmt.Fprintf(os.Stderr, "---- supervisor log (tail) ----\n%s\n", tailFile(filepath.Join(*stateDir, supervisorLog), 40))
+		waitGone(st, 30*time.Second)
+		if err := teardown(os.Stdout, *stateDir, st); err != nil {
+			fmt.Fprintln(os.Stderr, "lab up: cleanup:", err)
+		}
 		return 1
 	}
 	return 0
