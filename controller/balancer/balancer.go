@@ -53,6 +53,7 @@ type Balancer struct {
 	srcWG    sync.WaitGroup
 	hist     history
 	owned    map[uint32]bool // group ids configured since start
+	started  time.Time
 }
 
 type hostKey struct {
@@ -91,7 +92,7 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 	}
 	b := &Balancer{log: opt.Logger, now: opt.Now, metrics: opt.Metrics, events: newEventLog(200),
 		kick: make(chan struct{}, 1), switches: map[uint64]*switchState{}, learned: map[hostKey]host{},
-		pollers: map[string]*snmpSource{}, hist: history{max: 360}, owned: map[uint32]bool{}}
+		pollers: map[string]*snmpSource{}, hist: history{max: 360}, owned: map[uint32]bool{}, started: opt.Now()}
 	b.pool = collector.NewPool(b.poolConfig(cfg))
 	if err := b.install(cfg); err != nil {
 		return nil, err

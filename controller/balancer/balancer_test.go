@@ -12,6 +12,7 @@ import (
 	"flowweight/collector"
 	"flowweight/collector/report"
 	"flowweight/controller/config"
+	"flowweight/controller/dataplane"
 	"flowweight/weights"
 )
 
@@ -182,5 +183,27 @@ func TestHistoryRing(t *testing.T) {
 	h.keep(map[string]bool{})
 	if len(h.series) != 0 {
 		t.Fatal("removed backend's history kept")
+	}
+}
+
+func TestHoldGroupsKeepsTheSwitchsGroup(t *testing.T) {
+	b, err := New(testConfig(t, ""), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onSwitch := dataplane.Group{ID: 5, Buckets: []dataplane.Bucket{{Weight: 700, Actions: "x"}, {Weight: 300, Actions: "y"}}}
+	desired := dataplane.State{Groups: []dataplane.Group{{ID: 5, Buckets: []dataplane.Bucket{{Weight: 1000, Actions: "x"}}}}}
+	current := dataplane.State{Groups: []dataplane.Group{onSwitch}}
+
+	b.services[0].hold = true
+	if got := b.holdGroups(desired, current); !got.Groups[0].Equal(onSwitch) {
+		t.Fatalf("held service's group replaced: %v", got.Groups[0])
+	}
+	if got := b.holdGroups(desired, dataplane.State{}); !got.Groups[0].Equal(desired.Groups[0]) {
+		t.Fatal("with no group on the switch (a cold start) there is nothing to hold")
+	}
+	b.services[0].hold = false
+	if got := b.holdGroups(desired, current); !got.Groups[0].Equal(desired.Groups[0]) {
+		t.Fatal("hold applied after it ended")
 	}
 }

@@ -15,6 +15,18 @@ type service struct {
 	result  weights.Result
 	applied []uint16 // weights last written to the switches, in config order; nil before the first write
 	in      []weights.Backend
+	// hold: the controller started less than stale_after ago and some backend of this service
+	// has not reported yet; its group is kept as the switch holds it (Balancer.holdGroups).
+	hold bool
+}
+
+func (s *service) anyUnknown(states map[string]*collector.State) bool {
+	for _, be := range s.cfg.Backends {
+		if st := states[be.Name]; st == nil || st.Status == weights.StatusUnknown {
+			return true
+		}
+	}
+	return false
 }
 
 // book is what weights needs from one update to the next for one backend.

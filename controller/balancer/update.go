@@ -62,12 +62,13 @@ func (b *Balancer) update(ctx context.Context, periodic bool) {
 		}
 		learned := make([]book, len(s.books))
 		copy(learned, s.books)
+		s.hold = b.now().Sub(b.started) < b.cfg.Collector.StaleAfter && s.anyUnknown(states)
 		worth := s.compute(states)
 		if !periodic {
 			// A kick must not advance learning or damping; only statuses matter here.
 			copy(s.books, learned)
 		}
-		if worth {
+		if worth && !s.hold {
 			s.applied = s.result.Weights(s.applied[:0])
 			changed[s.cfg.Name] = [2][]uint16{before, append([]uint16(nil), s.applied...)}
 		}
@@ -144,8 +145,10 @@ func (b *Balancer) syncLocked(ctx context.Context, st *switchState, changed map[
 			return
 		}
 		st.current, st.known, st.resync = cur, true, false
+		b.adoptLocations(dpid, cur)
 	}
 	desired, _ := b.desiredFor(dpid)
+	desired = b.holdGroups(desired, st.current)
 	plan := dataplane.Plan(desired, st.current)
 	if len(plan) == 0 {
 		return
@@ -315,7 +318,61 @@ func (b *Balancer) repair(ctx context.Context, st *switchState) {
 		b.log.Warn("drift detected; repairing", "dpid", st.sw.String(), "diff", diffSummary(st.current, cur))
 	}
 	st.current, st.known, st.resync = cur, true, false
+	b.adoptLocations(st.sw.DatapathID(), cur)
 	b.syncLocked(ctx, st, nil)
+}
+
+// adoptLocations takes backends' MACs and ports from what the switch holds, for backends this
+// controller has not located yet: after a restart the learned table is empty, and planning
+// without it would delete every backend's forwarding flows until ARP answers again.
+func (b *Balancer) adoptLocations(dpid uint64, cur dataplane.State) {
+	locs := dataplane.Locations(cur)
+	if len(locs) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range b.services {
+		for _, be := range s.cfg.Backends {
+			ip := be.ParsedIP()
+			loc, ok := locs[ip]
+			if _, known := b.learned[hostKey{dpid, ip}]; !ok || known {
+				continue
+			}
+			b.learned[hostKey{dpid, ip}] = host{mac: loc.MAC, port: loc.Port, seen: b.now()}
+		}
+	}
+}
+
+// holdGroups keeps a service's group exactly as the switch holds it while the service is in
+// its start-up hold (see service.hold): a restarted controller has no reports yet, and
+// rewriting the group from an empty picture (all unknown: panic weights; then whoever reports
+// first: everything) would move traffic for no reason, and in stateless mode re-hash live
+// connections.
+func (b *Balancer) holdGroups(desired, current dataplane.State) dataplane.State {
+	b.mu.Lock()
+	held := map[uint32]bool{}
+	for _, s := range b.services {
+		if s.hold {
+			held[uint32(s.cfg.GroupID)] = true
+		}
+	}
+	b.mu.Unlock()
+	if len(held) == 0 {
+		return desired
+	}
+	cur := map[uint32]dataplane.Group{}
+	for _, g := range current.Groups {
+		cur[g.ID] = g
+	}
+	out := dataplane.State{Flows: desired.Flows, Groups: make([]dataplane.Group, len(desired.Groups))}
+	for i, g := range desired.Groups {
+		if c, ok := cur[g.ID]; ok && held[g.ID] && len(c.Buckets) > 0 {
+			g = c
+		}
+		out.Groups[i] = g
+	}
+	return out
 }
 
 var _ ofswitch.Handler = (*Balancer)(nil)

@@ -1,0 +1,83 @@
+package dataplane
+
+import (
+	"net"
+	"net/netip"
+
+	"flowweight/controller/nx"
+
+	"github.com/netrack/openflow/ofp"
+)
+
+// Location is where a backend was found on a switch.
+type Location struct {
+	MAC  net.HardwareAddr
+	Port uint32
+}
+
+// Locations recovers backends' MACs and switch ports from a state read back from a switch:
+// the per-backend forwarding flows of conntrack mode (ipv4_dst=IP -> set eth_dst, output) and
+// the buckets of stateless mode (set eth_dst, set ipv4_dst, output). A controller that
+// restarts knows no MAC until ARP answers again; planning without these would delete every
+// backend's flows and add them back a moment later, breaking connections in between.
+// Entries it cannot read are skipped.
+func Locations(s State) map[netip.Addr]Location {
+	out := map[netip.Addr]Location{}
+	for _, f := range s.Flows {
+		if _, _, kind, ok := ParseCookie(f.Cookie); !ok || kind != KindForward {
+			continue
+		}
+		fields, err := nx.ParseOXM([]byte(f.Match))
+		if err != nil {
+			continue
+		}
+		var ip netip.Addr
+		for _, x := range fields {
+			if x.Class == ofp.XMClassOpenflowBasic && x.Type == ofp.XMTypeIPv4Dst && len(x.Value) == 4 && len(x.Mask) == 0 {
+				ip = netip.AddrFrom4([4]byte(x.Value))
+			}
+		}
+		ins, err := parseInstructions([]byte(f.Instructions))
+		if err != nil || !ip.IsValid() {
+			continue
+		}
+		for _, in := range ins {
+			if loc, _, ok := locate(in.actions); ok {
+				out[ip] = loc
+			}
+		}
+	}
+	for _, g := range s.Groups {
+		for _, b := range g.Buckets {
+			acts, err := nx.ParseActions([]byte(b.Actions))
+			if err != nil {
+				continue
+			}
+			if loc, ip, ok := locate(acts); ok && ip.IsValid() {
+				out[ip] = loc
+			}
+		}
+	}
+	return out
+}
+
+// locate reads set eth_dst, an optional set ipv4_dst, and output to a physical port.
+func locate(acts ofp.Actions) (loc Location, ip netip.Addr, ok bool) {
+	for _, a := range acts {
+		switch a := a.(type) {
+		case *ofp.ActionSetField:
+			v := a.Field.Value
+			switch {
+			case a.Field.Type == ofp.XMTypeEthDst && len(v) == 6:
+				loc.MAC = append(net.HardwareAddr(nil), v...)
+			case a.Field.Type == ofp.XMTypeIPv4Dst && len(v) == 4:
+				ip = netip.AddrFrom4([4]byte(v))
+			}
+		case *ofp.ActionOutput:
+			if a.Port > 0 && a.Port <= ofp.PortMax {
+				loc.Port = uint32(a.Port)
+			}
+		}
+	}
+	return loc, ip, loc.MAC != nil && loc.Port != 0
+}
