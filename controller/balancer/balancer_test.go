@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"context"
+	"net"
 	"net/netip"
 
 	"flowweight/collector"
@@ -205,5 +207,95 @@ func TestHoldGroupsKeepsTheSwitchsGroup(t *testing.T) {
 	b.services[0].hold = false
 	if got := b.holdGroups(desired, current); !got.Groups[0].Equal(desired.Groups[0]) {
 		t.Fatal("hold applied after it ended")
+	}
+}
+
+// bucketsOf returns the weights the planner would give group 5 on a switch where every
+// backend is located.
+func bucketsOf(t *testing.T, b *Balancer) []uint16 {
+	t.Helper()
+	b.mu.Lock()
+	for _, s := range b.services {
+		for i, be := range s.cfg.Backends {
+			b.learned[hostKey{1, be.ParsedIP()}] = host{mac: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}, port: uint32(i + 1)}
+		}
+	}
+	b.mu.Unlock()
+	desired, _ := b.desiredFor(1)
+	for _, g := range desired.Groups {
+		if g.ID == 5 {
+			var w []uint16
+			for _, k := range g.Buckets {
+				w = append(w, k.Weight)
+			}
+			return w
+		}
+	}
+	t.Fatal("group 5 not planned")
+	return nil
+}
+
+func TestReloadChangesWeightsAndBuckets(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	b, err := New(testConfig(t, ""), Options{Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed := func(names ...string) {
+		for _, n := range names {
+			cpu, mem := 0.8, 0.1
+			if n != "a" {
+				cpu, mem = 0.1, 0.8
+			}
+			b.pool.Accept(&report.Report{BackendID: n, Flags: report.FlagHealthOK, CPUUtil: cpu, MemUtil: mem, CPUCount: 2, MemBytes: 1 << 30}, netip.AddrPort{})
+		}
+		clk.t = clk.t.Add(11 * time.Second) // past warm-up
+		for _, n := range names {
+			b.pool.Accept(&report.Report{BackendID: n, Flags: report.FlagHealthOK, CPUUtil: 0.8, MemUtil: 0.1, CPUCount: 2, MemBytes: 1 << 30}, netip.AddrPort{})
+		}
+	}
+	feed("a", "b")
+	b.update(context.Background(), true)
+	before := bucketsOf(t, b)
+	if len(before) != 2 {
+		t.Fatalf("buckets %v", before)
+	}
+
+	// Coefficients: load from memory only. a is CPU-bound, b memory-bound in the first
+	// samples; the smoothed loads differ, so the split must change.
+	cfg := testConfig(t, "[weighting.load]\ncpu = 0.0\nmem = 1.0\nconn = 0.0\nnet = 0.0\n")
+	cfg.Collector.KeyFile = b.Config().Collector.KeyFile
+	if err := b.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	b.update(context.Background(), true)
+	if after := bucketsOf(t, b); after[0] == before[0] {
+		t.Fatalf("a coefficient change did not alter the weights: %v -> %v", before, after)
+	}
+
+	// Adding a backend adds a bucket once it reports; removing one removes its bucket.
+	grown := testConfig(t, "")
+	grown.Collector.KeyFile = cfg.Collector.KeyFile
+	grown.Services[0].Backends = append(grown.Services[0].Backends, config.Backend{Name: "c", IP: "10.0.0.3", Port: 80, Source: "probe", Capacity: 1})
+	if err := b.Reload(grown); err != nil {
+		t.Fatal(err)
+	}
+	feed("a", "b", "c")
+	b.update(context.Background(), true)
+	if w := bucketsOf(t, b); len(w) != 3 {
+		t.Fatalf("after adding c: buckets %v", w)
+	}
+	shrunk := testConfig(t, "")
+	shrunk.Collector.KeyFile = cfg.Collector.KeyFile
+	shrunk.Services[0].Backends = shrunk.Services[0].Backends[1:] // drop a
+	if err := b.Reload(shrunk); err != nil {
+		t.Fatal(err)
+	}
+	b.update(context.Background(), true)
+	if w := bucketsOf(t, b); len(w) != 1 {
+		t.Fatalf("after removing a: buckets %v", w)
+	}
+	if b.pool.Known("a") {
+		t.Fatal("removed backend still in the pool")
 	}
 }
