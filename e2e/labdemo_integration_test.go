@@ -73,7 +73,7 @@ func TestLabDemo(t *testing.T) {
 		return out.String(), cmd.ProcessState.ExitCode()
 	}
 
-	var supervisorLog string
+	var supervisorLog, upOut string
 	downDone := false
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -81,6 +81,7 @@ func TestLabDemo(t *testing.T) {
 				supervisorLog = string(b)
 			}
 			t.Logf("supervisor log:\n%s", supervisorLog)
+			t.Logf("story (output of lab.sh up):\n%s", upOut)
 		}
 		if !downDone {
 			out, code := script(2*time.Minute, "down")
@@ -88,16 +89,17 @@ func TestLabDemo(t *testing.T) {
 		}
 	})
 
-	upOut, code := script(5*time.Minute, "up")
+	var code int
+	upOut, code = script(5*time.Minute, "up")
 	if b, err := os.ReadFile(filepath.Join(labStateDir, "supervisor.log")); err == nil {
 		supervisorLog = string(b)
 	}
 	if code != 0 || !strings.Contains(upOut, "== story done") {
-		t.Fatalf("lab.sh up: exit %d, no story done line; output (story):\n%s", code, upOut)
+		t.Fatalf("lab.sh up: exit %d, no story done line", code)
 	}
 	stateData, err := os.ReadFile(filepath.Join(labStateDir, "state.json"))
 	if err != nil {
-		t.Fatalf("lab up, but no state file: %v\n%s", err, upOut)
+		t.Fatalf("lab up, but no state file: %v", err)
 	}
 	var st labDemoState
 	if err := json.Unmarshal(stateData, &st); err != nil || !strings.HasPrefix(st.Prefix, "fw") || len(st.Prefix) < 3 || st.PID <= 1 || !filepath.IsAbs(st.Dir) {
@@ -111,7 +113,7 @@ func TestLabDemo(t *testing.T) {
 	}
 	snaps, err := groupSnapshots(upOut)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, upOut)
+		t.Fatal(err)
 	}
 	changed := 0
 	for i := 1; i < len(snaps); i++ {
@@ -121,10 +123,7 @@ func TestLabDemo(t *testing.T) {
 	}
 	t.Logf("group 1 as printed by dump-groups in the story: %v", snaps)
 	if len(snaps) < 2 || changed == 0 {
-		t.Fatalf("no weight change across the %d dump-groups outputs of the story: %v\n%s", len(snaps), snaps, upOut)
-	}
-	if t.Failed() {
-		t.Logf("story:\n%s", upOut)
+		t.Fatalf("no weight change across the %d dump-groups outputs of the story: %v", len(snaps), snaps)
 	}
 
 	// Idempotent up: says the lab runs, shows status, exit 0, and starts nothing new.
