@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
 [ "$(id -u)" = 0 ] || { echo "test.sh: the integration tier needs root (namespaces, cgroups, Open vSwitch)"; exit 1; }
 
+if [ -f /run/flowweight-lab/state.json ]; then
+  echo "test.sh: a lab demo is running (bash scripts/lab.sh down first): it holds the host's Open vSwitch lock"
+  exit 1
+fi
+
 echo "== gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 [ -z "$bad" ] || { echo "gofmt: unformatted files:"; echo "$bad"; exit 1; }
