@@ -1,0 +1,115 @@
+// Command bench measures flowweight on the real Open vSwitch lab (e2e/scenario): the share
+// of new connections each backend actually receives for pinned weights, the established
+// connections broken per reweight in conntrack and stateless mode, and the latency of
+// bounded load through the VIP under equal, oracle and dynamic weights, including a
+// hidden-capacity run where only feedback can find the right shares.
+//
+// It needs root and the lab's daemons (see docs/lab.md); it prints markdown tables.
+//
+//	go run ./e2e/bench -run share,disruption,quality,hidden
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"flowweight/e2e/scenario"
+)
+
+func main() {
+	run := flag.String("run", "share,disruption,quality,hidden", "comma-separated experiments: share, disruption, quality, hidden")
+	conns := flag.Int("conns", 2000, "new connections per share measurement (bounded)")
+	long := flag.Int("long", 100, "long-lived connections in the disruption run")
+	reweights := flag.Int("reweights", 10, "reweights in the disruption run")
+	measure := flag.Duration("measure", 20*time.Second, "length of each measured load run in quality/hidden")
+	flag.Parse()
+
+	binDir, err := os.MkdirTemp("", "fwbench-bin-")
+	if err != nil {
+		fatal("temp dir", err)
+	}
+	defer os.RemoveAll(binDir)
+	bins, err := scenario.Build(binDir)
+	if err != nil {
+		fatal("build", err)
+	}
+	b := &bench{bins: bins, conns: *conns, long: *long, reweights: *reweights, measure: *measure}
+	fmt.Printf("# flowweight lab benchmarks, %s, %s\n\n", time.Now().UTC().Format(time.RFC3339), hostLine())
+	for _, name := range strings.Split(*run, ",") {
+		var err error
+		t0 := time.Now()
+		switch strings.TrimSpace(name) {
+		case "share":
+			err = b.share()
+		case "disruption":
+			err = b.disruption()
+		case "quality":
+			err = b.quality()
+		case "hidden":
+			err = b.hidden()
+		case "":
+			continue
+		default:
+			err = fmt.Errorf("unknown experiment %q", name)
+		}
+		if err != nil {
+			fatal(name, err)
+		}
+		slog.Info("experiment done", "name", name, "took", time.Since(t0).Round(time.Second))
+	}
+}
+
+func fatal(what string, err error) {
+	slog.Error("bench failed", "step", what, "err", err)
+	os.Exit(1)
+}
+
+func hostLine() string {
+	data, _ := os.ReadFile("/proc/cpuinfo")
+	n := strings.Count(string(data), "\nprocessor") + 1
+	if len(data) == 0 {
+		n = 0
+	}
+	return fmt.Sprintf("%d CPUs", n)
+}
+
+type bench struct {
+	bins                   scenario.Binaries
+	conns, long, reweights int
+	measure                time.Duration
+}
+
+// start brings up one scenario in a fresh short directory; the caller closes it with stop.
+func (b *bench) start(o scenario.Options) (*scenario.Scenario, func(), error) {
+	dir, err := os.MkdirTemp("", "fwb-")
+	if err != nil {
+		return nil, nil, err
+	}
+	o.Dir = dir
+	o.Bins = b.bins
+	logf, err := os.Create(filepath.Join(os.TempDir(), filepath.Base(dir)+".log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	o.Log = logf
+	t0 := time.Now()
+	s, err := scenario.Start(o)
+	if err != nil {
+		logf.Close()
+		return nil, nil, fmt.Errorf("scenario start (log %s): %w", logf.Name(), err)
+	}
+	slog.Info("scenario up", "took", time.Since(t0).Round(time.Millisecond), "mode", o.Mode, "quotas", o.Quotas, "log", logf.Name())
+	return s, func() {
+		if err := s.Close(); err != nil {
+			slog.Error("scenario close", "err", err)
+		}
+		logf.Close()
+		os.Remove(logf.Name())
+		os.RemoveAll(dir)
+	}, nil
+}
