@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# bench.sh — rerun every benchmark of the project, one after the other, and print a summary.
+#
+# Steps (each command is the one its docs/benchmarks-*.md file quotes, with short -benchtime):
+#   weights          go test -bench Compute ./weights                 (docs/benchmarks-weights.md)
+#   sim-bench        go test -bench RunDynamic ./weights/sim/          (docs/benchmarks-sim.md)
+#   report           go test -bench Open ./collector/report/           (docs/benchmarks-push.md)
+#   push             go test -bench 'Ingest|Loopback' ./collector/push/ (docs/benchmarks-push.md)
+#   snmp             go test -bench . ./collector/snmp/ and -tags integration PollSnmpd (docs/benchmarks-snmp.md)
+#   probe-sample     go test -bench SampleHost ./probe/sample          (docs/benchmarks-probe.md)
+#   ofswitch         go test -tags integration -bench 'Rewrite|OfctlModGroup' ./controller/ofswitch/ (docs/benchmarks-ofswitch.md)
+#   fwsim            go run ./weights/sim/cmd/fwsim                    (docs/benchmarks-sim.md)
+#   peers            bash scripts/bench-peers.sh                       (docs/benchmarks-peers.md)
+#   probe-footprint  scripts/probe-footprint.sh                        (docs/benchmarks-probe.md)
+#   lab              go run ./e2e/bench                                (docs/benchmarks-lab.md)
+#
+# About 15 minutes on this 2-core machine when the lab switch is free (the lab steps wait for
+# the host-wide lab lock while another test holds it). Logs go to OUT (default a new temp dir);
+# the summary lists every step with its status and time and the lines worth reading.
+#
+# Usage: sudo scripts/bench.sh                 (root: the ofswitch, snmp integration and lab steps)
+#        ONLY="weights fwsim" scripts/bench.sh  (a subset, by step name)
+#        LAB_RUN=share,disruption scripts/bench.sh
+# Exit status: 1 if any step failed. Stops only the processes it started (each step cleans up).
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+OUT=${OUT:-$(mktemp -d /tmp/fwbench.XXXXXX)}
+ONLY=${ONLY:-}
+LAB_RUN=${LAB_RUN:-share,disruption,quality,hidden}
+mkdir -p "$OUT"
+
+steps=(weights sim-bench report push snmp probe-sample ofswitch fwsim peers probe-footprint lab)
+declare -A cmd=(
+	[weights]="go test -run '^\$' -bench Compute -benchmem -benchtime 1000x -count 2 ./weights"
+	[sim-bench]="go test -run '^\$' -bench RunDynamic -benchtime 5x -count 2 ./weights/sim/"
+	[report]="go test -run '^\$' -bench Open -benchmem -benchtime 100000x -cpu 1 -count 2 ./collector/report/"
+	[push]="go test -run '^\$' -bench 'Ingest|Loopback' -benchmem -benchtime 50000x -cpu 1 -count 2 ./collector/push/"
+	[snmp]="go test -run '^\$' -bench . -benchtime 2000x -count 2 ./collector/snmp/ && go test -tags integration -run '^\$' -bench PollSnmpd -benchtime 100x -count 2 ./collector/snmp/"
+	[probe-sample]="go test -run '^\$' -bench SampleHost -benchmem -benchtime 1000x -count 2 ./probe/sample"
+	[ofswitch]="go test -tags integration -run '^\$' -bench 'Rewrite|OfctlModGroup' -benchtime 200x -count 2 ./controller/ofswitch/"
+	[fwsim]="go run ./weights/sim/cmd/fwsim"
+	[peers]="bash scripts/bench-peers.sh"
+	[probe-footprint]="DURATION=\${FOOTPRINT_DURATION:-30} bash scripts/probe-footprint.sh"
+	[lab]="go run ./e2e/bench -run $LAB_RUN -conns 1500 -measure 15s"
+)
+# What the summary shows of each log.
+declare -A pick=(
+	[fwsim]='^(#|\|)'
+	[peers]='^(#|\||[A-Za-z].*:)'
+	[probe-footprint]='(RSS|HWM|CPU|cpu|%)'
+	[lab]='^(#|\||Pool)'
+)
+
+declare -A status secs
+failed=0
+t_all=$(date +%s)
+for s in "${steps[@]}"; do
+	if [ -n "$ONLY" ] && [[ " $ONLY " != *" $s "* ]]; then
+		continue
+	fi
+	echo "==> $s: ${cmd[$s]}" >&2
+	t0=$(date +%s)
+	if bash -c "${cmd[$s]}" >"$OUT/$s.log" 2>&1; then
+		status[$s]=ok
+	else
+		status[$s]="FAILED ($?)"
+		failed=1
+	fi
+	secs[$s]=$(($(date +%s) - t0))
+	echo "    ${status[$s]} in ${secs[$s]} s, log $OUT/$s.log" >&2
+done
+
+echo
+echo "# flowweight benchmarks, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) CPUs, $(go version | cut -d' ' -f3), total $(($(date +%s) - t_all)) s"
+echo
+echo "| step | status | seconds | log |"
+echo "|---|---|---|---|"
+for s in "${steps[@]}"; do
+	[ -n "${status[$s]:-}" ] || continue
+	echo "| $s | ${status[$s]} | ${secs[$s]} | $OUT/$s.log |"
+done
+for s in "${steps[@]}"; do
+	[ -n "${status[$s]:-}" ] || continue
+	echo
+	echo "## $s"
+	echo
+	re=${pick[$s]:-'^(Benchmark|ok|FAIL|---)'}
+	grep -E "$re" "$OUT/$s.log" | head -60
+	if [ "${status[$s]}" != ok ]; then
+		echo "(last lines)"
+		tail -15 "$OUT/$s.log"
+	fi
+done
+exit $failed
