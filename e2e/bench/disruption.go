@@ -30,7 +30,7 @@ func (b *bench) disruption() error {
 
 func (b *bench) disruptOne(mode string) error {
 	s, stop, err := b.start(scenario.Options{Mode: mode, Quotas: []float64{0.5, 0.5, 0.5}, Work: 200,
-		Weighting: map[string]string{"policy": `"static"`}})
+		Weighting: map[string]string{"policy": `"static"`, "capacity": cpuOnly}})
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func (b *bench) share() error {
 
 func (b *bench) shareOne(quotas []float64, caps [][]float64) error {
 	s, stop, err := b.start(scenario.Options{Quotas: quotas, Capacities: caps[0], Work: 200,
-		Weighting: map[string]string{"policy": `"static"`}})
+		Weighting: map[string]string{"policy": `"static"`, "capacity": cpuOnly}})
 	if err != nil {
 		return err
 	}
