@@ -29,7 +29,8 @@ func main() {
 	measure := flag.Duration("measure", 20*time.Second, "length of each measured load run in quality/hidden")
 	flag.Parse()
 
-	binDir, err := os.MkdirTemp("", "fwbench-bin-")
+	var err error
+	binDir, err = os.MkdirTemp("", "fwbench-bin-")
 	if err != nil {
 		fatal("temp dir", err)
 	}
@@ -64,8 +65,14 @@ func main() {
 	}
 }
 
+// binDir holds the built binaries; fatal removes it too, since os.Exit skips defers.
+var binDir string
+
 func fatal(what string, err error) {
 	slog.Error("bench failed", "step", what, "err", err)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
 	os.Exit(1)
 }
 
