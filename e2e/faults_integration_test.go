@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/e2e/lab"
 	"flowweight/e2e/scenario"
 )
 
