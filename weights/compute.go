@@ -583,12 +583,18 @@ func panicWeights(in []Backend, t Tuning, out *Result) {
 
 // Worth reports whether next differs enough from the weights last applied (prev, in the
 // same order) to rewrite the switch: a backend gaining or losing all weight always counts;
-// otherwise some bucket must move by more than DeadBand of the total.
+// otherwise some bucket must move by more than DeadBand of the total. The dead-band is there
+// for noisy measurements; the static and equal policies have none, so for them any change is
+// worth a rewrite (otherwise the step limit's last small step toward their exact target would
+// never be applied).
 func Worth(prev []uint16, next *Result, t Tuning) bool {
 	if len(prev) != len(next.Backends) {
 		return true
 	}
 	limit := t.DeadBand * float64(next.Total)
+	if t.Policy == PolicyStatic || t.Policy == PolicyEqual {
+		limit = 0
+	}
 	for i, e := range next.Backends {
 		if (prev[i] == 0) != (e.Weight == 0) {
 			return true

@@ -285,6 +285,16 @@ func TestDeadBand(t *testing.T) {
 			t.Errorf("Worth(%v) = %v, want %v", c.prev, got, c.want)
 		}
 	}
+	for _, p := range []Policy{PolicyStatic, PolicyEqual} {
+		exact := tun
+		exact.Policy = p
+		if !Worth([]uint16{499, 501}, next, exact) {
+			t.Errorf("policy %s: a 1-unit step toward its exact target was held back by the dead-band", p)
+		}
+		if Worth([]uint16{500, 500}, next, exact) {
+			t.Errorf("policy %s: no change was worth a rewrite", p)
+		}
+	}
 	leave := &Result{Total: 1000, Backends: []Explanation{{Weight: 1000}, {Weight: 0}}}
 	if !Worth([]uint16{999, 1}, leave, tun) {
 		t.Error("a backend losing all weight must be worth a rewrite even below the dead-band")
