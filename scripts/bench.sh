@@ -2,17 +2,17 @@
 # bench.sh — rerun every benchmark of the project, one after the other, and print a summary.
 #
 # Steps (each command is the one its docs/benchmarks-*.md file quotes, with short -benchtime):
-#   weights          go test -bench Compute ./weights                 (docs/benchmarks-weights.md)
-#   sim-bench        go test -bench RunDynamic ./weights/sim/          (docs/benchmarks-sim.md)
-#   report           go test -bench Open ./collector/report/           (docs/benchmarks-push.md)
-#   push             go test -bench 'Ingest|Loopback' ./collector/push/ (docs/benchmarks-push.md)
-#   snmp             go test -bench . ./collector/snmp/ and -tags integration PollSnmpd (docs/benchmarks-snmp.md)
-#   probe-sample     go test -bench SampleHost ./probe/sample          (docs/benchmarks-probe.md)
-#   ofswitch         go test -tags integration -bench 'Rewrite|OfctlModGroup' ./controller/ofswitch/ (docs/benchmarks-ofswitch.md)
-#   fwsim            go run ./weights/sim/cmd/fwsim                    (docs/benchmarks-sim.md)
-#   peers            bash scripts/bench-peers.sh                       (docs/benchmarks-peers.md)
-#   probe-footprint  scripts/probe-footprint.sh                        (docs/benchmarks-probe.md)
-#   lab              go run ./e2e/bench                                (docs/benchmarks-lab.md)
+#   weights          go test -bench Compute ./weights                 (docs/benchmarks.md)
+#   sim-bench        go test -bench RunDynamic ./weights/sim/          (docs/benchmarks.md)
+#   report           go test -bench Open ./collector/report/           (docs/benchmarks.md)
+#   push             go test -bench 'Ingest|Loopback' ./collector/push/ (docs/benchmarks.md)
+#   snmp             go test -bench . ./collector/snmp/ and -tags integration PollSnmpd (docs/benchmarks.md)
+#   probe-sample     go test -bench SampleHost ./probe/sample          (docs/benchmarks.md)
+#   ofswitch         go test -tags integration -bench 'Rewrite|OfctlModGroup' ./controller/ofswitch/ (docs/benchmarks.md)
+#   fwsim            go run ./weights/sim/cmd/fwsim                    (docs/benchmarks.md)
+#   peers            bash scripts/bench-peers.sh                       (docs/benchmarks.md)
+#   probe-footprint  scripts/probe-footprint.sh                        (docs/benchmarks.md)
+#   lab              go run ./e2e/bench                                (docs/benchmarks.md)
 #
 # About 15 minutes on this 2-core machine when the lab switch is free (the lab steps wait for
 # the host-wide lab lock while another test holds it). Logs go to OUT (default a new temp dir);

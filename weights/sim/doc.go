@@ -7,7 +7,7 @@
 // showed that plausible formulas can be orders of magnitude apart on p99, so every default in
 // weights.DefaultTuning should be backed by a run of this simulator.
 //
-// The model (see docs/benchmarks-sim.md for the figures):
+// The model (see docs/benchmarks.md for the figures):
 //
 //   - Each backend has a true speed (work units per second, all its servers together), a
 //     declared capacity (the CPU count the operator configured) and k parallel FCFS servers
