@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench.sh — rerun every benchmark of the project, one after the other, and print a summary.
 #
-# Steps (each command is the one its docs/benchmarks-*.md file quotes, with short -benchtime):
+# Steps (each command is the one docs/benchmarks.md quotes, with short -benchtime):
 #   weights          go test -bench Compute ./weights                 (docs/benchmarks.md)
 #   sim-bench        go test -bench RunDynamic ./weights/sim/          (docs/benchmarks.md)
 #   report           go test -bench Open ./collector/report/           (docs/benchmarks.md)
