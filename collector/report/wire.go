@@ -299,8 +299,8 @@ func (o *Opener) Open(datagram []byte, keyFor func(backendID string) (key []byte
 		return bad("seq is 0")
 	}
 	ns := int64(be.Uint64(datagram[offTime:]))
-	if ns <= 0 {
-		return bad("time %d ns: want > 0", ns)
+	if ns < int64(time.Second) { // the same bound as Validate: after 1970-01-01T00:00:01Z
+		return bad("time %d ns: want at least 1 s after 1970 (unix nanoseconds)", ns)
 	}
 	out.Time = time.Unix(0, ns).UTC()
 	if out.Interval = time.Duration(be.Uint64(datagram[offInterval:])); out.Interval <= 0 {
