@@ -39,9 +39,23 @@ if [ "$fuzztime" != 0 ]; then
   n=0
   while read -r pkg target; do
     echo "-- $pkg $target"
-    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" </dev/null >/tmp/fuzz.$$.log 2>&1 || { cat /tmp/fuzz.$$.log; exit 1; }
+    # Go 1.26's fuzz coordinator can end a run at the -fuzztime deadline with a bare "context
+    # deadline exceeded" and no failing input (golang/go#75804, fixed in Go 1.27). Such a run is
+    # retried once; a run that writes a failing input, or fails twice, fails the stage.
+    for attempt in 1 2; do
+      if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" </dev/null >/tmp/fuzz.$$.log 2>&1; then
+        break
+      fi
+      if [ "$attempt" = 1 ] && ! grep -q 'Failing input written' /tmp/fuzz.$$.log &&
+         grep -qx '    context deadline exceeded' /tmp/fuzz.$$.log; then
+        echo "   deadline race in the fuzz coordinator (golang/go#75804), no failing input: retrying once"
+        continue
+      fi
+      cat /tmp/fuzz.$$.log; rm -f /tmp/fuzz.$$.log; exit 1
+    done
     n=$((n + 1))
   done <<<"$targets"
+  rm -f /tmp/fuzz.$$.log
   echo "fuzz: $n targets, $fuzztime each, no failure"
 fi
 echo "== all tests passed"
