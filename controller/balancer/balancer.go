@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"flowweight/collector"
@@ -54,6 +56,10 @@ type Balancer struct {
 	hist     history
 	owned    map[uint32]bool // group ids configured since start
 	started  time.Time
+
+	// tls is the OpenFlow listener's current TLS configuration (nil: plain TCP); a reload
+	// replaces it, and the next handshake uses the new one.
+	tls atomic.Pointer[tls.Config]
 }
 
 type hostKey struct {
@@ -119,6 +125,10 @@ func (b *Balancer) transition(t collector.Transition) {
 // install makes cfg the running configuration: keys, services, pool membership. It loads
 // every key file first, so a reload with an unreadable key changes nothing.
 func (b *Balancer) install(cfg *config.Config) error {
+	tc, err := loadTLS(cfg.Controller)
+	if err != nil {
+		return err
+	}
 	keys := map[string][]byte{}
 	cache := map[string][]byte{}
 	load := func(path string) ([]byte, error) {
@@ -159,6 +169,7 @@ func (b *Balancer) install(cfg *config.Config) error {
 		services[i] = newService(cfg, &cfg.Services[i], i, old[cfg.Services[i].Name])
 	}
 	b.cfg, b.keys, b.services = cfg, keys, services
+	b.tls.Store(tc)
 	live := map[string]bool{}
 	for _, s := range services {
 		for _, be := range s.cfg.Backends {
@@ -193,6 +204,9 @@ func (b *Balancer) Reload(cfg *config.Config) error {
 	}
 	if cfg.Collector.PushListen != cur.Collector.PushListen {
 		errs = append(errs, fmt.Errorf("collector.push_listen: changing %q to %q needs a restart", cur.Collector.PushListen, cfg.Collector.PushListen))
+	}
+	if (cfg.Controller.TLSCert == "") != (cur.Controller.TLSCert == "") {
+		errs = append(errs, errors.New("controller.tls_cert: turning OpenFlow TLS on or off needs a restart (renewed files at the same or other paths are picked up by a reload)"))
 	}
 	if cfg.API.Listen != cur.API.Listen {
 		errs = append(errs, fmt.Errorf("api.listen: changing %q to %q needs a restart", cur.API.Listen, cfg.API.Listen))
@@ -240,12 +254,8 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 	cfg := b.Config()
 	ofcfg := ofswitch.Config{Listen: cfg.Controller.Listen, EchoInterval: cfg.Controller.EchoInterval,
 		BarrierTimeout: cfg.Controller.BarrierTimeout, Logger: b.log}
-	if cfg.Controller.TLSCert != "" {
-		tc, err := loadTLS(cfg.Controller.TLSCert, cfg.Controller.TLSKey)
-		if err != nil {
-			return err
-		}
-		ofcfg.TLS = tc
+	if b.tls.Load() != nil {
+		ofcfg.TLS = b.listenerTLS()
 	}
 	ofsrv, err := ofswitch.NewServer(ofcfg, b)
 	if err != nil {

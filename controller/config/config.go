@@ -33,7 +33,8 @@ type Config struct {
 type Controller struct {
 	Listen         string        `toml:"listen"`          // OpenFlow listen address, or "unix:/path"; default ":6653" (the IANA port Open vSwitch uses)
 	TLSCert        string        `toml:"tls_cert"`        // optional PEM certificate; with tls_key enables TLS
-	TLSKey         string        `toml:"tls_key"`         // optional PEM key
+	TLSKey         string        `toml:"tls_key"`         // optional PEM key, not readable by others
+	TLSCA          string        `toml:"tls_ca"`          // optional PEM CA bundle: switches must present a certificate it signed
 	UpdatePeriod   time.Duration `toml:"update_period"`   // how often weights are recomputed; default "5s"
 	ReadbackPeriod time.Duration `toml:"readback_period"` // how often groups are read back to repair drift; default "30s"
 	BarrierTimeout time.Duration `toml:"barrier_timeout"` // wait for a barrier reply; default "5s"
@@ -196,6 +197,12 @@ func (c *Config) Validate() error {
 	}
 	if (c.Controller.TLSCert == "") != (c.Controller.TLSKey == "") {
 		p.Addf("controller.tls_cert", "tls_cert and tls_key must be given together")
+	}
+	if c.Controller.TLSCA != "" && c.Controller.TLSCert == "" {
+		p.Addf("controller.tls_ca", "verifying switch certificates needs TLS: set tls_cert and tls_key too")
+	}
+	if strings.HasPrefix(c.Controller.Listen, "unix:") && c.Controller.TLSCert != "" {
+		p.Addf("controller.tls_cert", "TLS over a unix socket listener (%q) is not supported: Open vSwitch's unix: target is plain", c.Controller.Listen)
 	}
 	positive(&p, "controller.update_period", c.Controller.UpdatePeriod)
 	positive(&p, "controller.readback_period", c.Controller.ReadbackPeriod)

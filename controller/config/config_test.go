@@ -89,6 +89,9 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"snmp bad version", good + "  source = \"snmp\"\n  health_url = \"http://10.0.0.2/\"\n  [service.backend.snmp]\n  version = \"v9\"\n", []string{`backend "b".snmp`}},
 		{"group id zero", edit(`group_id = 7`, `group_id = 0`), []string{`service "web".group_id`}},
 		{"duplicate service", good + strings.Replace(strings.Replace(strings.Replace(good[strings.Index(good, "[[service]]"):], `"a"`, `"c"`, 1), `"b"`, `"d"`, 1), "10.0.0.100", "10.0.0.101", 1), []string{`service "web".name`, "duplicate service name", `service "web".group_id`}},
+		{"tls cert without key", "[controller]\ntls_cert = \"/c.crt\"\n" + good, []string{"controller.tls_cert", "together"}},
+		{"tls ca without cert", "[controller]\ntls_ca = \"/ca.crt\"\n" + good, []string{"controller.tls_ca", "needs TLS"}},
+		{"tls on a unix socket", "[controller]\nlisten = \"unix:/run/of.sock\"\ntls_cert = \"/c\"\ntls_key = \"/k\"\n" + good, []string{"controller.tls_cert", "unix socket"}},
 		{"syntax error", good + "\n[[service]\n", []string{"t.toml:"}},
 	}
 	for _, c := range cases {

@@ -56,6 +56,14 @@ func randHex(tb testing.TB, n int) string {
 // startOVSLab starts the daemons and a bridge whose controller is tcp:127.0.0.1:port.
 func startOVSLab(tb testing.TB, controllerPort int) *ovsLab {
 	tb.Helper()
+	return startOVSLabTarget(tb, fmt.Sprintf("tcp:127.0.0.1:%d", controllerPort))
+}
+
+// startOVSLabTarget starts the daemons and a bridge whose controller is target (an Open
+// vSwitch target such as "ssl:127.0.0.1:6653"); setup is an ovs-vsctl command run before the
+// bridge exists (set-ssl, so the first connection attempt already has its certificates).
+func startOVSLabTarget(tb testing.TB, target string, setup ...string) *ovsLab {
+	tb.Helper()
 	needBinaries(tb, "ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl")
 	release, err := lab.ClaimHost() // one userspace switch per host at a time (e2e/lab)
 	if err != nil {
@@ -78,9 +86,12 @@ func startOVSLab(tb testing.TB, controllerPort int) *ovsLab {
 	l.waitFor(filepath.Join(dir, "db.sock"))
 	l.vsctl("--no-wait", "init")
 	l.startVswitchd()
+	if len(setup) > 0 {
+		l.vsctl(setup...)
+	}
 	l.vsctl("add-br", l.bridge, "--", "set", "bridge", l.bridge, "datapath_type=netdev", "protocols=OpenFlow13",
 		"fail_mode=secure", fmt.Sprintf("other-config:datapath-id=%016x", l.dpid),
-		"--", "set-controller", l.bridge, fmt.Sprintf("tcp:127.0.0.1:%d", controllerPort))
+		"--", "set-controller", l.bridge, target)
 	tb.Cleanup(func() {
 		if tb.Failed() {
 			tb.Logf("dump-groups on failure:\n%s", l.ofctlOut("dump-groups"))

@@ -236,6 +236,16 @@ func (s *Server) handshake(c net.Conn) (*Switch, error) {
 	if err := c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout)); err != nil {
 		return nil, err
 	}
+	if tc, ok := c.(*tls.Conn); ok {
+		// Explicitly, so a refused certificate is logged as a TLS failure naming the peer's
+		// certificate rather than as a failed HELLO.
+		if err := tc.Handshake(); err != nil {
+			return nil, fmt.Errorf("TLS handshake: %w", err)
+		}
+		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+			s.cfg.Logger.Debug("switch certificate verified", "remote", c.RemoteAddr().String(), "subject", certs[0].Subject.String())
+		}
+	}
 	sw := &Switch{
 		srv: s, cfg: s.cfg, conn: c, br: bufio.NewReader(c), log: s.cfg.Logger,
 		pending:   make(map[uint32]*waiter),
