@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/shirou/gopsutil/v4/cpu"
 	"github.com/shirou/gopsutil/v4/mem"
 
 	"flowweight/probe/agent"
@@ -24,7 +23,7 @@ func buildSources(cfg config.Config) ([]agent.Source, error) {
 			return nil, fmt.Errorf("cgroup_path: %w", err)
 		}
 		ctx := context.Background()
-		cpus, err := cpu.CountsWithContext(ctx, true)
+		cpus, err := sample.HostCPUCount(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("host cpu count: %w", err)
 		}

@@ -1,13 +1,17 @@
 package health
 
 import (
+	"bufio"
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 	"unicode/utf8"
 
@@ -28,6 +32,9 @@ type Result struct {
 	Err     string        // why the check failed, at most MaxErrLen bytes; empty when OK
 }
 
+// MaxHeader bounds the status line and headers of a response.
+const MaxHeader = 64 << 10
+
 // Checker checks one URL.
 type Checker struct {
 	URL          string
@@ -35,14 +42,20 @@ type Checker struct {
 	Expect       config.StatusRanges
 	BodyContains string
 
-	client *http.Client
-	now    func() time.Time
+	addr string        // host:port to dial
+	tls  *tls.Config   // nil for http
+	req  *http.Request // the GET sent every time (read-only)
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	now  func() time.Time
 }
 
-// New returns a Checker for h. Each check opens a new connection (keep-alive is off): a
-// reused connection would say nothing about whether the service still accepts new ones. No
-// proxy from the environment is used and redirects are not followed, since a 3xx from the
-// local service is an answer to judge, not somewhere else to go.
+// New returns a Checker for h. Each check opens a new connection, sends one GET with
+// "Connection: close" and reads one response with net/http's parser: a reused connection
+// would say nothing about whether the service still accepts new ones, and with a single
+// request there is nothing for http.Client's connection pool, proxy or redirect machinery to
+// do; dropping it cut the probe's CPU per interval by a fifth (docs/benchmarks.md). Redirects are not followed: a 3xx from the local service is
+// an answer to judge, not somewhere else to go. https verifies the certificate against the
+// system roots, as http.Client would.
 func New(h config.Health) (*Checker, error) {
 	expect, err := config.ParseStatusRanges(h.ExpectStatus)
 	if err != nil {
@@ -51,26 +64,33 @@ func New(h config.Health) (*Checker, error) {
 	if h.Timeout <= 0 {
 		return nil, fmt.Errorf("health.timeout %v: want > 0", h.Timeout)
 	}
-	tr := &http.Transport{
-		Proxy:                  nil,
-		DialContext:            (&net.Dialer{Timeout: h.Timeout}).DialContext,
-		DisableKeepAlives:      true,
-		TLSHandshakeTimeout:    h.Timeout,
-		ResponseHeaderTimeout:  h.Timeout,
-		MaxResponseHeaderBytes: 64 << 10,
+	u, err := url.Parse(h.URL)
+	if err != nil {
+		return nil, fmt.Errorf("health.url: %w", err)
 	}
-	return &Checker{
-		URL:          h.URL,
-		Timeout:      h.Timeout,
-		Expect:       expect,
-		BodyContains: h.BodyContains,
-		client: &http.Client{
-			Transport:     tr,
-			Timeout:       h.Timeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		now: time.Now,
-	}, nil
+	c := &Checker{URL: h.URL, Timeout: h.Timeout, Expect: expect, BodyContains: h.BodyContains,
+		dial: (&net.Dialer{}).DialContext, now: time.Now}
+	port := u.Port()
+	switch u.Scheme {
+	case "http":
+		port = cmp.Or(port, "80")
+	case "https":
+		port = cmp.Or(port, "443")
+		c.tls = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
+	default:
+		return nil, fmt.Errorf("health.url %q: scheme must be http or https", h.URL)
+	}
+	if u.Hostname() == "" {
+		return nil, fmt.Errorf("health.url %q has no host", h.URL)
+	}
+	c.addr = net.JoinHostPort(u.Hostname(), port)
+	c.req, err = http.NewRequest(http.MethodGet, h.URL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("health.url: %w", err)
+	}
+	c.req.Header.Set("User-Agent", "flowweight-probe")
+	c.req.Close = true // "Connection: close"
+	return c, nil
 }
 
 // Check performs one check; it returns within Timeout (or sooner if ctx ends).
@@ -78,14 +98,39 @@ func (c *Checker) Check(ctx context.Context) Result {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	start := c.now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL, nil)
-	if err != nil {
-		return fail(0, 0, err.Error())
+	failf := func(status uint16, format string, args ...any) Result {
+		return fail(status, c.now().Sub(start), "GET "+c.URL+": "+fmt.Sprintf(format, args...))
 	}
-	req.Header.Set("User-Agent", "flowweight-probe")
-	resp, err := c.client.Do(req)
+	conn, err := c.dial(ctx, "tcp", c.addr)
 	if err != nil {
-		return fail(0, c.now().Sub(start), "GET "+c.URL+": "+cause(err))
+		return failf(0, "%s", cause(err))
+	}
+	defer conn.Close()
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	// A cancelled ctx (the probe stopping) ends blocked reads and writes at once.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if c.tls != nil {
+		tc := tls.Client(conn, c.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return failf(0, "%s", cause(err))
+		}
+		conn = tc
+	}
+	if err := c.req.Write(conn); err != nil {
+		return failf(0, "%s", cause(err))
+	}
+	// Header and body share one bound, so a service cannot make the probe read without end.
+	br := bufio.NewReader(io.LimitReader(conn, MaxHeader+MaxBody))
+	var resp *http.Response
+	for range 5 { // skip interim 1xx responses, as http.Client does
+		if resp, err = http.ReadResponse(br, c.req); err != nil {
+			return failf(0, "%s", cause(err))
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
 	}
 	defer resp.Body.Close()
 	status := uint16(resp.StatusCode)
@@ -93,7 +138,7 @@ func (c *Checker) Check(ctx context.Context) Result {
 		status = 0
 	}
 	if !c.Expect.Contains(resp.StatusCode) {
-		return fail(status, c.now().Sub(start), fmt.Sprintf("GET %s: status %s", c.URL, resp.Status))
+		return failf(status, "status %s", resp.Status)
 	}
 	// The body is read (up to MaxBody) even when not searched: a service that sends headers
 	// and then stalls is not healthy, and closing early makes the server see a broken pipe.
@@ -106,10 +151,10 @@ func (c *Checker) Check(ctx context.Context) Result {
 		found = bytes.Contains(body, []byte(c.BodyContains))
 	}
 	if err != nil {
-		return fail(status, c.now().Sub(start), "GET "+c.URL+": reading body: "+cause(err))
+		return failf(status, "reading body: %s", cause(err))
 	}
 	if c.BodyContains != "" && !found {
-		return fail(status, c.now().Sub(start), fmt.Sprintf("GET %s: body lacks %q", c.URL, c.BodyContains))
+		return failf(status, "body lacks %q", c.BodyContains)
 	}
 	return Result{OK: true, Status: status, Latency: c.now().Sub(start)}
 }

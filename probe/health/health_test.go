@@ -182,3 +182,127 @@ func FuzzTruncate(f *testing.F) {
 		}
 	})
 }
+
+// rawServer answers every connection with reply (after reading the request head) and closes.
+func rawServer(t *testing.T, reply func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				buf := make([]byte, 4096)
+				var req []byte
+				for !strings.Contains(string(req), "\r\n\r\n") {
+					n, err := c.Read(buf)
+					if err != nil {
+						return
+					}
+					req = append(req, buf[:n]...)
+				}
+				reply(c)
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/health?x=1"
+}
+
+func TestCheckRawResponses(t *testing.T) {
+	tests := []struct {
+		name   string
+		reply  string
+		ok     bool
+		status uint16
+		err    string
+	}{
+		{"interim 100 skipped", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nready", true, 200, ""},
+		{"close-delimited body", "HTTP/1.0 200 OK\r\n\r\nready", true, 200, ""},
+		{"chunked body", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nready\r\n0\r\n\r\n", true, 200, ""},
+		{"not HTTP", "SSH-2.0-OpenSSH_9.2\r\n", false, 0, "malformed HTTP"},
+		{"truncated body", "HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nready", false, 200, "reading body"},
+		{"status out of range", "HTTP/1.1 999 Odd\r\nContent-Length: 0\r\n\r\n", false, 0, "status 999"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := rawServer(t, func(c net.Conn) { c.Write([]byte(tt.reply)) })
+			r := newChecker(t, u, time.Second, "200-399", "").Check(context.Background())
+			if r.OK != tt.ok || r.Status != tt.status || !strings.Contains(r.Err, tt.err) {
+				t.Errorf("got %+v, want ok=%v status=%d err containing %q", r, tt.ok, tt.status, tt.err)
+			}
+		})
+	}
+}
+
+// Endless headers end the check with an error once MaxHeader+MaxBody bytes are read; the
+// probe neither hangs until the timeout nor buffers without bound.
+func TestCheckEndlessHeaders(t *testing.T) {
+	u := rawServer(t, func(c net.Conn) {
+		c.Write([]byte("HTTP/1.1 200 OK\r\n"))
+		line := []byte("X-Filler: " + strings.Repeat("y", 1000) + "\r\n")
+		for range 1000 { // 1 MB, well over the bound
+			if _, err := c.Write(line); err != nil {
+				return
+			}
+		}
+	})
+	start := time.Now()
+	r := newChecker(t, u, 3*time.Second, "200", "").Check(context.Background())
+	if r.OK || r.Status != 0 || r.Err == "" {
+		t.Errorf("got %+v", r)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("took %v: the bound did not end it", took)
+	}
+}
+
+// https verifies the certificate: the test server's self-signed one fails, and the same
+// server passes once its certificate is trusted.
+func TestCheckHTTPS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ready")) }))
+	defer srv.Close()
+	c := newChecker(t, srv.URL+"/", time.Second, "200", "ready")
+	if r := c.Check(context.Background()); r.OK || !strings.Contains(r.Err, "certificate") {
+		t.Errorf("self-signed certificate: got %+v", r)
+	}
+	c.tls.RootCAs = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	if r := c.Check(context.Background()); !r.OK || r.Status != 200 {
+		t.Errorf("trusted certificate: got %+v", r)
+	}
+}
+
+// The request is a plain GET of the URL's path and query with Host, User-Agent and
+// Connection: close.
+func TestCheckRequest(t *testing.T) {
+	got := make(chan *http.Request, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- r }))
+	defer srv.Close()
+	if r := newChecker(t, srv.URL+"/healthz?deep=1", time.Second, "200", "").Check(context.Background()); !r.OK {
+		t.Fatalf("check: %+v", r)
+	}
+	r := <-got
+	if r.Method != "GET" || r.URL.RequestURI() != "/healthz?deep=1" || r.Host != strings.TrimPrefix(srv.URL, "http://") ||
+		r.UserAgent() != "flowweight-probe" || !r.Close {
+		t.Errorf("request %s %s host %q UA %q close %v", r.Method, r.URL.RequestURI(), r.Host, r.UserAgent(), r.Close)
+	}
+}
+
+// Cancelling the context (the probe stopping) ends a hanging check at once.
+func TestCheckCancelled(t *testing.T) {
+	u := rawServer(t, func(c net.Conn) { time.Sleep(3 * time.Second) })
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	r := newChecker(t, u, 5*time.Second, "200", "").Check(ctx)
+	if r.OK || time.Since(start) > 2*time.Second {
+		t.Errorf("got %+v after %v", r, time.Since(start))
+	}
+}

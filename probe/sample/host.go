@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/shirou/gopsutil/v4/cpu"
 	"github.com/shirou/gopsutil/v4/mem"
@@ -14,9 +17,13 @@ type CPUTicks struct{ Busy, Total float64 }
 
 // TicksFromTimes sums gopsutil's aggregate CPU times. Guest time is left out of the total
 // because Linux already counts it in user and nice; idle and iowait are the not-busy part.
+//
+// Busy is summed from its parts rather than taken as total minus idle: the subtraction
+// rounds differently from one reading to the next, and on an idle machine it made busy go
+// down by 1e-12 s, which read as a counter reset.
 func TicksFromTimes(t cpu.TimesStat) CPUTicks {
-	total := t.User + t.Nice + t.System + t.Idle + t.Iowait + t.Irq + t.Softirq + t.Steal
-	return CPUTicks{Busy: total - t.Idle - t.Iowait, Total: total}
+	busy := t.User + t.Nice + t.System + t.Irq + t.Softirq + t.Steal
+	return CPUTicks{Busy: busy, Total: busy + t.Idle + t.Iowait}
 }
 
 // CPUUtil is the busy fraction between two readings. ok is false when no time passed or the
@@ -54,8 +61,56 @@ func NewHostCPU() *HostCPU {
 			}
 			return ts[0], nil
 		},
-		Count: func(ctx context.Context) (int, error) { return cpu.CountsWithContext(ctx, true) },
+		Count: HostCPUCount,
 	}
+}
+
+// onlineCPUsFile lists the CPUs the kernel runs on, as a cpulist ("0-3,6").
+const onlineCPUsFile = "/sys/devices/system/cpu/online"
+
+// HostCPUCount is the number of online logical CPUs. It reads the kernel's cpulist instead
+// of gopsutil's logical count, which parses all of /proc/cpuinfo: reading that file makes the
+// kernel report every CPU's frequency, and a profile of the probe at a 100 ms interval found
+// it to be a fifth of the probe's CPU time. gopsutil remains the fallback.
+func HostCPUCount(ctx context.Context) (int, error) {
+	if b, err := os.ReadFile(onlineCPUsFile); err == nil {
+		if n, err := ParseCPUList(string(b)); err == nil && n > 0 {
+			return n, nil
+		}
+	}
+	return cpu.CountsWithContext(ctx, true)
+}
+
+// maxCPUID bounds a cpulist's CPU numbers: Linux's NR_CPUS is at most 8192 on any
+// architecture, so a larger number is a corrupt file, not a machine.
+const maxCPUID = 1 << 16
+
+// ParseCPUList counts the CPUs in a Linux cpulist such as "0-3,6,8-9\n" (see cpuset(7),
+// "List format"). Ranges may not overlap or run backwards; an empty list is an error.
+func ParseCPUList(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, errors.New("cpulist: empty")
+	}
+	n, last := 0, -1
+	for part := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 || a > maxCPUID {
+			return 0, fmt.Errorf("cpulist %q: bad CPU number %q", s, lo)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b > maxCPUID {
+				return 0, fmt.Errorf("cpulist %q: bad range %q", s, part)
+			}
+		}
+		if a <= last {
+			return 0, fmt.Errorf("cpulist %q: %q overlaps or is out of order", s, part)
+		}
+		n, last = n+b-a+1, b
+	}
+	return n, nil
 }
 
 // Sample implements Sampler.

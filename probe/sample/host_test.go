@@ -25,6 +25,10 @@ func TestCPUUtil(t *testing.T) {
 		// Guest time is already inside user; counting it again would make an idle VM host look busy.
 		{"guest not double counted", cpu.TimesStat{}, cpu.TimesStat{User: 2, Guest: 2, Idle: 2}, 0.5, true},
 		{"no time", cpu.TimesStat{User: 1, Idle: 1}, cpu.TimesStat{User: 1, Idle: 1}, 0, false},
+		// Seen on an idle machine: only idle advanced, and total-minus-idle rounding made busy
+		// fall by 1e-12 s, which read as a counter reset.
+		{"only idle advanced", cpu.TimesStat{User: 2630.07, System: 1199.88, Softirq: 71.2, Steal: 5891.77, Idle: 29178.69},
+			cpu.TimesStat{User: 2630.07, System: 1199.88, Softirq: 71.2, Steal: 5891.77, Idle: 29180.53}, 0, true},
 		{"reset", cpu.TimesStat{User: 100, Idle: 100}, cpu.TimesStat{User: 1, Idle: 1}, 0, false},
 	}
 	for _, tt := range tests {
@@ -144,4 +148,68 @@ func TestValuesMerge(t *testing.T) {
 	if v != want {
 		t.Errorf("got %+v, want %+v (unknown fields must not be copied)", v, want)
 	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int
+		err  string
+	}{
+		{"0-1\n", 2, ""},
+		{"0", 1, ""},
+		{"0-3,6,8-9", 7, ""},
+		{"1-2,4-5\n", 4, ""},
+		{"", 0, "empty"},
+		{" \n", 0, "empty"},
+		{"0-", 0, "bad range"},
+		{"3-1", 0, "bad range"},
+		{"a", 0, "bad CPU number"},
+		{"-1", 0, "bad CPU number"},
+		{"0-3,2", 0, "overlaps"},
+		{"4,1", 0, "out of order"},
+		{"0,,1", 0, "bad CPU number"},
+		{"0-99999999", 0, "bad range"},
+	}
+	for _, tt := range tests {
+		n, err := ParseCPUList(tt.in)
+		if tt.err == "" {
+			if err != nil || n != tt.want {
+				t.Errorf("ParseCPUList(%q) = %d, %v; want %d", tt.in, n, err, tt.want)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("ParseCPUList(%q) = %d, %v; want an error containing %q", tt.in, n, err, tt.err)
+		}
+	}
+}
+
+// TestHostCPUCountMatchesGopsutil: the sysfs count equals gopsutil's /proc/cpuinfo count on
+// this machine, so replacing it changed no figure.
+func TestHostCPUCountMatchesGopsutil(t *testing.T) {
+	ctx := context.Background()
+	got, err := HostCPUCount(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := cpu.CountsWithContext(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("HostCPUCount %d, gopsutil %d", got, want)
+	}
+}
+
+func FuzzParseCPUList(f *testing.F) {
+	for _, s := range []string{"0-1\n", "0-3,6,8-9", "", "3-1", "0,,1", "0-99999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseCPUList(s)
+		if err == nil && (n < 1 || n > maxCPUID+1) {
+			t.Fatalf("ParseCPUList(%q) = %d without error", s, n)
+		}
+	})
 }
