@@ -188,6 +188,10 @@ func (c *CgroupMem) Sample(ctx context.Context) (Values, error) {
 	}
 	ud, err := read(path.Join(dir, usageFile))
 	if err != nil {
+		if c.Cgroup.Version == 2 && errors.Is(err, os.ErrNotExist) {
+			// Seen on hybrid hosts, where the memory controller is bound to the v1 hierarchy.
+			return Values{}, fmt.Errorf("cgroup memory: the memory controller is not enabled for %s (its parent's cgroup.subtree_control lacks +memory, or the controller is bound to a v1 hierarchy): %w", dir, err)
+		}
 		return Values{}, fmt.Errorf("cgroup memory: %w", err)
 	}
 	usage, err := ParseUint(ud)

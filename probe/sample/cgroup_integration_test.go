@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -111,41 +112,12 @@ func TestCgroupSamplersReal(t *testing.T) {
 	}
 
 	// A burner bounded to 20 s by itself, moved into the cgroup.
-	burner := exec.Command(os.Args[0], "-test.run=^$")
-	burner.Env = append(os.Environ(), burnEnv+"=20s")
-	if err := burner.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { burner.Wait(); close(done) }()
-	stopBurner := func() {
-		burner.Process.Kill()
-		<-done
-	}
-	t.Cleanup(stopBurner)
-	pid := strconv.Itoa(burner.Process.Pid)
 	dirs := []string{cg.Dir}
 	if cg.Version == 1 {
 		dirs = []string{cg.CPU, cg.CPUAcct, cg.Memory}
 	}
-	for _, d := range dirs {
-		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(pid), 0); err != nil {
-			t.Fatalf("move burner into %s: %v", d, err)
-		}
-	}
-
-	measure := func(window time.Duration) float64 {
-		t.Helper()
-		if _, err := cpuS.Sample(ctx); err != nil {
-			t.Fatalf("sample: %v", err)
-		}
-		time.Sleep(window) // real CPU time has to pass: this is what is measured
-		v, err := cpuS.Sample(ctx)
-		if err != nil || !v.Has(FieldCPUUtil) {
-			t.Fatalf("sample: %+v %v", v, err)
-		}
-		return v.CPUUtil
-	}
+	stopBurner := startBurner(t, dirs...)
+	measure := func(window time.Duration) float64 { return measureUtil(t, cpuS, window) }
 	busy := measure(2 * time.Second)
 	t.Logf("cpu util with burner: %.3f of %.2f cores", busy, 0.25)
 	if busy < 0.6 {
@@ -157,4 +129,111 @@ func TestCgroupSamplersReal(t *testing.T) {
 	if idle > 0.1 {
 		t.Errorf("cpu util %.3f after the burner stopped, want < 0.1", idle)
 	}
+}
+
+// TestCgroupV2CPUHybrid runs the v2 code against a real cgroup2 hierarchy. This machine is
+// cgroup v1 (its cpu and memory controllers are bound to v1), so the test mounts a private
+// cgroup2 hierarchy in a temp dir, as systemd's hybrid mode does at /sys/fs/cgroup/unified:
+// it has no cpu or memory controller, but every v2 cgroup accounts its CPU time in cpu.stat.
+// What it proves: the v2 path resolution from mountinfo, usage_usec deltas as utilisation,
+// "no cpu.max" as no quota (host CPUs), and a clear error for the missing memory controller.
+// cpu.max and memory.current themselves are covered by the unit tests' fixtures only.
+func TestCgroupV2CPUHybrid(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the cgroup test needs root")
+	}
+	root := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "cgroup2", "none", root).CombinedOutput(); err != nil {
+		t.Fatalf("mount cgroup2 on %s: %v\n%s", root, err, out)
+	}
+	dir := filepath.Join(root, fmt.Sprintf("flowweight-test-%d", os.Getpid()))
+	t.Cleanup(func() {
+		if data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
+			for _, pid := range splitLines(data) {
+				_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(pid), 0)
+			}
+		}
+		if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
+			t.Errorf("remove %s: %v", dir, err)
+		}
+		if out, err := exec.Command("umount", root).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v\n%s", root, err, out)
+		}
+	})
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cg, err := LoadCgroup(dir)
+	if err != nil {
+		t.Fatalf("LoadCgroup(%s): %v", dir, err)
+	}
+	if cg.Version != 2 || cg.Dir != dir {
+		t.Fatalf("LoadCgroup(%s) = %+v, want v2 at that dir", dir, cg)
+	}
+	ctx := context.Background()
+	hostCPUs := float64(runtime.NumCPU())
+	cpuS := &CgroupCPU{Cgroup: cg, HostCPUs: hostCPUs}
+	v, _ := cpuS.Sample(ctx)
+	if !v.Has(FieldCPUCount) || v.CPUCount != hostCPUs {
+		t.Fatalf("cpu count %+v, want the host's %v (no cpu.max: no quota)", v, hostCPUs)
+	}
+	_, err = (&CgroupMem{Cgroup: cg, HostMem: 1 << 30}).Sample(ctx)
+	if err == nil || !strings.Contains(err.Error(), "memory controller is not enabled") {
+		t.Errorf("memory sample without a memory controller: %v", err)
+	}
+
+	stopBurner := startBurner(t, dir)
+	measure := func(window time.Duration) float64 { return measureUtil(t, cpuS, window) }
+	// One spinning thread is at most one of the host's cores.
+	busy := measure(2 * time.Second)
+	t.Logf("cpu util with one burner: %.3f of %v cores (one core = %.3f)", busy, hostCPUs, 1/hostCPUs)
+	if busy < 0.5/hostCPUs || busy > 1.1/hostCPUs {
+		t.Errorf("cpu util %.3f with one burner, want between %.3f and %.3f", busy, 0.5/hostCPUs, 1.1/hostCPUs)
+	}
+	stopBurner()
+	idle := measure(time.Second)
+	t.Logf("cpu util after burner: %.3f", idle)
+	if idle > 0.05 {
+		t.Errorf("cpu util %.3f after the burner stopped, want < 0.05", idle)
+	}
+}
+
+// startBurner starts a CPU burner (this test binary, bounded to 20 s by itself), moves it into
+// each cgroup directory, and returns a function that kills it and waits; cleanup does too.
+func startBurner(t *testing.T, dirs ...string) (stop func()) {
+	t.Helper()
+	burner := exec.Command(os.Args[0], "-test.run=^$")
+	burner.Env = append(os.Environ(), burnEnv+"=20s")
+	if err := burner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { burner.Wait(); close(done) }()
+	stop = func() {
+		burner.Process.Kill()
+		<-done
+	}
+	t.Cleanup(stop)
+	pid := strconv.Itoa(burner.Process.Pid)
+	for _, d := range dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(pid), 0); err != nil {
+			t.Fatalf("move burner into %s: %v", d, err)
+		}
+	}
+	return stop
+}
+
+// measureUtil is the CPU utilisation over window: a sample, real time passing, a sample.
+func measureUtil(t *testing.T, s *CgroupCPU, window time.Duration) float64 {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Sample(ctx); err != nil {
+		t.Fatalf("sample: %v", err)
+	}
+	time.Sleep(window) // real CPU time has to pass: this is what is measured
+	v, err := s.Sample(ctx)
+	if err != nil || !v.Has(FieldCPUUtil) {
+		t.Fatalf("sample: %+v %v", v, err)
+	}
+	return v.CPUUtil
 }
