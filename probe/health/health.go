@@ -53,10 +53,10 @@ type Checker struct {
 // "Connection: close" and reads one response with net/http's parser: a reused connection
 // would say nothing about whether the service still accepts new ones, and with a single
 // request there is nothing for http.Client's connection pool, proxy or redirect machinery to
-// do; dropping it, with a cheaper CPU count, cut the probe's CPU at a 100 ms interval by a
-// fifth, and the health check's own share by about a third (docs/benchmarks.md). Redirects are not followed: a 3xx from the local service is
-// an answer to judge, not somewhere else to go. https verifies the certificate against the
-// system roots, as http.Client would.
+// do. Dropping it, with a cheaper CPU count, cut the probe's CPU at a 100 ms interval by a
+// fifth, and the health check's own share by about a third (docs/benchmarks.md). Redirects
+// are not followed: a 3xx from the local service is an answer to judge, not somewhere else to
+// go. https verifies the certificate against the system roots, as http.Client would.
 func New(h config.Health) (*Checker, error) {
 	expect, err := config.ParseStatusRanges(h.ExpectStatus)
 	if err != nil {
