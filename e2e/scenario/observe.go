@@ -271,6 +271,9 @@ func NormalizeFlows(out string) []string {
 		}
 		line = flowCounters.ReplaceAllString(line, "")
 		line = spaces.ReplaceAllString(strings.TrimSpace(line), " ")
+		if line == "" { // nothing but counters: not a flow
+			continue
+		}
 		flows = append(flows, line)
 	}
 	slices.Sort(flows)
