@@ -5,9 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -107,58 +109,54 @@ func serveCommand(args []string) int {
 	return 0
 }
 
-// forward accepts on addr in the root namespace (loopback only) and connects each client to
-// target inside host's namespace, so a browser on this machine reaches the dashboard
+// forward serves, on addr in the root namespace (loopback only), the controller's dashboard
+// and API from target inside host's namespace, so a browser on this machine reaches them
 // without entering the namespace. It returns when ctx ends, or at once if addr is taken.
 func forward(ctx context.Context, addr string, host *lab.Host, target string, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("dashboard forwarder: %w", err)
 	}
+	srv := &http.Server{Handler: dashboardProxy(target, host.NS, host.DialContext, log), ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() {
 		<-ctx.Done()
-		ln.Close()
+		srv.Close()
 	}()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return err
-			}
-			log.Warn("dashboard forwarder: accept", "err", err)
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		wg.Go(func() {
-			defer c.Close()
-			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			up, err := host.DialContext(dctx, "tcp", target)
-			cancel()
-			if err != nil {
-				log.Warn("dashboard forwarder: dial", "target", target, "err", err)
-				return
-			}
-			defer up.Close()
-			done := make(chan struct{}, 2)
-			pipe := func(dst, src net.Conn) {
-				_, _ = io.Copy(dst, src)
-				if tc, ok := dst.(*net.TCPConn); ok {
-					_ = tc.CloseWrite()
-				}
-				done <- struct{}{}
-			}
-			go pipe(up, c)
-			go pipe(c, up)
-			select {
-			case <-done:
-				<-done
-			case <-ctx.Done():
-			}
-		})
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("dashboard forwarder: %w", err)
 	}
+	return nil
+}
+
+// dashboardProxy passes GET and HEAD requests to the API at target in namespace ns, reached
+// through dial, and refuses every other method. The controller trusts loopback callers (no
+// token on its loopback listener); inside the lab's namespace only the supervisor is such a
+// caller, but a plain forwarder would make every local user of the machine one, able to
+// drain backends. Reading the dashboard needs nothing else.
+func dashboardProxy(target, ns string, dial func(ctx context.Context, network, addr string) (net.Conn, error), log *slog.Logger) http.Handler {
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(&url.URL{Scheme: "http", Host: target})
+		},
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return dial(ctx, network, target)
+			},
+			MaxIdleConns: 4, IdleConnTimeout: 30 * time.Second, ResponseHeaderTimeout: 10 * time.Second,
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			log.Warn("dashboard forwarder", "path", r.URL.Path, "err", err)
+			http.Error(w, "the lab's controller API did not answer: "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "the lab's dashboard forwarder is read-only; drain from inside the namespace: "+
+				"ip netns exec "+ns+" curl -X POST http://"+target+"/api/v1/backends/NAME/drain", http.StatusMethodNotAllowed)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	})
 }
