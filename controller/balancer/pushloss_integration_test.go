@@ -3,9 +3,7 @@
 package balancer
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -94,16 +92,8 @@ group_id = 1
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx, func(_, push net.Addr) { ready <- push }) }()
-	push := (<-ready).String()
+	b, pushAddr := runBalancer(t, cfg)
+	push := pushAddr.String()
 	relay, relayed := lossyRelay(t, push, 0.30)
 
 	const interval = 100 * time.Millisecond // stale_after = 10 intervals
@@ -167,6 +157,4 @@ group_id = 1
 	if cleanGot < uint64(float64(sent)*0.9) {
 		t.Errorf("clean backend: %d reports accepted while the lossy probe sent %d", cleanGot, sent)
 	}
-	cancel()
-	<-done
 }

@@ -3,9 +3,7 @@
 package balancer
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -56,16 +54,7 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx, func(_, push net.Addr) { ready <- push }) }()
-	pushAddr := <-ready
+	b, pushAddr := runBalancer(t, cfg)
 
 	conns := make([]net.Conn, 8)
 	for i := range conns {
@@ -179,10 +168,6 @@ func TestSoak(t *testing.T) {
 			t.Errorf("backend %s is %s at the end", st.Name, st.Status)
 			break
 		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
 	}
 }
 

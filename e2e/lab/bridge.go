@@ -60,9 +60,9 @@ func (o *OVS) AddBridge(name, controller, failMode string) (*Bridge, error) {
 		args = append(args, "--", "set-controller", full, controller)
 	}
 	if _, err := o.Vsctl(args...); err != nil {
-		return nil, fmt.Errorf("bridge %q: %w\n%s", name, err, tail(o.VswitchdLog(), 20))
+		return nil, fmt.Errorf("bridge %q: %w\n%s", name, err, Tail(o.VswitchdLog(), 20))
 	}
-	if err := poll(DaemonTimeout, func() error { _, err := b.Ofctl("show"); return err }); err != nil {
+	if err := Poll(DaemonTimeout, func() error { _, err := b.Ofctl("show"); return err }); err != nil {
 		return nil, fmt.Errorf("bridge %q: not answering OpenFlow: %w", name, err)
 	}
 	o.mu.Lock()

@@ -300,7 +300,7 @@ func removeCgroupDir(dir string) error {
 		return nil
 	}
 	parent := filepath.Join(filepath.Dir(dir), "cgroup.procs")
-	return poll(3*time.Second, func() error {
+	return Poll(3*time.Second, func() error {
 		pids, err := readProcs(dir)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("cgroup %s: %w", dir, err)

@@ -31,10 +31,10 @@ func (l *Lab) SaveDiagnostics(b *Bridge, w io.Writer) {
 	if o != nil {
 		out, err := o.Vsctl("show")
 		section("ovs-vsctl show", out, err)
-		section("ovs-vswitchd log (tail)", tail(o.VswitchdLog(), 40), nil)
+		section("ovs-vswitchd log (tail)", Tail(o.VswitchdLog(), 40), nil)
 	}
 	for _, p := range procs {
-		section(fmt.Sprintf("%s pid %d log (tail)", p.Name, p.PID), tail(p.LogPath, 20), nil)
+		section(fmt.Sprintf("%s pid %d log (tail)", p.Name, p.PID), Tail(p.LogPath, 20), nil)
 	}
 	out, err := l.run(nil, "ip", "netns", "list")
 	section("ip netns list", out, err)

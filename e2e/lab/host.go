@@ -91,7 +91,7 @@ func (b *Bridge) AddHost(name string, ip netip.Prefix) (*Host, error) {
 	}); err != nil {
 		return fail(err)
 	}
-	err = poll(DaemonTimeout, func() error {
+	err = Poll(DaemonTimeout, func() error {
 		out, err := b.ovs.Vsctl("get", "Interface", h.Veth, "ofport")
 		if err != nil {
 			return err

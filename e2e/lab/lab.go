@@ -185,8 +185,8 @@ func (l *Lab) run(env []string, name string, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// tail returns the last n lines of a file, or a note saying why it cannot.
-func tail(path string, n int) string {
+// Tail returns the last n lines of a file, or a note saying why it cannot.
+func Tail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(%v)", err)
@@ -198,9 +198,9 @@ func tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// poll calls f until it returns nil or timeout passes, and returns f's last
-// error. Used only for waiting on real daemons.
-func poll(timeout time.Duration, f func() error) error {
+// Poll calls f every 50 ms until it returns nil or timeout passes, and returns
+// f's last error. Used only for waiting on real daemons and processes.
+func Poll(timeout time.Duration, f func() error) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := f()

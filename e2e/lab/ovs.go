@@ -76,7 +76,7 @@ func (l *Lab) StartOVS() (*OVS, error) {
 	// held by a switch that does not use the lock makes every bridge fail.
 	// With no ovs-vswitchd running on the host it can only be stale, and is
 	// removed; otherwise wait for its owner, then say what is wrong.
-	if err := poll(30*time.Second, func() error {
+	if err := Poll(30*time.Second, func() error {
 		if _, err := os.Stat("/sys/class/net/ovs-netdev"); err != nil {
 			return nil
 		}
@@ -106,14 +106,14 @@ func (l *Lab) StartOVS() (*OVS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start ovs: %w", err)
 	}
-	if err := poll(DaemonTimeout, func() error {
+	if err := Poll(DaemonTimeout, func() error {
 		if srvProc.Exited() {
 			return fmt.Errorf("ovsdb-server exited: %v", srvProc.Wait())
 		}
 		_, err := o.Vsctl("--no-wait", "init")
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("start ovs: ovsdb-server not ready: %w\n%s", err, tail(filepath.Join(o.RunDir, "ovsdb-server.log"), 20))
+		return nil, fmt.Errorf("start ovs: ovsdb-server not ready: %w\n%s", err, Tail(filepath.Join(o.RunDir, "ovsdb-server.log"), 20))
 	}
 	if err := o.startVswitchd(); err != nil {
 		return nil, fmt.Errorf("start ovs: %w", err)
@@ -157,7 +157,7 @@ func (o *OVS) startVswitchd() error {
 	o.mu.Lock()
 	o.vswitchd = p
 	o.mu.Unlock()
-	err = poll(DaemonTimeout, func() error {
+	err = Poll(DaemonTimeout, func() error {
 		if p.Exited() {
 			return fmt.Errorf("ovs-vswitchd exited: %v", p.Wait())
 		}
@@ -170,7 +170,7 @@ func (o *OVS) startVswitchd() error {
 		_, err = o.Vsctl("set", "Open_vSwitch", ".", "external_ids:flowweight-lab="+o.lab.Prefix)
 	}
 	if err != nil {
-		return fmt.Errorf("ovs-vswitchd not ready: %w\n%s", errors.Join(err, p.Stop()), tail(o.VswitchdLog(), 20))
+		return fmt.Errorf("ovs-vswitchd not ready: %w\n%s", errors.Join(err, p.Stop()), Tail(o.VswitchdLog(), 20))
 	}
 	return nil
 }
@@ -215,8 +215,8 @@ func (o *OVS) Restart() error {
 		return fmt.Errorf("restart ovs-vswitchd: %w", err)
 	}
 	for _, b := range bridges {
-		if err := poll(DaemonTimeout, func() error { _, err := b.Ofctl("show"); return err }); err != nil {
-			return fmt.Errorf("restart ovs-vswitchd: bridge %s: %w\n%s", b.Name, err, tail(o.VswitchdLog(), 20))
+		if err := Poll(DaemonTimeout, func() error { _, err := b.Ofctl("show"); return err }); err != nil {
+			return fmt.Errorf("restart ovs-vswitchd: bridge %s: %w\n%s", b.Name, err, Tail(o.VswitchdLog(), 20))
 		}
 	}
 	return nil
@@ -257,7 +257,7 @@ func ClaimHost() (release func() error, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := poll(30*time.Second, func() error {
+	if err := Poll(30*time.Second, func() error {
 		if _, err := os.Stat("/sys/class/net/ovs-netdev"); err != nil {
 			return nil
 		}

@@ -117,7 +117,7 @@ func killPidfile(l *Lab, pidfile, comm, dir string) error {
 	}
 	// Wait until it is gone (or a zombie), so that the ovs-netdev check
 	// below does not see it running.
-	return poll(5*time.Second, func() error {
+	return Poll(5*time.Second, func() error {
 		if !alive(pid) {
 			return nil
 		}

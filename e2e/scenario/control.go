@@ -68,7 +68,7 @@ func (s *Scenario) StartController() error {
 			return nil
 		}
 		if p.Exited() {
-			return fmt.Errorf("scenario: controller exited during start: %v\n%s", p.Wait(), tailFile(p.LogPath, 20))
+			return fmt.Errorf("scenario: controller exited during start: %v\n%s", p.Wait(), lab.Tail(p.LogPath, 20))
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("scenario: controller API not answering after 15s: %w", err)
@@ -164,7 +164,7 @@ func (s *Scenario) Reload(capacities []float64, mode string) error {
 	if err := p.Signal(syscall.SIGHUP); err != nil {
 		return fmt.Errorf("scenario: reload: %w", err)
 	}
-	return poll(10*time.Second, func() error {
+	return lab.Poll(10*time.Second, func() error {
 		n, err := s.countEvents("config", "configuration reloaded")
 		if err != nil {
 			return err
@@ -262,9 +262,9 @@ func (b *Backend) StartHTTP() error {
 			return fmt.Errorf("scenario: backend %s: join memory cgroup: %w", b.Name, err)
 		}
 	}
-	return poll(10*time.Second, func() error {
+	return lab.Poll(10*time.Second, func() error {
 		if p.Exited() {
-			return fmt.Errorf("scenario: backend %s: backendd exited: %v\n%s", b.Name, p.Wait(), tailFile(p.LogPath, 10))
+			return fmt.Errorf("scenario: backend %s: backendd exited: %v\n%s", b.Name, p.Wait(), lab.Tail(p.LogPath, 10))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -359,31 +359,4 @@ func (b *Backend) StopProbe() error {
 		return fmt.Errorf("scenario: backend %s: %w", b.Name, err)
 	}
 	return nil
-}
-
-// poll calls f until it returns nil or timeout passes and returns f's last error.
-func poll(timeout time.Duration, f func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func tailFile(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(%v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -60,7 +60,7 @@ func (s *Scenario) MonitorFlows() (*FlowMonitor, error) {
 		return nil, fmt.Errorf("scenario: flow monitor: %w", err)
 	}
 	m := &FlowMonitor{proc: p, out: out}
-	if err := poll(10*time.Second, func() error {
+	if err := lab.Poll(10*time.Second, func() error {
 		if p.Exited() {
 			return fmt.Errorf("scenario: flow monitor exited: %v: %s", p.Wait(), strings.TrimSpace(out.String()))
 		}

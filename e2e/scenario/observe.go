@@ -135,7 +135,7 @@ func (v Service) Backend(name string) (BackendView, bool) {
 // WaitReady waits until a switch is connected and every backend is "up" with a non-zero
 // weight in dump-groups equal to its applied weight.
 func (s *Scenario) WaitReady(timeout time.Duration) error {
-	return poll(timeout, func() error {
+	return lab.Poll(timeout, func() error {
 		var sw []string
 		if err := s.API("/api/v1/switches", &sw); err != nil {
 			return err
@@ -319,5 +319,5 @@ func (s *Scenario) Dump(w io.Writer) {
 			return
 		}
 	}
-	fmt.Fprintf(w, "==== controller log (tail) ====\n%s\n", tailFile(s.ControllerLog(), 60))
+	fmt.Fprintf(w, "==== controller log (tail) ====\n%s\n", lab.Tail(s.ControllerLog(), 60))
 }

@@ -353,7 +353,7 @@ func (s *Scenario) Close() error {
 	for _, b := range s.Backends {
 		if b.memDir != "" {
 			// An exiting process may still be charged to the cgroup for a moment.
-			err := poll(3*time.Second, func() error {
+			err := lab.Poll(3*time.Second, func() error {
 				if err := os.Remove(b.memDir); err != nil && !errors.Is(err, os.ErrNotExist) {
 					return fmt.Errorf("scenario: remove memory cgroup %s: %w", b.memDir, err)
 				}
