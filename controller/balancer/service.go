@@ -18,6 +18,30 @@ type service struct {
 	// hold: the controller started less than stale_after ago and some backend of this service
 	// has not reported yet; its group is kept as the switch holds it (Balancer.holdGroups).
 	hold bool
+	// seed is the weights a switch held for this service's group when this controller first
+	// read it back, in config order (Balancer.seedFromSwitch); nil when none was read.
+	seed []uint16
+}
+
+// adoptSeed starts the service from the weights the switch holds, as if this controller had
+// written them: the first update after a restart is then damped and step-limited from what
+// the switch serves, exactly as a controller that never stopped would move. Without it a
+// restart jumped straight to the target (a jump the running controller would have taken in
+// max_step steps), and in stateless mode re-hashed the connections that jump moves.
+func (s *service) adoptSeed() {
+	var sum float64
+	for _, w := range s.seed {
+		sum += float64(w)
+	}
+	if sum == 0 || len(s.seed) != len(s.books) {
+		s.seed = nil
+		return
+	}
+	s.applied = append([]uint16(nil), s.seed...)
+	for j, w := range s.seed {
+		s.books[j].prevShare = float64(w) / sum
+	}
+	s.seed = nil
 }
 
 func (s *service) anyUnknown(states map[string]*collector.State) bool {

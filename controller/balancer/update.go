@@ -63,12 +63,26 @@ func (b *Balancer) update(ctx context.Context, periodic bool) {
 		learned := make([]book, len(s.books))
 		copy(learned, s.books)
 		s.hold = b.now().Sub(b.started) < b.cfg.Collector.StaleAfter && s.anyUnknown(states)
-		worth := s.compute(states)
-		if !periodic {
-			// A kick must not advance learning or damping; only statuses matter here.
-			copy(s.books, learned)
+		if !s.hold && s.applied == nil && s.seed != nil {
+			s.adoptSeed()
 		}
-		if worth && !s.hold {
+		worth := s.compute(states)
+		apply := worth && !s.hold
+		if !periodic {
+			// A kick must not advance learning; only statuses matter here. The shares move
+			// only when the kick's result is written: the switch then holds them, and the
+			// next period's damping and step limit must start from what it holds. Restoring
+			// them after a write made that period repeat the kick's step (a wasted period,
+			// and an intermediate vector that looked settled).
+			for j := range s.books {
+				prev := s.books[j].prevShare
+				s.books[j] = learned[j]
+				if apply {
+					s.books[j].prevShare = prev
+				}
+			}
+		}
+		if apply {
 			s.applied = s.result.Weights(s.applied[:0])
 			changed[s.cfg.Name] = [2][]uint16{before, append([]uint16(nil), s.applied...)}
 		}
@@ -147,7 +161,8 @@ func (b *Balancer) syncLocked(ctx context.Context, st *switchState, changed map[
 		st.current, st.known, st.resync = cur, true, false
 		b.adoptLocations(dpid, cur)
 	}
-	desired, _ := b.desiredFor(dpid)
+	desired, svcs := b.desiredFor(dpid)
+	b.seedFromSwitch(svcs, st.current)
 	desired = b.holdGroups(desired, st.current)
 	plan := dataplane.Plan(desired, st.current)
 	if len(plan) == 0 {
@@ -340,6 +355,29 @@ func (b *Balancer) adoptLocations(dpid uint64, cur dataplane.State) {
 				continue
 			}
 			b.learned[hostKey{dpid, ip}] = host{mac: loc.MAC, port: loc.Port, seen: b.now()}
+		}
+	}
+}
+
+// seedFromSwitch records, for each service in its start-up hold that has written nothing yet,
+// the weights this switch holds for its group (service.adoptSeed uses them when the hold
+// ends). The first switch read back wins: with several switches they hold the same weights
+// unless one drifted, and any of them is a better start than none.
+func (b *Balancer) seedFromSwitch(svcs []dataplane.Service, current dataplane.State) {
+	groups := make(map[uint32]dataplane.Group, len(current.Groups))
+	for _, g := range current.Groups {
+		groups[g.ID] = g
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, s := range b.services {
+		if !s.hold || s.applied != nil || s.seed != nil || i >= len(svcs) || svcs[i].Name != s.cfg.Name {
+			continue
+		}
+		if g, ok := groups[uint32(s.cfg.GroupID)]; ok {
+			if w, ok := dataplane.HeldWeights(svcs[i], g); ok {
+				s.seed = w
+			}
 		}
 	}
 }

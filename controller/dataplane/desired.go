@@ -269,9 +269,7 @@ func (p *planner) conntrack(s Service) {
 		p.flow(TableClassify, PriorityBackend, MakeCookie(s.Index, b.Index, KindReturn), fromBackend(s, b),
 			apply(&nx.CT{Zone: s.Zone, Table: TableReturn, Actions: ofp.Actions{&nx.NAT{}}}))
 		if b.Weight > 0 {
-			buckets = append(buckets, Bucket{Weight: b.Weight, Actions: encodeActions(ofp.Actions{
-				&nx.CT{Flags: nx.CTCommit, Zone: s.Zone, Table: TableForward, Actions: ofp.Actions{
-					&nx.NAT{Flags: nx.NATDst, IPMin: b.IP, PortMin: b.port(s)}}}})})
+			buckets = append(buckets, Bucket{Weight: b.Weight, Actions: bucketActions(s, b)})
 		}
 	}
 	p.flow(TableReturn, PriorityBackend, MakeCookie(s.Index, NoIndex, KindReturnVIP),
@@ -296,15 +294,25 @@ func (p *planner) stateless(s Service) {
 		back = append(back, setField(ofp.XMTypeEthSrc, s.VIPMAC), output(ofp.PortNormal, 0))
 		p.flow(TableClassify, PriorityBackend, MakeCookie(s.Index, b.Index, KindReturn), fromBackend(s, b), apply(back...))
 		if b.Weight > 0 {
-			fwd := ofp.Actions{setField(ofp.XMTypeEthDst, b.MAC), setField(ofp.XMTypeIPv4Dst, b.IP.AsSlice())}
-			if b.port(s) != s.Port {
-				fwd = append(fwd, setField(l4Type(s, true), port16(b.port(s))))
-			}
-			fwd = append(fwd, output(ofp.PortNo(b.SwitchPort), 0))
-			buckets = append(buckets, Bucket{Weight: b.Weight, Actions: encodeActions(fwd)})
+			buckets = append(buckets, Bucket{Weight: b.Weight, Actions: bucketActions(s, b)})
 		}
 	}
 	p.group(s.GroupID, buckets)
+}
+
+// bucketActions is the action list of a backend's bucket in the service's group: in
+// conntrack mode a committing ct with destination NAT, in stateless mode the rewrites and the
+// output. One definition serves the planner and the read-back (HeldWeights).
+func bucketActions(s Service, b Backend) string {
+	if s.Mode == ModeStateless {
+		fwd := ofp.Actions{setField(ofp.XMTypeEthDst, b.MAC), setField(ofp.XMTypeIPv4Dst, b.IP.AsSlice())}
+		if b.port(s) != s.Port {
+			fwd = append(fwd, setField(l4Type(s, true), port16(b.port(s))))
+		}
+		return encodeActions(append(fwd, output(ofp.PortNo(b.SwitchPort), 0)))
+	}
+	return encodeActions(ofp.Actions{&nx.CT{Flags: nx.CTCommit, Zone: s.Zone, Table: TableForward, Actions: ofp.Actions{
+		&nx.NAT{Flags: nx.NATDst, IPMin: b.IP, PortMin: b.port(s)}}}})
 }
 
 func sortedBackends(s Service) []Backend {

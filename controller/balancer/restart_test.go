@@ -1,0 +1,150 @@
+package balancer
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"flowweight/collector/report"
+	"flowweight/controller/config"
+	"flowweight/controller/dataplane"
+)
+
+// staticPool is a controller with three located backends of declared capacities caps under
+// the static policy, so every weight it computes follows from the capacities and the step
+// limit alone.
+func staticPool(t *testing.T, clk *fakeClock, keyFile string, caps ...float64) *Balancer {
+	t.Helper()
+	c := testConfig(t, `policy = "static"`)
+	if keyFile != "" {
+		c.Collector.KeyFile = keyFile
+	}
+	c.Services[0].Backends = nil
+	for i, capacity := range caps {
+		c.Services[0].Backends = append(c.Services[0].Backends, config.Backend{Name: fmt.Sprintf("be%d", i+1),
+			IP: fmt.Sprintf("10.0.0.%d", i+1), Port: 80, Source: "probe", Capacity: capacity,
+			MAC: fmt.Sprintf("02:00:00:00:00:%02x", i+1), SwitchPort: i + 1})
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(c, Options{Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *Balancer) reportAll(clk *fakeClock) {
+	for _, be := range b.Config().Services[0].Backends {
+		b.pool.Accept(&report.Report{BackendID: be.Name, Flags: report.FlagHealthOK, CPUUtil: 0.3, CPUCount: 2,
+			MemUtil: 0.2, MemBytes: 1 << 30, Time: clk.t}, netip.AddrPort{})
+	}
+}
+
+// periods runs n periodic updates one second apart, each after a round of reports, and
+// returns the weights applied after each.
+func (b *Balancer) periods(clk *fakeClock, n int) [][]uint16 {
+	var out [][]uint16
+	for range n {
+		b.reportAll(clk)
+		clk.t = clk.t.Add(time.Second)
+		b.update(context.Background(), true)
+		out = append(out, slices.Clone(b.services[0].applied))
+	}
+	return out
+}
+
+// TestReloadKickStepIsThePeriodsStep: a reload's kick that writes a step-limited move counts
+// as that move. The next period continues from it; before, it repeated the same step, so the
+// intermediate vector stood for up to two periods and looked settled (the cause of
+// TestFaultControllerKilledMidRewrite's flakes).
+func TestReloadKickStepIsThePeriodsStep(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	b := staticPool(t, clk, "", 1, 1, 1)
+	b.periods(clk, 12) // past warm-up
+	if got := b.services[0].applied; !slices.Equal(got, []uint16{334, 333, 333}) {
+		t.Fatalf("equal capacities: applied %v", got)
+	}
+	next := testConfig(t, "")
+	next.Services[0].Backends = slices.Clone(b.Config().Services[0].Backends)
+	next.Weighting = b.Config().Weighting
+	next.Collector.KeyFile = b.Config().Collector.KeyFile
+	for i, c := range []float64{1, 2, 4} {
+		next.Services[0].Backends[i].Capacity = c
+	}
+	if err := b.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	b.update(context.Background(), false) // the reload's kick
+	kick := slices.Clone(b.services[0].applied)
+	if slices.Equal(kick, []uint16{334, 333, 333}) {
+		t.Fatal("the reload's kick wrote nothing")
+	}
+	after := b.periods(clk, 3)
+	if slices.Equal(after[0], kick) {
+		t.Fatalf("the period after the kick repeated the kick's step %v", kick)
+	}
+	want := []uint16{143, 286, 571}
+	for i, w := range after {
+		if !slices.Equal(w, want) {
+			t.Fatalf("period %d after the kick: applied %v, want the static target %v (kick wrote %v)", i, w, want, kick)
+		}
+	}
+}
+
+// TestRestartStartsFromTheSwitchWeights: a controller restarted while the switch holds a
+// group moves from those weights under the same step limit as the controller that wrote them,
+// so both reach the same weights by the same path. Before, the restarted one jumped straight
+// to the target.
+func TestRestartStartsFromTheSwitchWeights(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	running := staticPool(t, clk, "", 1, 1, 1)
+	running.periods(clk, 12)
+	held := slices.Clone(running.services[0].applied)
+
+	// The path of a controller that never stopped: a reload to 1:2:4, then periods.
+	next := staticPool(t, clk, running.Config().Collector.KeyFile, 1, 2, 4).Config()
+	if err := running.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	want := running.periods(clk, 3)
+
+	// A controller started with 1:2:4 while the switch holds the old weights.
+	restarted := staticPool(t, clk, running.Config().Collector.KeyFile, 1, 2, 4)
+	restarted.update(context.Background(), false) // the connect's kick: nobody reported, hold
+	if !restarted.services[0].hold {
+		t.Fatal("a freshly started controller with no reports is not in its start-up hold")
+	}
+	_, svcs := restarted.desiredFor(1)
+	svcs[0].Backends = slices.Clone(svcs[0].Backends)
+	for i := range svcs[0].Backends {
+		svcs[0].Backends[i].Weight = held[i]
+	}
+	onSwitch := dataplane.Desired(svcs, dataplane.DefaultOptions())
+	_, svcs = restarted.desiredFor(1)
+	restarted.seedFromSwitch(svcs, onSwitch)
+	if got := restarted.services[0].seed; !slices.Equal(got, held) {
+		t.Fatalf("seed from the switch %v, want %v", got, held)
+	}
+	restarted.started = clk.t.Add(-time.Hour) // the hold ends with the first reports
+	got := restarted.periods(clk, 3)
+	// The switch holds rounded weights (334/333/333) where the running controller kept exact
+	// shares (1/3 each), so a step may differ by a rounding unit; the end is the same.
+	for i := range want {
+		for j := range want[i] {
+			if d := int(got[i][j]) - int(want[i][j]); d < -1 || d > 1 {
+				t.Fatalf("restarted controller's path %v, running controller's %v (switch held %v)", got, want, held)
+			}
+		}
+	}
+	if last := len(want) - 1; !slices.Equal(got[last], want[last]) {
+		t.Fatalf("restarted controller ended at %v, running controller at %v", got[last], want[last])
+	}
+	if slices.Equal(got[0], want[len(want)-1]) {
+		t.Fatalf("restart jumped to the target %v instead of stepping from %v", got[0], held)
+	}
+}

@@ -1,0 +1,67 @@
+package dataplane
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestHeldWeights(t *testing.T) {
+	for _, mode := range []Mode{ModeConntrack, ModeStateless} {
+		t.Run(string(mode), func(t *testing.T) {
+			svc := webService(mode)
+			svc.Backends[2].MAC, svc.Backends[2].SwitchPort = mac("02:00:00:00:00:03"), 3
+			group := func(s Service) Group {
+				st := Desired([]Service{s}, DefaultOptions())
+				return st.Groups[0]
+			}
+			held := group(svc)
+
+			// The controller restarts knowing nothing of the weights: the service it plans
+			// from carries zeros, and the held group must still map to 100/50/30.
+			fresh := svc
+			fresh.Backends = slices.Clone(svc.Backends)
+			for i := range fresh.Backends {
+				fresh.Backends[i].Weight = 0
+			}
+			cases := []struct {
+				name string
+				g    Group
+				want []uint16
+				ok   bool
+			}{
+				{"as planned", held, []uint16{100, 50, 30}, true},
+				{"a backend at zero has no bucket", group(withWeights(svc, 0, 70, 30)), []uint16{0, 70, 30}, true},
+				{"two buckets for one backend add up", Group{ID: held.ID, Type: held.Type,
+					Buckets: append(slices.Clone(held.Buckets), Bucket{Weight: 1, Actions: held.Buckets[0].Actions})}, []uint16{101, 50, 30}, true},
+				{"a bucket of another layout", Group{ID: held.ID, Type: held.Type,
+					Buckets: append(slices.Clone(held.Buckets), Bucket{Weight: 5, Actions: "\x00\x00\x00\x10"})}, nil, false},
+				{"no weight at all", Group{ID: held.ID, Type: held.Type}, nil, false},
+			}
+			for _, c := range cases {
+				got, ok := HeldWeights(fresh, c.g)
+				if ok != c.ok || !slices.Equal(got, c.want) {
+					t.Errorf("%s: HeldWeights = %v, %v; want %v, %v", c.name, got, ok, c.want, c.ok)
+				}
+			}
+
+			// A backend whose MAC the restarted controller does not know yet (stateless
+			// buckets carry the MAC) cannot be matched: nothing reliable is said.
+			if mode == ModeStateless {
+				unknown := fresh
+				unknown.Backends = slices.Clone(fresh.Backends)
+				unknown.Backends[0].MAC = nil
+				if got, ok := HeldWeights(unknown, held); ok {
+					t.Errorf("unmatched bucket read as %v", got)
+				}
+			}
+		})
+	}
+}
+
+func withWeights(s Service, w ...uint16) Service {
+	s.Backends = slices.Clone(s.Backends)
+	for i := range s.Backends {
+		s.Backends[i].Weight = w[i]
+	}
+	return s
+}
