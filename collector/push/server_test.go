@@ -191,8 +191,8 @@ func TestServe(t *testing.T) {
 		t.Errorf("Accepted = %d, want %d", n, len(bad)+2)
 	}
 	rej := s.Rejected()
-	if len(rej) != len(report.Reasons) {
-		t.Errorf("Rejected has %d reasons, want all %d: %v", len(rej), len(report.Reasons), rej)
+	if len(rej) != len(report.Reasons)+1 {
+		t.Errorf("Rejected has %d reasons, want all %d and shed: %v", len(rej), len(report.Reasons), rej)
 	}
 	for _, r := range report.Reasons {
 		want := uint64(0)
