@@ -34,7 +34,9 @@ func (g *genuineSink) Accept(r *report.Report, _ netip.AddrPort) {
 // floodResult is one run of the flood harness.
 type floodResult struct {
 	genuine, sent uint64        // genuine reports accepted, sent
-	bad           uint64        // bad datagrams the server handled (rejected or shed)
+	badSent       uint64        // bad datagrams the flooders got into the socket layer
+	bad           uint64        // bad datagrams the read loop handled (rejected or shed)
+	kernel        uint64        // datagrams the kernel dropped (buffer full or drop list)
 	elapsed       time.Duration // from the first datagram to the last one handled
 }
 
@@ -45,7 +47,7 @@ type floodResult struct {
 // gap. When the genuine sender is done the flooders stop; a marker report
 // is then sent (again every 50 ms until one arrives), and as the socket is
 // a FIFO everything before it was handled or dropped by then.
-func floodHarness(tb testing.TB, n int, gap time.Duration, maxBad int, badFor func(i int) []byte) floodResult {
+func floodHarness(tb testing.TB, n int, gap time.Duration, maxBad int, badFor func(i int) []byte, readLoopOnly bool) floodResult {
 	tb.Helper()
 	sink := &genuineSink{limit: uint64(n), marker: make(chan uint64, 1)}
 	var now atomic.Int64
@@ -54,6 +56,7 @@ func floodHarness(tb testing.TB, n int, gap time.Duration, maxBad int, badFor fu
 	if err != nil {
 		tb.Fatal(err)
 	}
+	s.drops.broken = readLoopOnly // before Serve: the read loop owns it then
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()
@@ -71,6 +74,7 @@ func floodHarness(tb testing.TB, n int, gap time.Duration, maxBad int, badFor fu
 		return c
 	}
 	var stop atomic.Bool
+	var badSent atomic.Uint64
 	var wg sync.WaitGroup
 	start := time.Now()
 	for _, src := range []string{"127.0.0.2:0", "127.0.0.3:0"} {
@@ -80,7 +84,9 @@ func floodHarness(tb testing.TB, n int, gap time.Duration, maxBad int, badFor fu
 		go func() {
 			defer wg.Done()
 			for i := 0; i < maxBad && !stop.Load(); i++ {
-				_, _ = c.Write(badFor(i)) // ECONNREFUSED etc. do not matter here
+				if _, err := c.Write(badFor(i)); err == nil {
+					badSent.Add(1)
+				}
 			}
 		}()
 	}
@@ -120,7 +126,9 @@ func floodHarness(tb testing.TB, n int, gap time.Duration, maxBad int, badFor fu
 	for _, c := range s.Rejected() {
 		bad += c
 	}
-	return floodResult{genuine: sink.got.Load(), sent: uint64(n), bad: bad, elapsed: time.Since(start)}
+	kernel, _ := s.KernelDrops()
+	return floodResult{genuine: sink.got.Load(), sent: uint64(n), badSent: badSent.Load(), bad: bad,
+		kernel: kernel, elapsed: time.Since(start)}
 }
 
 // badMAC is a well-formed report for the configured backend "a" whose tag
@@ -133,9 +141,12 @@ func badMAC(tb testing.TB) func(int) []byte {
 
 // BenchmarkFlood measures the push server under a flood of bad datagrams on
 // loopback: how many of 200 genuine reports (one every 5 ms) are accepted
-// while two goroutines send at most 200 000 bad datagrams each, and how
-// many bad datagrams per second the server gets through. Run with
-// -benchtime=1x; each iteration is one full run.
+// while two goroutines send at most 200 000 bad datagrams each, how many
+// bad datagrams the read loop handled per second, and how many the kernel
+// dropped. "kernel" is the server as configured (flooding sources go on
+// the socket filter's drop list); "readloop" turns the drop list off, so
+// everything is shed in the read loop. Run with -benchtime=1x: each
+// iteration is one full run of about a second.
 func BenchmarkFlood(b *testing.B) {
 	for _, tt := range []struct {
 		name string
@@ -147,15 +158,52 @@ func BenchmarkFlood(b *testing.B) {
 			return func(int) []byte { return g }
 		}},
 	} {
+		for _, mode := range []string{"kernel", "readloop"} {
+			b.Run(tt.name+"/"+mode, func(b *testing.B) {
+				var res floodResult
+				for b.Loop() {
+					res = floodHarness(b, 200, 5*time.Millisecond, 200_000, tt.bad(b), mode == "readloop")
+				}
+				b.ReportMetric(float64(res.genuine), "genuine_accepted")
+				b.ReportMetric(float64(res.sent), "genuine_sent")
+				b.ReportMetric(float64(res.badSent), "bad_sent")
+				b.ReportMetric(float64(res.bad), "bad_handled")
+				b.ReportMetric(float64(res.bad)/res.elapsed.Seconds(), "bad_handled/s")
+				b.ReportMetric(float64(res.kernel), "kernel_dropped")
+			})
+		}
+	}
+}
+
+// BenchmarkHandleBad is the read loop's cost per bad datagram, without the
+// socket: a forged tag for a configured backend within a source's failure
+// budget (key lookup and HMAC), the same once the source is shed, and junk
+// that fails the framing.
+func BenchmarkHandleBad(b *testing.B) {
+	forged := badMAC(b)(0)
+	for _, tt := range []struct {
+		name  string
+		d     []byte
+		burst int
+	}{
+		{"bad_mac", forged, 1 << 30},
+		{"shed", forged, 1},
+		{"garbage", make([]byte, 200), 1 << 30},
+	} {
 		b.Run(tt.name, func(b *testing.B) {
-			var res floodResult
-			for b.Loop() {
-				res = floodHarness(b, 200, 5*time.Millisecond, 200_000, tt.bad(b))
+			s, err := New(Config{Listen: "127.0.0.1:0", KeyFor: keyFor, Now: func() time.Time { return testEpoch },
+				SourceFailBurst: tt.burst}, &nopSink{})
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(float64(res.genuine), "genuine_accepted")
-			b.ReportMetric(float64(res.sent), "genuine_sent")
-			b.ReportMetric(float64(res.bad)/res.elapsed.Seconds(), "bad_handled/s")
-			b.ReportMetric(float64(res.bad), "bad_handled")
+			defer s.Close()
+			s.drops.broken = true // no socket filter: this measures the read loop
+			from := netip.MustParseAddrPort("127.0.0.2:4000")
+			b.ReportAllocs()
+			for b.Loop() {
+				s.handle(tt.d, from)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "datagrams/s")
 		})
 	}
 }

@@ -76,11 +76,13 @@ func (l *sourceLimit) allow(a netip.Addr, now int64) bool {
 	return b1.tokens >= 1 || b2.tokens >= 1
 }
 
-// fail charges a failed datagram from a to both its buckets.
-func (l *sourceLimit) fail(a netip.Addr, now int64) {
+// fail charges a failed datagram from a to both its buckets and reports
+// whether a may still send (allow).
+func (l *sourceLimit) fail(a netip.Addr, now int64) bool {
 	b1, b2 := l.slots(a)
 	l.refill(b1, now)
 	l.refill(b2, now)
 	b1.tokens = max(0, b1.tokens-1)
 	b2.tokens = max(0, b2.tokens-1)
+	return b1.tokens >= 1 || b2.tokens >= 1
 }

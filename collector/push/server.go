@@ -81,6 +81,9 @@ type Server struct {
 	closeErr  error
 
 	limit *sourceLimit // read loop only
+	drops dropList     // read loop only
+
+	kernelListed atomic.Int64
 
 	// good maps a backend id to the address of its last accepted report:
 	// only authenticated ids enter, so it holds at most the configured
@@ -202,18 +205,17 @@ func (s *Server) Close() error {
 func (s *Server) handle(b []byte, from netip.AddrPort) {
 	now := s.cfg.Now()
 	src := from.Addr()
+	s.expireDrops(now)
 	id, reason := report.Frame(b)
 	if reason != "" {
-		s.limit.fail(src, now.UnixNano())
 		s.refuse(reasonIndex(reason), now, b, from)
+		if !s.limit.fail(src, now.UnixNano()) {
+			s.dropSource(src, now)
+		}
 		return
 	}
 	if !s.limit.allow(src, now.UnixNano()) && !s.lastGood(id, src) {
-		s.rejected[slotShed].Add(1)
-		if s.logDue(slotShed, now) {
-			s.logLine(slotShed, "push datagrams shed: their source keeps sending rejected ones",
-				"from", from.String(), "backend", string(id))
-		}
+		s.shed(src, from, now, string(id))
 		return
 	}
 	err := s.opener.Open(b, s.cfg.KeyFor, &s.rep)
@@ -221,13 +223,26 @@ func (s *Server) handle(b []byte, from netip.AddrPort) {
 		err = s.guard.Check(&s.rep, now)
 	}
 	if err != nil {
-		s.limit.fail(src, now.UnixNano())
 		s.refuse(reasonIndex(report.ReasonOf(err)), now, b, from)
+		if !s.limit.fail(src, now.UnixNano()) {
+			s.dropSource(src, now)
+		}
 		return
 	}
 	s.noteGood(s.rep.BackendID, src)
 	s.sink.Accept(&s.rep, from)
 	s.accepted.Add(1)
+}
+
+// shed counts a datagram dropped unread and puts its source on the kernel's
+// drop list.
+func (s *Server) shed(src netip.Addr, from netip.AddrPort, now time.Time, id string) {
+	s.rejected[slotShed].Add(1)
+	s.dropSource(src, now)
+	if s.logDue(slotShed, now) {
+		s.logLine(slotShed, "push datagrams shed: their source keeps sending rejected ones",
+			"from", from.String(), "backend", id, "kernel_drop_list", s.kernelListed.Load())
+	}
 }
 
 func (s *Server) lastGood(id []byte, src netip.Addr) bool {
@@ -361,6 +376,15 @@ func (s *Server) Rejected() map[report.Reason]uint64 {
 	}
 	m[ReasonShed] = s.rejected[slotShed].Load()
 	return m
+}
+
+// KernelDrops is the number of datagrams the kernel dropped on the push
+// socket: its receive buffer was full, or the source was on the drop list
+// of flooding sources (MaxKernelDrops, KernelDropFor). ok is false where
+// the kernel does not tell (not Linux).
+func (s *Server) KernelDrops() (n uint64, ok bool) {
+	d, ok := kernelDrops(s.conn)
+	return uint64(d), ok
 }
 
 // ReadErrors is the number of failed socket reads other than shutdown.
