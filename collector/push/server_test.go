@@ -458,3 +458,61 @@ func BenchmarkServeLoopback(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reports/s")
 }
+
+// TestReplayMarksAcrossRestart is a controller restart at server level: the
+// marks of the old server, restored into the new one, make it refuse a
+// captured datagram and accept the probe's next report. Marks of backends
+// with no key are dropped, malformed ones named.
+func TestReplayMarksAcrossRestart(t *testing.T) {
+	from := netip.MustParseAddrPort("127.0.0.1:4000")
+	newServer := func() (*Server, *nopSink) {
+		sink := &nopSink{}
+		s, err := New(Config{Listen: "127.0.0.1:0", KeyFor: keyFor, Now: func() time.Time { return testEpoch }}, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, sink
+	}
+	old, _ := newServer()
+	var captured [][]byte
+	for seq := uint64(1); seq <= 5; seq++ {
+		d := mkDatagram(t, "a", seq, testEpoch, keyA)
+		captured = append(captured, d)
+		old.handle(d, from)
+	}
+	marks := old.ReplayMarks()
+	js, err := json.Marshal(marks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved map[string]report.Mark
+	if err := json.Unmarshal(js, &saved); err != nil {
+		t.Fatal(err)
+	}
+	saved["gone"] = saved["a"]      // a backend removed while the controller was down
+	saved["b"] = report.Mark{}      // malformed
+	fresh, freshSink := newServer() // without marks, for comparison
+	restarted, sink := newServer()
+	err = restarted.RestoreReplayMarks(saved)
+	if err == nil || !strings.Contains(err.Error(), `"b"`) || strings.Contains(err.Error(), "gone") {
+		t.Errorf("RestoreReplayMarks error %v, want one naming the malformed mark of b only", err)
+	}
+	if _, ok := restarted.ReplayMarks()["gone"]; ok {
+		t.Error("the mark of a backend without a key was restored")
+	}
+	for _, d := range captured {
+		restarted.handle(d, from)
+		fresh.handle(d, from)
+	}
+	if sink.n != 0 || restarted.Rejected()[report.ReasonReplay] != 5 {
+		t.Errorf("restored server accepted %d captured datagrams (replays %d), want 0 and 5", sink.n, restarted.Rejected()[report.ReasonReplay])
+	}
+	if freshSink.n != 5 {
+		t.Errorf("a server without marks accepted %d captured datagrams: the test no longer shows what marks prevent", freshSink.n)
+	}
+	restarted.handle(mkDatagram(t, "a", 6, testEpoch, keyA), from)
+	if sink.n != 1 {
+		t.Errorf("the probe's next report was not accepted after the restart (rejected %v)", restarted.Rejected())
+	}
+}
