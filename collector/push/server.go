@@ -34,7 +34,8 @@ type Config struct {
 	// KeyFor returns the shared key of a configured backend. It is called
 	// for every datagram with the claimed (unauthenticated) id, from the
 	// read loop, so it must be fast and safe for concurrent use with
-	// whatever updates it on a config reload. Required.
+	// whatever updates it on a config reload, and must not keep the id
+	// string past its return (see report.Open). Required.
 	KeyFor func(id string) ([]byte, bool)
 	// ClockSkew is how far a report's time may be from Now, either way.
 	// Default (when <= 0): report.DefaultClockSkew (30 s).
