@@ -214,3 +214,33 @@ func TestKernelDropList(t *testing.T) {
 		t.Errorf("detaching the filter: %v", err)
 	}
 }
+
+// TestHandleBadNoAllocs: rejecting or shedding an unauthenticated datagram
+// allocates nothing between log lines.
+func TestHandleBadNoAllocs(t *testing.T) {
+	s, err := New(Config{Listen: "127.0.0.1:0", KeyFor: keyFor, Now: func() time.Time { return testEpoch },
+		SourceFailBurst: 500}, &nopSink{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.drops.broken = true
+	from := netip.MustParseAddrPort("127.0.0.2:4000")
+	unknown := mkDatagram(t, "zz", 1, testEpoch, keyA)
+	for _, tt := range []struct {
+		name string
+		d    []byte
+	}{
+		{"bad tag", badMAC(t)(0)},
+		{"unknown backend", unknown},
+		{"junk", make([]byte, 200)},
+		{"shed", badMAC(t)(0)}, // the budget of 500 is spent by now
+	} {
+		if n := testing.AllocsPerRun(200, func() { s.handle(tt.d, from) }); n != 0 {
+			t.Errorf("%s: %v allocs per datagram, want 0", tt.name, n)
+		}
+	}
+	if s.Rejected()[ReasonShed] == 0 {
+		t.Error("the shed case shed nothing")
+	}
+}

@@ -224,7 +224,7 @@ func (s *Server) handle(b []byte, from netip.AddrPort) {
 		err = s.guard.Check(&s.rep, now)
 	}
 	if err != nil {
-		s.refuse(reasonIndex(report.ReasonOf(err)), now, b, from)
+		s.refuse(reasonIndex(reasonOf(err)), now, b, from)
 		if !s.limit.fail(src, now.UnixNano()) {
 			s.dropSource(src, now)
 		}
@@ -259,6 +259,15 @@ func (s *Server) noteGood(id string, src netip.Addr) {
 		s.good[id] = src
 	}
 	s.goodMu.Unlock()
+}
+
+// reasonOf is report.ReasonOf without its allocation for the usual case:
+// Open and Check return a *report.Error itself.
+func reasonOf(err error) report.Reason {
+	if e, ok := err.(*report.Error); ok {
+		return e.Reason
+	}
+	return report.ReasonOf(err)
 }
 
 func reasonIndex(r report.Reason) int {
