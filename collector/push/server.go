@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -361,16 +363,39 @@ func (s *Server) ReplayMarks() map[string]report.Mark { return s.guard.Marks() }
 
 // RestoreReplayMarks loads marks saved by ReplayMarks, before Serve. Marks
 // of backends KeyFor has no key for are dropped (a backend removed while
-// the controller was down starts afresh, as after Forget); malformed ones
-// are skipped and named in the error, the rest restored regardless.
+// the controller was down starts afresh, as after Forget). Malformed marks,
+// and marks dated after the collector's clock plus the skew window (no
+// accepted report can be: the clock went back, or the file was damaged, and
+// such a mark would refuse the probe's new boots), are skipped and named in
+// the error; the rest are restored regardless.
+//
+// Marks are trusted state: whoever can write the file they are kept in can
+// lock probes out (a huge seq), so keep it as private as a key file.
 func (s *Server) RestoreReplayMarks(marks map[string]report.Mark) error {
+	limit := s.cfg.Now().Add(s.guard.Window()).UnixNano()
 	keep := make(map[string]report.Mark, len(marks))
-	for id, m := range marks {
-		if _, ok := s.cfg.KeyFor(id); ok {
-			keep[id] = m
+	var errs []error
+	for _, id := range slices.Sorted(maps.Keys(marks)) {
+		m := marks[id]
+		if _, ok := s.cfg.KeyFor(id); !ok {
+			continue
 		}
+		if t := markNewest(m); t > limit {
+			errs = append(errs, fmt.Errorf("replay mark of backend %q ignored: dated %s, after the collector's clock + %s",
+				id, time.Unix(0, t).UTC().Format(time.RFC3339Nano), s.guard.Window()))
+			continue
+		}
+		keep[id] = m
 	}
-	return s.guard.Restore(keep)
+	return errors.Join(append(errs, s.guard.Restore(keep))...)
+}
+
+func markNewest(m report.Mark) int64 {
+	t := m.Floor
+	for _, e := range m.Epochs {
+		t = max(t, e.Newest, e.Capped, e.Floor)
+	}
+	return t
 }
 
 // Accepted is the number of reports handed to the sink.

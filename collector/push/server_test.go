@@ -516,3 +516,43 @@ func TestReplayMarksAcrossRestart(t *testing.T) {
 		t.Errorf("the probe's next report was not accepted after the restart (rejected %v)", restarted.Rejected())
 	}
 }
+
+// TestRestoreReplayMarksDatedAhead: a mark dated after the collector's
+// clock plus the window cannot come from an accepted report; restoring it
+// would refuse the probe's next boots, so it is skipped and named.
+func TestRestoreReplayMarksDatedAhead(t *testing.T) {
+	mark := func(d time.Duration) report.Mark {
+		at := testEpoch.Add(d).UnixNano()
+		return report.Mark{Epochs: []report.EpochMark{{BootNonce: 1, TopSeq: 3, Seen: 1, Newest: at, Capped: at}}}
+	}
+	tests := []struct {
+		name     string
+		ahead    time.Duration
+		restored bool
+	}{
+		{"in the past", -time.Hour, true},
+		{"inside the window", report.DefaultClockSkew, true},
+		{"beyond the window", report.DefaultClockSkew + time.Nanosecond, false},
+		{"an hour ahead", time.Hour, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := New(Config{Listen: "127.0.0.1:0", KeyFor: keyFor, Now: func() time.Time { return testEpoch }}, &nopSink{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			err = s.RestoreReplayMarks(map[string]report.Mark{"a": mark(tt.ahead)})
+			_, got := s.ReplayMarks()["a"]
+			if got != tt.restored {
+				t.Fatalf("restored = %v, want %v (err %v)", got, tt.restored, err)
+			}
+			if !tt.restored && (err == nil || !strings.Contains(err.Error(), `"a"`) || !strings.Contains(err.Error(), "after the collector's clock")) {
+				t.Errorf("error %v, want one naming a and saying it is dated ahead", err)
+			}
+			if tt.restored && err != nil {
+				t.Errorf("error %v", err)
+			}
+		})
+	}
+}
