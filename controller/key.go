@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -122,4 +123,33 @@ func writeKeyFile(path string, data []byte) error {
 		return fmt.Errorf("key file %s: %w", path, err)
 	}
 	return nil
+}
+
+// checkKeys loads every probe backend's push key as the controller will at start, so
+// -check-config catches a missing, short or world-readable secret or key file.
+func checkKeys(cfg *config.Config) error {
+	var errs []error
+	seen := map[string]error{}
+	load := func(path string) ([]byte, error) {
+		if err, ok := seen[path]; ok && err != nil {
+			return nil, err
+		}
+		k, err := report.LoadKey(path)
+		seen[path] = err
+		return k, err
+	}
+	reported := map[string]bool{}
+	for i := range cfg.Services {
+		for j := range cfg.Services[i].Backends {
+			be := &cfg.Services[i].Backends[j]
+			if be.Source != "probe" {
+				continue
+			}
+			if _, err := cfg.ProbeKey(be, load); err != nil && !reported[err.Error()] {
+				reported[err.Error()] = true // one line per bad file, not per backend
+				errs = append(errs, fmt.Errorf("backend %q: %w", be.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

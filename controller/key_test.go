@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"flowweight/collector/report"
+	"flowweight/controller/config"
 )
 
 func TestKeyCommand(t *testing.T) {
@@ -102,5 +103,64 @@ group_id = 7
 	leftovers, _ := filepath.Glob(filepath.Join(dir, ".web-1.key.*"))
 	if len(leftovers) != 0 {
 		t.Errorf("temporary files left behind: %v", leftovers)
+	}
+}
+
+func TestCheckKeys(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.secret", "a-controller-secret-of-32-bytes!", 0o600)
+	open := write("open.secret", "a-controller-secret-of-32-bytes!", 0o644)
+	short := write("short.key", "short", 0o600)
+	cfgWith := func(collector, backendKey string) *config.Config {
+		text := "[collector]\n" + collector + "\n[[service]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\ngroup_id = 7\n" +
+			"  [[service.backend]]\n  name = \"a\"\n  ip = \"10.0.0.1\"\n" +
+			"  [[service.backend]]\n  name = \"b\"\n  ip = \"10.0.0.2\"\n" + backendKey
+		c, err := config.Parse("t.toml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	tests := []struct {
+		name string
+		cfg  *config.Config
+		want []string // substrings of the error; nil: none
+	}{
+		{"good secret", cfgWith(`secret_file = "`+good+`"`, ""), nil},
+		{"secret readable by others", cfgWith(`secret_file = "`+open+`"`, ""), []string{`backend "a"`, "collector.secret_file", open, "readable by others"}},
+		{"missing secret", cfgWith(`secret_file = "`+filepath.Join(dir, "nope")+`"`, ""), []string{"collector.secret_file", "nope"}},
+		{"a backend's short own key", cfgWith(`secret_file = "`+good+`"`, `  key_file = "`+short+`"`+"\n"), []string{`backend "b"`, short, "want >= 16"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkKeys(tt.cfg)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+			if strings.Count(err.Error(), "\n") > 0 && strings.Count(err.Error(), tt.want[len(tt.want)-1]) > 1 {
+				t.Errorf("one bad file reported more than once:\n%v", err)
+			}
+		})
 	}
 }

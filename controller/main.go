@@ -62,6 +62,10 @@ func main() {
 		for _, w := range cfg.Warnings() {
 			fmt.Printf("%s: warning: %s\n", *cfgPath, w)
 		}
+		if err := checkKeys(cfg); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: push keys:\n%v\n", *cfgPath, err)
+			os.Exit(2)
+		}
 		fmt.Printf("%s: OK (%d services)\n", *cfgPath, len(cfg.Services))
 		return
 	}

@@ -341,6 +341,9 @@ func (c *Config) Validate() error {
 				if b.KeyFile == "" {
 					needKey = append(needKey, b.Name)
 				}
+				if b.KeyFile != "" && b.KeyFile == c.Collector.SecretFile {
+					p.Addf(bkey+".key_file", "is collector.secret_file: that probe would hold the controller's secret, from which every backend's key is derived; drop the line to use this backend's derived key")
+				}
 				if b.SNMP != nil {
 					p.Addf(bkey+".snmp", "given but source is \"probe\"")
 				}
@@ -513,7 +516,7 @@ func (c *Config) Warnings() []string {
 			if b.Source != "probe" {
 				continue
 			}
-			if b.KeyFile == "" {
+			if b.KeyFile == "" || (b.KeyFile == c.Collector.KeyFile && c.Collector.EffectiveKeyMode() == KeyModeShared) {
 				shared = append(shared, b.Name)
 				continue
 			}

@@ -42,6 +42,12 @@ func TestKeyModes(t *testing.T) {
 		{"own key files, one shared by two backends",
 			strings.Replace(keyed(`secret_file = "/s"`), "name = \"a\"\n", "name = \"a\"\n  key_file = \"/same\"\n", 1) + "  key_file = \"/same\"\n",
 			nil, KeyModeDerived, []string{"key_file /same is the key of the backends a, b"}, false},
+		{"a backend's key file is the controller secret",
+			strings.Replace(keyed(`secret_file = "/s"`), "name = \"a\"\n", "name = \"a\"\n  key_file = \"/s\"\n", 1),
+			[]string{`backend "a".key_file`, "controller's secret"}, "", nil, false},
+		{"shared: a backend naming the shared file explicitly shares it too",
+			strings.Replace(good, "name = \"a\"\n", "name = \"a\"\n  key_file = \"/k\"\n", 1), nil, KeyModeShared,
+			[]string{"the 2 probe backend(s) a, b all use the key in /k"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
