@@ -414,3 +414,46 @@ func FuzzGuardRestore(f *testing.F) {
 		}
 	})
 }
+
+// FuzzGuard drives the Guard with arbitrary sequences of reports from a few
+// boots, resending some, with the collector's clock moving forward. Whatever
+// the order: the same report (boot, seq, time) is accepted at most once,
+// and a rejection changes no state.
+func FuzzGuard(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 0, 1, 2, 10, 1, 0, 1, 0, 0, 2, 1, 40, 9, 0, 1, 0, 0})
+	f.Add([]byte{0, 1, 0, 0, 1, 1, 1, 0, 2, 1, 2, 0, 3, 1, 3, 0, 4, 1, 4, 0, 0, 1, 0, 0, 0, 2, 5, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g := NewGuard(10 * time.Second)
+		now := testEpoch
+		type key struct {
+			nonce, seq uint64
+			t          time.Time
+		}
+		accepted := map[key]bool{}
+		r := sample()
+		for len(data) >= 4 {
+			// nonce 0..5, seq 1..80, time -10..+15 s around now (some outside the window), clock step 0..2.55 s
+			nonce, seq := uint64(data[0]%6), uint64(data[1]%80)+1
+			at := now.Add(time.Duration(int(data[2]%26)-10) * time.Second)
+			now = now.Add(time.Duration(data[3]) * 10 * time.Millisecond)
+			data = data[4:]
+			r.BootNonce, r.Seq, r.Time = nonce, seq, at
+			before := g.Marks()
+			err := g.Check(&r, now)
+			k := key{nonce, seq, at}
+			if err == nil {
+				if accepted[k] {
+					t.Fatalf("boot %d seq %d at %s accepted twice", nonce, seq, at)
+				}
+				accepted[k] = true
+				continue
+			}
+			if ReasonOf(err) != ReasonReplay && ReasonOf(err) != ReasonClockSkew {
+				t.Fatalf("Check: %v", err)
+			}
+			if after := g.Marks(); !reflect.DeepEqual(before, after) {
+				t.Fatalf("a rejection (%v) changed the state:\n%+v\n%+v", err, before, after)
+			}
+		}
+	})
+}
