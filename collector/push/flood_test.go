@@ -41,13 +41,14 @@ type floodResult struct {
 }
 
 // floodHarness runs a real server on loopback. Two goroutines, each with
-// its own socket on 127.0.0.2 and 127.0.0.3, send bad datagrams (badFor
-// makes them) as fast as they can, at most maxBad each; meanwhile a
+// its own sockets on 127.2.0.0/16 and 127.3.0.0/16 (sources addresses
+// each), send bad datagrams (badFor makes them) as fast as they can, at
+// most maxBad each; meanwhile a
 // genuine probe on 127.0.0.1 sends n reports for backend "a", one every
 // gap. When the genuine sender is done the flooders stop; a marker report
 // is then sent (again every 50 ms until one arrives), and as the socket is
 // a FIFO everything before it was handled or dropped by then.
-func floodHarness(tb testing.TB, n int, gap time.Duration, maxBad int, badFor func(i int) []byte, readLoopOnly bool) floodResult {
+func floodHarness(tb testing.TB, n int, gap time.Duration, maxBad, sources int, badFor func(i int) []byte, readLoopOnly bool) floodResult {
 	tb.Helper()
 	sink := &genuineSink{limit: uint64(n), marker: make(chan uint64, 1)}
 	var now atomic.Int64
@@ -77,14 +78,20 @@ func floodHarness(tb testing.TB, n int, gap time.Duration, maxBad int, badFor fu
 	var badSent atomic.Uint64
 	var wg sync.WaitGroup
 	start := time.Now()
-	for _, src := range []string{"127.0.0.2:0", "127.0.0.3:0"} {
-		c := dial(src)
-		defer c.Close()
+	for f := range 2 {
+		// Flooder f sends from 127.f+2.0.1, or round-robin from as many
+		// addresses of 127.f+2.0.0/16 as sources says.
+		var conns []*net.UDPConn
+		for j := range max(sources, 1) {
+			c := dial(netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, byte(f + 2), byte((j + 1) >> 8), byte(j + 1)}), 0).String())
+			defer c.Close()
+			conns = append(conns, c)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; i < maxBad && !stop.Load(); i++ {
-				if _, err := c.Write(badFor(i)); err == nil {
+				if _, err := conns[i%len(conns)].Write(badFor(i)); err == nil {
 					badSent.Add(1)
 				}
 			}
@@ -145,7 +152,8 @@ func badMAC(tb testing.TB) func(int) []byte {
 // bad datagrams the read loop handled per second, and how many the kernel
 // dropped. "kernel" is the server as configured (flooding sources go on
 // the socket filter's drop list); "readloop" turns the drop list off, so
-// everything is shed in the read loop. Run with -benchtime=1x: each
+// everything is shed in the read loop; "500sources" spreads each flooder
+// over 250 addresses, more than the drop list holds (MaxKernelDrops). Run with -benchtime=1x: each
 // iteration is one full run of about a second.
 func BenchmarkFlood(b *testing.B) {
 	for _, tt := range []struct {
@@ -158,11 +166,15 @@ func BenchmarkFlood(b *testing.B) {
 			return func(int) []byte { return g }
 		}},
 	} {
-		for _, mode := range []string{"kernel", "readloop"} {
-			b.Run(tt.name+"/"+mode, func(b *testing.B) {
+		for _, mode := range []struct {
+			name     string
+			sources  int
+			readLoop bool
+		}{{"kernel", 1, false}, {"readloop", 1, true}, {"500sources", 250, false}} {
+			b.Run(tt.name+"/"+mode.name, func(b *testing.B) {
 				var res floodResult
 				for b.Loop() {
-					res = floodHarness(b, 200, 5*time.Millisecond, 200_000, tt.bad(b), mode == "readloop")
+					res = floodHarness(b, 200, 5*time.Millisecond, 200_000, mode.sources, tt.bad(b), mode.readLoop)
 				}
 				b.ReportMetric(float64(res.genuine), "genuine_accepted")
 				b.ReportMetric(float64(res.sent), "genuine_sent")
