@@ -556,3 +556,49 @@ func TestRestoreReplayMarksDatedAhead(t *testing.T) {
 		})
 	}
 }
+
+// TestServeSources: a burst of datagrams arrives complete and in order,
+// with its IPv4 or IPv6 source as the Guard's and the limiter's key.
+func TestServeSources(t *testing.T) {
+	for _, tt := range []struct{ listen, client string }{
+		{"127.0.0.1:0", "127.0.0.1"},
+		{"[::1]:0", "::1"},
+		{":0", "127.0.0.1"}, // dual-stack: an IPv4-mapped source comes back as IPv4
+	} {
+		t.Run(tt.listen, func(t *testing.T) {
+			sink := make(chanSink, 200)
+			s, err := New(Config{Listen: tt.listen, KeyFor: keyFor, Now: func() time.Time { return testEpoch }}, sink)
+			if err != nil {
+				t.Skipf("cannot listen on %s: %v", tt.listen, err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- s.Serve(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+			port := s.Addr().(*net.UDPAddr).Port
+			conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(tt.client), uint16(port))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			const n = 150
+			for seq := uint64(1); seq <= n; seq++ {
+				if _, err := conn.Write(mkDatagram(t, "a", seq, testEpoch, keyA)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			client := conn.LocalAddr().(*net.UDPAddr).AddrPort()
+			for seq := uint64(1); seq <= n; seq++ {
+				got := recv(t, sink)
+				if got.r.Seq != seq || got.from.Addr() != netip.MustParseAddr(tt.client) || got.from.Port() != client.Port() {
+					t.Fatalf("report %d: seq %d from %s, want seq %d from %s:%d", seq, got.r.Seq, got.from, seq, tt.client, client.Port())
+				}
+			}
+		})
+	}
+}
