@@ -60,11 +60,13 @@ func (s *Server) dropSource(a netip.Addr, now time.Time) {
 // expireDrops takes sources off the list once their time is up.
 func (s *Server) expireDrops(now time.Time) {
 	d := &s.drops
-	if d.next == 0 || now.UnixNano() < d.next {
+	if d.next == 0 || (now.UnixNano() < d.next && d.next-now.UnixNano() <= int64(KernelDropFor)) {
 		return
 	}
 	t := now.UnixNano()
-	d.entries = slices.DeleteFunc(d.entries, func(e dropEntry) bool { return e.until <= t })
+	// Expired, or the clock stepped back (an entry would otherwise stay for
+	// as long as the step).
+	d.entries = slices.DeleteFunc(d.entries, func(e dropEntry) bool { return e.until <= t || e.until-t > int64(KernelDropFor) })
 	d.next = 0
 	for _, e := range d.entries {
 		if d.next == 0 || e.until < d.next {

@@ -61,10 +61,12 @@ func (l *sourceLimit) refill(b *bucket, now int64) {
 		b.tokens, b.last = l.burst, now
 		return
 	}
-	if d := now - b.last; d > 0 { // a clock stepping back refills nothing
+	// A clock stepping back refills nothing, and refilling resumes from the
+	// new time rather than when the clock is back where it was.
+	if d := now - b.last; d > 0 {
 		b.tokens = min(l.burst, b.tokens+float64(d)*l.rate)
-		b.last = now
 	}
+	b.last = now
 }
 
 // allow reports whether a datagram from a may be looked at: one of its two

@@ -40,7 +40,7 @@ func TestSourceLimit(t *testing.T) {
 			at    int64
 			fails int
 			allow bool
-		}{{10 * sec, 10, false}, {sec, 0, false}, {10*sec + sec/2, 0, true}}},
+		}{{10 * sec, 10, false}, {sec, 0, false}, {sec + sec/2, 0, true}}}, // refilling resumes from the new time
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,6 +162,19 @@ func TestServerSheds(t *testing.T) {
 	}
 	if s.kernelListed.Load() != 0 {
 		t.Errorf("kernel drop list holds %d sources after %s, want 0", s.kernelListed.Load(), KernelDropFor)
+	}
+
+	// A clock stepping back an hour does not keep a source listed for that hour.
+	for range 10 {
+		s.handle(forged, flooder)
+	}
+	if kernelSupported && s.kernelListed.Load() != 1 {
+		t.Fatalf("kernel drop list holds %d sources, want the flooder again", s.kernelListed.Load())
+	}
+	now = now.Add(-time.Hour)
+	s.handle(mkDatagram(t, "b", 1000, now, keyB), netip.MustParseAddrPort("127.0.0.3:4000"))
+	if s.kernelListed.Load() != 0 {
+		t.Errorf("kernel drop list holds %d sources after the clock stepped back, want 0", s.kernelListed.Load())
 	}
 }
 
