@@ -69,6 +69,7 @@ type State struct {
 	ProbeDrain    bool // the backend itself asked to be drained
 	OperatorDrain bool // drained through the API
 	Reports       uint64
+	LateReports   uint64         // push reports that arrived after a newer one of the same boot, counted only
 	From          netip.AddrPort // where the last push report came from
 }
 
@@ -81,6 +82,11 @@ type backend struct {
 	mem      weights.EWMA
 	net      weights.EWMA
 	conns    weights.EWMA
+	// The newest push report applied: a report of the same boot with a
+	// lower seq arrived late (UDP reordering) and must not undo it.
+	applied      bool
+	appliedNonce uint64
+	appliedSeq   uint64
 }
 
 // Pool holds every configured backend's state. Its methods are safe for concurrent use.
@@ -149,6 +155,13 @@ func (p *Pool) Known(name string) bool {
 }
 
 // Accept ingests one verified probe report; it implements the push server's Sink.
+//
+// Reports are ordered by (BootNonce, Seq): one of the boot last applied with a lower Seq is a
+// late, reordered report (the replay guard accepts each once inside its reorder window). It
+// counts in Reports but changes nothing else, so seq 6 arriving after seq 7 cannot undo seq 7's
+// drain, health, leaving or load. A report of another boot is that boot's newest: the guard
+// (report.Guard) accepts a superseded boot only with a report above everything it sent, and
+// with an accepted new boot the probe restarted.
 func (p *Pool) Accept(r *report.Report, from netip.AddrPort) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -156,6 +169,12 @@ func (p *Pool) Accept(r *report.Report, from netip.AddrPort) {
 	if !ok {
 		return
 	}
+	if b.applied && r.BootNonce == b.appliedNonce && r.Seq < b.appliedSeq {
+		b.st.Reports++
+		b.st.LateReports++
+		return
+	}
+	b.applied, b.appliedNonce, b.appliedSeq = true, r.BootNonce, r.Seq
 	now := p.cfg.Now()
 	b.st.From = from
 	b.st.ProbeDrain = r.Flags&report.FlagDrain != 0

@@ -255,3 +255,51 @@ func TestSNMPPathFailedPollCountsAsFailedCheck(t *testing.T) {
 		t.Fatalf("3 failed polls: %v", got)
 	}
 }
+
+// TestLateReportChangesNoState: a report of the boot last applied with a lower seq (UDP
+// reordering, accepted once by the replay guard) is counted but must not undo what the newer
+// report set. Reports of another boot are that boot's newest and apply.
+func TestLateReportChangesNoState(t *testing.T) {
+	type in struct {
+		nonce, seq uint64
+		ok         bool
+		flags      report.Flags
+		cpu        float64
+	}
+	tests := []struct {
+		name  string
+		steps []in
+		want  weights.Status
+		cpu   float64 // smoothed, alpha 0.5, from the 0.5 of upPool's reports
+		late  uint64
+	}{
+		{"late undrained report after a drain", []in{{1, 7, true, report.FlagDrain, 0.5}, {1, 6, true, 0, 0.5}}, weights.StatusDrained, 0.5, 1},
+		{"late report after leaving", []in{{1, 7, true, report.FlagLeaving, 0.5}, {1, 6, true, 0, 0.5}}, weights.StatusStale, 0.5, 1},
+		{"late healthy report after the third failure", []in{{1, 5, false, 0, 0.5}, {1, 6, false, 0, 0.5}, {1, 7, false, 0, 0.5}, {1, 4, true, 0, 0.5}}, weights.StatusDown, 0.5, 1},
+		{"late load does not move the average", []in{{1, 7, true, 0, 0.9}, {1, 6, true, 0, 0.1}}, weights.StatusUp, 0.7, 1},
+		{"in order applies", []in{{1, 6, true, 0, 0.5}, {1, 7, true, report.FlagDrain, 0.9}}, weights.StatusDrained, 0.7, 0},
+		{"a new boot applies whatever its seq", []in{{1, 7, true, report.FlagDrain, 0.5}, {2, 1, true, 0, 0.5}}, weights.StatusUp, 0.5, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, p, _ := upPool(t)
+			before, _ := p.Get("a")
+			for _, s := range tt.steps {
+				c.add(time.Second)
+				r := rep("a", s.ok)
+				r.BootNonce, r.Seq, r.Flags, r.CPUUtil = s.nonce, s.seq, r.Flags|s.flags, s.cpu
+				p.Accept(r, from)
+			}
+			got, _ := p.Get("a")
+			if st := status(t, p, "a"); st != tt.want {
+				t.Errorf("status %v, want %v", st, tt.want)
+			}
+			if got.CPU != tt.cpu {
+				t.Errorf("smoothed cpu %v, want %v", got.CPU, tt.cpu)
+			}
+			if got.LateReports != tt.late || got.Reports != before.Reports+uint64(len(tt.steps)) {
+				t.Errorf("late %d reports %d, want %d and %d (late reports are counted)", got.LateReports, got.Reports, tt.late, before.Reports+uint64(len(tt.steps)))
+			}
+		})
+	}
+}

@@ -28,6 +28,8 @@ import (
 const usage = `usage: controller [flags]            run the controller
        controller -check-config [-config FILE]
        controller status [-api URL]     show services and backends as a table
+       controller key [-config FILE] [-out KEYFILE] BACKEND
+                                        print (or write) a probe's push key file
 
 Flags:
 `
@@ -35,6 +37,9 @@ Flags:
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "status" {
 		os.Exit(statusCommand(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "key" {
+		os.Exit(keyCommand(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	fs := flag.NewFlagSet("controller", flag.ExitOnError)
 	cfgPath := fs.String("config", "/etc/flowweight/controller.toml", "configuration file")
@@ -54,10 +59,20 @@ func main() {
 		os.Exit(2)
 	}
 	if *check {
+		for _, w := range cfg.Warnings() {
+			fmt.Printf("%s: warning: %s\n", *cfgPath, w)
+		}
+		if err := checkKeys(cfg); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: push keys:\n%v\n", *cfgPath, err)
+			os.Exit(2)
+		}
 		fmt.Printf("%s: OK (%d services)\n", *cfgPath, len(cfg.Services))
 		return
 	}
 	log := newLogger(*level, *jsonLogs)
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration weakens push authentication", "config", *cfgPath, "warning", w)
+	}
 	if err := run(cfg, *cfgPath, log); err != nil {
 		log.Error("controller stopped", "err", err)
 		os.Exit(1)

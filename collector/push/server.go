@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +36,8 @@ type Config struct {
 	// KeyFor returns the shared key of a configured backend. It is called
 	// for every datagram with the claimed (unauthenticated) id, from the
 	// read loop, so it must be fast and safe for concurrent use with
-	// whatever updates it on a config reload. Required.
+	// whatever updates it on a config reload, and must not keep the id
+	// string past its return (see report.Open). Required.
 	KeyFor func(id string) ([]byte, bool)
 	// ClockSkew is how far a report's time may be from Now, either way.
 	// Default (when <= 0): report.DefaultClockSkew (30 s).
@@ -43,7 +46,20 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives rate-limited rejection lines. Default: discard.
 	Logger *slog.Logger
+	// SourceFailRate and SourceFailBurst bound the datagrams a source
+	// address may have refused (any reason) before the rest are shed
+	// unread: a token bucket per source, SourceFailBurst deep, refilled at
+	// SourceFailRate a second. Defaults: DefaultSourceFailRate,
+	// DefaultSourceFailBurst. A source's datagrams for a backend whose last
+	// accepted report came from that address are never shed, so a probe
+	// keeps flowing even when a flooder forges its address.
+	SourceFailRate  float64
+	SourceFailBurst int
 }
+
+// ReasonShed counts, in Rejected, datagrams dropped unread because their
+// source address had used up its failure budget (Config.SourceFailRate).
+const ReasonShed report.Reason = "shed"
 
 // LogEvery is the least time between two log lines for the same rejection
 // reason; the lines in between are counted and reported as "suppressed" on
@@ -67,14 +83,31 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	limit *sourceLimit // read loop only
+	drops dropList     // read loop only
+
+	kernelListed atomic.Int64
+
+	// good maps a backend id to the address of its last accepted report:
+	// only authenticated ids enter, so it holds at most the configured
+	// backends. Written by the read loop, deleted from by Forget.
+	goodMu sync.Mutex
+	good   map[string]netip.Addr
+
 	accepted   atomic.Uint64
-	rejected   [len(report.Reasons)]atomic.Uint64
+	rejected   [slotShed + 1]atomic.Uint64
 	readErrors atomic.Uint64
 
 	logMu      sync.Mutex
-	lastLog    [len(report.Reasons) + 1]time.Time // +1: socket read errors
-	suppressed [len(report.Reasons) + 1]uint64
+	lastLog    [slotReadError + 1]time.Time
+	suppressed [slotReadError + 1]uint64
 }
+
+// Counter and log slots: one per report.Reason, then these.
+const (
+	slotShed      = len(report.Reasons)
+	slotReadError = slotShed + 1
+)
 
 // New validates cfg and binds the socket, so Addr is known before Serve.
 func New(cfg Config, sink Sink) (*Server, error) {
@@ -110,7 +143,14 @@ func New(cfg Config, sink Sink) (*Server, error) {
 	_ = conn.SetReadBuffer(ReadBuffer)
 	g := report.NewGuard(cfg.ClockSkew)
 	cfg.ClockSkew = g.Window()
-	return &Server{cfg: cfg, sink: sink, conn: conn, guard: g}, nil
+	if cfg.SourceFailRate <= 0 {
+		cfg.SourceFailRate = DefaultSourceFailRate
+	}
+	if cfg.SourceFailBurst <= 0 {
+		cfg.SourceFailBurst = DefaultSourceFailBurst
+	}
+	return &Server{cfg: cfg, sink: sink, conn: conn, guard: g, opener: report.Opener{Brief: true},
+		limit: newSourceLimit(cfg.SourceFailRate, cfg.SourceFailBurst), good: map[string]netip.Addr{}}, nil
 }
 
 // ReadBuffer is the socket receive buffer the server asks for.
@@ -144,7 +184,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 			// Transient (e.g. ENOMEM): count, log, keep serving.
 			s.readErrors.Add(1)
-			s.logLimited(len(report.Reasons), "push socket read failed", "addr", s.Addr().String(), "err", err)
+			s.logLimited(slotReadError, "push socket read failed", "addr", s.Addr().String(), "err", err)
 			continue
 		}
 		s.handle(buf[:n], netip.AddrPortFrom(from.Addr().Unmap(), from.Port()))
@@ -157,20 +197,79 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
-// handle is the whole per-datagram path: verify, decode, replay check,
-// sink. It is separate from the read loop so the benchmark measures it
-// without a socket.
+// handle is the whole per-datagram path: framing, the source's failure
+// budget, key and tag, decode, replay check, sink. It is separate from the
+// read loop so the benchmark measures it without a socket.
+//
+// Cheapest first: framing needs no key and allocates nothing; a source
+// that has spent its failure budget is then shed before the key lookup and
+// the HMAC; failures allocate nothing either (the opener is Brief) unless a
+// log line is due.
 func (s *Server) handle(b []byte, from netip.AddrPort) {
-	err := s.opener.Open(b, s.cfg.KeyFor, &s.rep)
-	if err == nil {
-		err = s.guard.Check(&s.rep, s.cfg.Now())
-	}
-	if err != nil {
-		s.reject(err, from)
+	now := s.cfg.Now()
+	src := from.Addr()
+	s.expireDrops(now)
+	id, reason := report.Frame(b)
+	if reason != "" {
+		s.refuse(reasonIndex(reason), now, b, from)
+		if !s.limit.fail(src, now.UnixNano()) {
+			s.dropSource(src, now)
+		}
 		return
 	}
+	if !s.limit.allow(src, now.UnixNano()) && !s.lastGood(id, src) {
+		s.shed(src, from, now, string(id))
+		return
+	}
+	err := s.opener.Open(b, s.cfg.KeyFor, &s.rep)
+	if err == nil {
+		err = s.guard.Check(&s.rep, now)
+	}
+	if err != nil {
+		s.refuse(reasonIndex(reasonOf(err)), now, b, from)
+		if !s.limit.fail(src, now.UnixNano()) {
+			s.dropSource(src, now)
+		}
+		return
+	}
+	s.noteGood(s.rep.BackendID, src)
 	s.sink.Accept(&s.rep, from)
 	s.accepted.Add(1)
+}
+
+// shed counts a datagram dropped unread and puts its source on the kernel's
+// drop list.
+func (s *Server) shed(src netip.Addr, from netip.AddrPort, now time.Time, id string) {
+	s.rejected[slotShed].Add(1)
+	s.dropSource(src, now)
+	if s.logDue(slotShed, now) {
+		s.logLine(slotShed, "push datagrams shed: their source keeps sending rejected ones",
+			"from", from.String(), "backend", id, "kernel_drop_list", s.kernelListed.Load())
+	}
+}
+
+func (s *Server) lastGood(id []byte, src netip.Addr) bool {
+	s.goodMu.Lock()
+	a, ok := s.good[string(id)] // no allocation for the lookup
+	s.goodMu.Unlock()
+	return ok && a == src
+}
+
+func (s *Server) noteGood(id string, src netip.Addr) {
+	s.goodMu.Lock()
+	if s.good[id] != src {
+		s.good[id] = src
+	}
+	s.goodMu.Unlock()
+}
+
+// reasonOf is report.ReasonOf without its allocation for the usual case:
+// Open and Check return a *report.Error itself.
+func reasonOf(err error) report.Reason {
+	if e, ok := err.(*report.Error); ok {
+		return e.Reason
+	}
+	return report.ReasonOf(err)
 }
 
 func reasonIndex(r report.Reason) int {
@@ -182,51 +281,145 @@ func reasonIndex(r report.Reason) int {
 	return -1
 }
 
-func (s *Server) reject(err error, from netip.AddrPort) {
-	var e *report.Error
-	reason, id := report.ReasonMalformed, ""
-	if errors.As(err, &e) {
-		reason, id = e.Reason, e.BackendID
-	}
-	i := reasonIndex(reason)
+// refuse counts a rejected datagram under its reason and, when a line is
+// due, logs it with the details: the datagram is opened again with a plain
+// (not Brief) Open, or checked again, which costs nothing in between lines.
+func (s *Server) refuse(i int, now time.Time, b []byte, from netip.AddrPort) {
 	if i < 0 { // cannot happen with the reasons report defines
 		i = reasonIndex(report.ReasonMalformed)
 	}
 	s.rejected[i].Add(1)
-	s.logLimited(i, "push report rejected", "reason", string(reason), "backend", id, "from", from.String(), "err", err)
-}
-
-// logLimited logs at most one line per slot per LogEvery, carrying the
-// number of lines suppressed since the previous one.
-func (s *Server) logLimited(slot int, msg string, args ...any) {
-	now := s.cfg.Now()
-	s.logMu.Lock()
-	if last := s.lastLog[slot]; !last.IsZero() && now.Sub(last) < LogEvery && now.Sub(last) > -LogEvery {
-		s.suppressed[slot]++
-		s.logMu.Unlock()
+	if !s.logDue(i, now) {
 		return
 	}
+	var r report.Report
+	err := report.Open(b, s.cfg.KeyFor, &r)
+	if err == nil { // it failed the Guard; say why without recording anything
+		err = s.guardReason(&r, now)
+	}
+	var e *report.Error
+	id := ""
+	if errors.As(err, &e) {
+		id = e.BackendID
+	}
+	s.logLine(i, "push report rejected", "reason", string(report.Reasons[i]), "backend", id, "from", from.String(), "err", err)
+}
+
+// guardReason explains a Guard rejection of r for the log. Check would
+// record r if it were accepted now, so it runs on a copy of the state.
+func (s *Server) guardReason(r *report.Report, now time.Time) error {
+	g := report.NewGuard(s.guard.Window())
+	if m, ok := s.guard.Marks()[r.BackendID]; ok {
+		_ = g.Restore(map[string]report.Mark{r.BackendID: m})
+	}
+	if err := g.Check(r, now); err != nil {
+		return err
+	}
+	return fmt.Errorf("report of backend %q refused by the replay guard", r.BackendID)
+}
+
+// logLimited logs at most one line per slot per LogEvery.
+func (s *Server) logLimited(slot int, msg string, args ...any) {
+	if s.logDue(slot, s.cfg.Now()) {
+		s.logLine(slot, msg, args...)
+	}
+}
+
+// logDue reports whether a line for slot may be written now, counting it
+// as suppressed when not.
+func (s *Server) logDue(slot int, now time.Time) bool {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	if last := s.lastLog[slot]; !last.IsZero() && now.Sub(last) < LogEvery && now.Sub(last) > -LogEvery {
+		s.suppressed[slot]++
+		return false
+	}
+	s.lastLog[slot] = now
+	return true
+}
+
+// logLine writes a line that logDue allowed, with the number of lines
+// suppressed since the previous one.
+func (s *Server) logLine(slot int, msg string, args ...any) {
+	s.logMu.Lock()
 	n := s.suppressed[slot]
-	s.lastLog[slot], s.suppressed[slot] = now, 0
+	s.suppressed[slot] = 0
 	s.logMu.Unlock()
 	s.cfg.Logger.Warn(msg, append(args, "suppressed", n)...)
 }
 
 // Forget drops the replay state of a backend removed from the
 // configuration (see report.Guard.Forget). Safe to call while serving.
-func (s *Server) Forget(backendID string) { s.guard.Forget(backendID) }
+func (s *Server) Forget(backendID string) {
+	s.guard.Forget(backendID)
+	s.goodMu.Lock()
+	delete(s.good, backendID)
+	s.goodMu.Unlock()
+}
+
+// ReplayMarks returns every backend's replay state, for the controller to
+// persist (see report.Guard.Marks). Safe to call while serving.
+func (s *Server) ReplayMarks() map[string]report.Mark { return s.guard.Marks() }
+
+// RestoreReplayMarks loads marks saved by ReplayMarks, before Serve. Marks
+// of backends KeyFor has no key for are dropped (a backend removed while
+// the controller was down starts afresh, as after Forget). Malformed marks,
+// and marks dated after the collector's clock plus the skew window (no
+// accepted report can be: the clock went back, or the file was damaged, and
+// such a mark would refuse the probe's new boots), are skipped and named in
+// the error; the rest are restored regardless.
+//
+// Marks are trusted state: whoever can write the file they are kept in can
+// lock probes out (a huge seq), so keep it as private as a key file.
+func (s *Server) RestoreReplayMarks(marks map[string]report.Mark) error {
+	limit := s.cfg.Now().Add(s.guard.Window()).UnixNano()
+	keep := make(map[string]report.Mark, len(marks))
+	var errs []error
+	for _, id := range slices.Sorted(maps.Keys(marks)) {
+		m := marks[id]
+		if _, ok := s.cfg.KeyFor(id); !ok {
+			continue
+		}
+		if t := markNewest(m); t > limit {
+			errs = append(errs, fmt.Errorf("replay mark of backend %q ignored: dated %s, after the collector's clock + %s",
+				id, time.Unix(0, t).UTC().Format(time.RFC3339Nano), s.guard.Window()))
+			continue
+		}
+		keep[id] = m
+	}
+	return errors.Join(append(errs, s.guard.Restore(keep))...)
+}
+
+func markNewest(m report.Mark) int64 {
+	t := m.Floor
+	for _, e := range m.Epochs {
+		t = max(t, e.Newest, e.Capped, e.Floor)
+	}
+	return t
+}
 
 // Accepted is the number of reports handed to the sink.
 func (s *Server) Accepted() uint64 { return s.accepted.Load() }
 
 // Rejected returns the number of rejected datagrams per reason, with every
-// reason present (zero or not) so exported metrics have all their labels.
+// reason present (zero or not) so exported metrics have all their labels:
+// each report.Reason, and ReasonShed.
 func (s *Server) Rejected() map[report.Reason]uint64 {
-	m := make(map[report.Reason]uint64, len(report.Reasons))
+	m := make(map[report.Reason]uint64, len(report.Reasons)+1)
 	for i, r := range report.Reasons {
 		m[r] = s.rejected[i].Load()
 	}
+	m[ReasonShed] = s.rejected[slotShed].Load()
 	return m
+}
+
+// KernelDrops is the number of datagrams the kernel dropped on the push
+// socket: its receive buffer was full, or the source was on the drop list
+// of flooding sources (MaxKernelDrops, KernelDropFor). ok is false where
+// the kernel does not tell (not Linux).
+func (s *Server) KernelDrops() (n uint64, ok bool) {
+	d, ok := kernelDrops(s.conn)
+	return uint64(d), ok
 }
 
 // ReadErrors is the number of failed socket reads other than shutdown.

@@ -191,8 +191,8 @@ func TestServe(t *testing.T) {
 		t.Errorf("Accepted = %d, want %d", n, len(bad)+2)
 	}
 	rej := s.Rejected()
-	if len(rej) != len(report.Reasons) {
-		t.Errorf("Rejected has %d reasons, want all %d: %v", len(rej), len(report.Reasons), rej)
+	if len(rej) != len(report.Reasons)+1 {
+		t.Errorf("Rejected has %d reasons, want all %d and shed: %v", len(rej), len(report.Reasons), rej)
 	}
 	for _, r := range report.Reasons {
 		want := uint64(0)
@@ -457,4 +457,148 @@ func BenchmarkServeLoopback(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reports/s")
+}
+
+// TestReplayMarksAcrossRestart is a controller restart at server level: the
+// marks of the old server, restored into the new one, make it refuse a
+// captured datagram and accept the probe's next report. Marks of backends
+// with no key are dropped, malformed ones named.
+func TestReplayMarksAcrossRestart(t *testing.T) {
+	from := netip.MustParseAddrPort("127.0.0.1:4000")
+	newServer := func() (*Server, *nopSink) {
+		sink := &nopSink{}
+		s, err := New(Config{Listen: "127.0.0.1:0", KeyFor: keyFor, Now: func() time.Time { return testEpoch }}, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, sink
+	}
+	old, _ := newServer()
+	var captured [][]byte
+	for seq := uint64(1); seq <= 5; seq++ {
+		d := mkDatagram(t, "a", seq, testEpoch, keyA)
+		captured = append(captured, d)
+		old.handle(d, from)
+	}
+	marks := old.ReplayMarks()
+	js, err := json.Marshal(marks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved map[string]report.Mark
+	if err := json.Unmarshal(js, &saved); err != nil {
+		t.Fatal(err)
+	}
+	saved["gone"] = saved["a"]      // a backend removed while the controller was down
+	saved["b"] = report.Mark{}      // malformed
+	fresh, freshSink := newServer() // without marks, for comparison
+	restarted, sink := newServer()
+	err = restarted.RestoreReplayMarks(saved)
+	if err == nil || !strings.Contains(err.Error(), `"b"`) || strings.Contains(err.Error(), "gone") {
+		t.Errorf("RestoreReplayMarks error %v, want one naming the malformed mark of b only", err)
+	}
+	if _, ok := restarted.ReplayMarks()["gone"]; ok {
+		t.Error("the mark of a backend without a key was restored")
+	}
+	for _, d := range captured {
+		restarted.handle(d, from)
+		fresh.handle(d, from)
+	}
+	if sink.n != 0 || restarted.Rejected()[report.ReasonReplay] != 5 {
+		t.Errorf("restored server accepted %d captured datagrams (replays %d), want 0 and 5", sink.n, restarted.Rejected()[report.ReasonReplay])
+	}
+	if freshSink.n != 5 {
+		t.Errorf("a server without marks accepted %d captured datagrams: the test no longer shows what marks prevent", freshSink.n)
+	}
+	restarted.handle(mkDatagram(t, "a", 6, testEpoch, keyA), from)
+	if sink.n != 1 {
+		t.Errorf("the probe's next report was not accepted after the restart (rejected %v)", restarted.Rejected())
+	}
+}
+
+// TestRestoreReplayMarksDatedAhead: a mark dated after the collector's
+// clock plus the window cannot come from an accepted report; restoring it
+// would refuse the probe's next boots, so it is skipped and named.
+func TestRestoreReplayMarksDatedAhead(t *testing.T) {
+	mark := func(d time.Duration) report.Mark {
+		at := testEpoch.Add(d).UnixNano()
+		return report.Mark{Epochs: []report.EpochMark{{BootNonce: 1, TopSeq: 3, Seen: 1, Newest: at, Capped: at}}}
+	}
+	tests := []struct {
+		name     string
+		ahead    time.Duration
+		restored bool
+	}{
+		{"in the past", -time.Hour, true},
+		{"inside the window", report.DefaultClockSkew, true},
+		{"beyond the window", report.DefaultClockSkew + time.Nanosecond, false},
+		{"an hour ahead", time.Hour, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := New(Config{Listen: "127.0.0.1:0", KeyFor: keyFor, Now: func() time.Time { return testEpoch }}, &nopSink{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			err = s.RestoreReplayMarks(map[string]report.Mark{"a": mark(tt.ahead)})
+			_, got := s.ReplayMarks()["a"]
+			if got != tt.restored {
+				t.Fatalf("restored = %v, want %v (err %v)", got, tt.restored, err)
+			}
+			if !tt.restored && (err == nil || !strings.Contains(err.Error(), `"a"`) || !strings.Contains(err.Error(), "after the collector's clock")) {
+				t.Errorf("error %v, want one naming a and saying it is dated ahead", err)
+			}
+			if tt.restored && err != nil {
+				t.Errorf("error %v", err)
+			}
+		})
+	}
+}
+
+// TestServeSources: a burst of datagrams arrives complete and in order,
+// with its IPv4 or IPv6 source as the Guard's and the limiter's key.
+func TestServeSources(t *testing.T) {
+	for _, tt := range []struct{ listen, client string }{
+		{"127.0.0.1:0", "127.0.0.1"},
+		{"[::1]:0", "::1"},
+		{":0", "127.0.0.1"}, // dual-stack: an IPv4-mapped source comes back as IPv4
+	} {
+		t.Run(tt.listen, func(t *testing.T) {
+			sink := make(chanSink, 200)
+			s, err := New(Config{Listen: tt.listen, KeyFor: keyFor, Now: func() time.Time { return testEpoch }}, sink)
+			if err != nil {
+				t.Skipf("cannot listen on %s: %v", tt.listen, err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- s.Serve(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+			port := s.Addr().(*net.UDPAddr).Port
+			conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(tt.client), uint16(port))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			const n = 150
+			for seq := uint64(1); seq <= n; seq++ {
+				if _, err := conn.Write(mkDatagram(t, "a", seq, testEpoch, keyA)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			client := conn.LocalAddr().(*net.UDPAddr).AddrPort()
+			for seq := uint64(1); seq <= n; seq++ {
+				got := recv(t, sink)
+				if got.r.Seq != seq || got.from.Addr() != netip.MustParseAddr(tt.client) || got.from.Port() != client.Port() {
+					t.Fatalf("report %d: seq %d from %s, want seq %d from %s:%d", seq, got.r.Seq, got.from, seq, tt.client, client.Port())
+				}
+			}
+		})
+	}
 }

@@ -1,6 +1,8 @@
 // Package report is the push protocol shared by the probe and the collector:
-// the wire codec (AppendSeal, Open), the key file loader (LoadKey) and the
-// replay guard (Guard).
+// the wire codec (AppendSeal, Open, and Frame for the checks that need no
+// key), the key file loader (LoadKey), per-backend key derivation
+// (DeriveKey) and the replay guard (Guard, with Marks and Restore to keep its
+// state across a restart).
 //
 // It is a pure codec in the sense of gobgp's packet package: it opens no
 // socket, reads no clock (callers pass "now" in) and never logs. Every

@@ -30,6 +30,19 @@ func FuzzOpen(f *testing.F) {
 		check := func(d []byte) {
 			var r Report
 			err := Open(d, fuzzKeyFor, &r)
+			// Frame agrees with Open on the framing, and a brief Opener
+			// on the reason.
+			idb, fr := Frame(d)
+			switch or := ReasonOf(err); {
+			case fr != "" && or != fr:
+				t.Fatalf("Frame says %q, Open %v", fr, err)
+			case fr == "" && (idb == nil || or == ReasonOversized || or == ReasonTruncated || or == ReasonVersion):
+				t.Fatalf("Frame passed (id %q), Open %v", idb, err)
+			}
+			var rb Report
+			if berr := (&Opener{Brief: true}).Open(d, fuzzKeyFor, &rb); ReasonOf(berr) != ReasonOf(err) || rb != r {
+				t.Fatalf("brief Opener: %v, Open: %v", berr, err)
+			}
 			if err != nil {
 				if ReasonOf(err) == "" {
 					t.Fatalf("Open returned %T %v, want *Error", err, err)

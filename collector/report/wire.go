@@ -2,10 +2,13 @@ package report
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Flags carry the probe's view of the service. Unknown bits are rejected as
@@ -204,7 +207,9 @@ func (r *Report) AppendSeal(dst, key []byte) ([]byte, error) {
 // unauthenticated sender learns nothing from the reason beyond the framing.
 //
 // keyFor is called with the claimed, not yet authenticated, backend id; it
-// is called from the collector's read loop, so it should be a map lookup.
+// is called from the collector's read loop, so it should be a map lookup,
+// and it must not keep the id string past its return (it may share memory
+// with datagram).
 // On error r is left untouched. Open allocates only the id string
 // (and HealthError when non-empty), and not even that when r already holds
 // the same value; Opener avoids the id allocation across backends.
@@ -218,6 +223,12 @@ func Open(datagram []byte, keyFor func(backendID string) (key []byte, ok bool), 
 // cannot fill it; it holds at most MaxInterned ids and is emptied when full.
 // The zero value is ready to use; an Opener is not safe for concurrent use.
 type Opener struct {
+	// Brief makes rejections before authentication (framing,
+	// unknown_backend, bad_mac) shared errors without the backend id or
+	// details, so they allocate nothing; a server logging them re-opens the
+	// datagram with a plain Open when it is about to write a line.
+	Brief bool
+
 	ids map[string]string
 }
 
@@ -227,6 +238,86 @@ const MaxInterned = 4096
 // Open is the package-level Open, using o's id cache. A nil *Opener has no
 // cache.
 func (o *Opener) Open(datagram []byte, keyFor func(backendID string) (key []byte, ok bool), r *Report) error {
+	idb, reason := Frame(datagram)
+	if reason != "" {
+		if o != nil && o.Brief {
+			return briefErrors[reason]
+		}
+		return frameError(datagram)
+	}
+	// Find the id string without allocating when we can: the caller's
+	// previous report, then the cache.
+	id, cached, owned := r.BackendID, false, true
+	if id != string(idb) {
+		if id, cached = o.lookup(idb); !cached {
+			// Borrow the datagram's bytes for the key lookup: a string of our own is
+			// made only once the tag verified (or for a detailed error), so a flood of
+			// forged ids allocates nothing.
+			id, owned = unsafe.String(unsafe.SliceData(idb), len(idb)), false
+		}
+	}
+	if keyFor == nil {
+		return o.fail(ReasonUnknownBackend, id, owned, "no key lookup configured")
+	}
+	key, ok := keyFor(id)
+	if !ok {
+		return o.fail(ReasonUnknownBackend, id, owned, "no key for this backend")
+	}
+	if len(key) < MinKeyLen {
+		return o.fail(ReasonUnknownBackend, id, owned, fmt.Sprintf("configured key is %d bytes, want >= %d", len(key), MinKeyLen))
+	}
+	idLen, errLen := int(datagram[offIDLen]), int(datagram[offErrLen])
+	body := HeaderSize + idLen + errLen
+	if !verifyMAC(key, datagram[:body], datagram[body:]) {
+		return o.fail(ReasonBadMAC, id, owned, "tag does not verify")
+	}
+	if !owned {
+		id = strings.Clone(id)
+	}
+	if !cached {
+		o.intern(id)
+	}
+	return o.fields(datagram, id, idLen, body, r)
+}
+
+// Frame runs the checks that need no key (size, magic, version, lengths,
+// id charset: checks 1 to 7 of docs/push-protocol.md) and returns the
+// claimed, unauthenticated backend id, a slice of datagram. It allocates
+// nothing, so a server can shed junk before it costs a key lookup, an HMAC
+// or an error value; reason is "" when the framing is sound, and Open
+// gives the same reason with the details.
+func Frame(datagram []byte) (id []byte, reason Reason) {
+	n := len(datagram)
+	switch {
+	case n > MaxDatagram:
+		return nil, ReasonOversized
+	case n < HeaderSize:
+		return nil, ReasonTruncated
+	case datagram[offMagic] != magic0 || datagram[offMagic+1] != magic1:
+		return nil, ReasonMalformed
+	case datagram[offVersion] != Version:
+		return nil, ReasonVersion
+	}
+	idLen, errLen := int(datagram[offIDLen]), int(datagram[offErrLen])
+	if idLen == 0 || idLen > MaxIDLen || errLen > MaxHealthErrorLen {
+		return nil, ReasonMalformed
+	}
+	if want := HeaderSize + idLen + errLen + TagSize; n != want {
+		if n < want {
+			return nil, ReasonTruncated
+		}
+		return nil, ReasonMalformed
+	}
+	id = datagram[HeaderSize : HeaderSize+idLen]
+	if !validID(id) {
+		return nil, ReasonMalformed
+	}
+	return id, ""
+}
+
+// frameError is Frame's rejection with the details, for datagrams Frame
+// refused.
+func frameError(datagram []byte) error {
 	n := len(datagram)
 	if n > MaxDatagram {
 		return reject(ReasonOversized, "", "datagram is %d bytes, max %d", n, MaxDatagram)
@@ -254,35 +345,37 @@ func (o *Opener) Open(datagram []byte, keyFor func(backendID string) (key []byte
 		}
 		return reject(ReasonMalformed, "", "datagram is %d bytes, its lengths say %d", n, want)
 	}
-	idb := datagram[HeaderSize : HeaderSize+idLen]
-	if !validID(idb) {
+	if idb := datagram[HeaderSize : HeaderSize+idLen]; !validID(idb) {
 		return reject(ReasonMalformed, "", "backend id %q: want [A-Za-z0-9._-]", idb)
 	}
-	// Find the id string without allocating when we can: the caller's
-	// previous report, then the cache.
-	id, cached := r.BackendID, false
-	if id != string(idb) {
-		if id, cached = o.lookup(idb); !cached {
-			id = string(idb)
-		}
-	}
-	if keyFor == nil {
-		return reject(ReasonUnknownBackend, id, "no key lookup configured")
-	}
-	key, ok := keyFor(id)
-	if !ok {
-		return reject(ReasonUnknownBackend, id, "no key for this backend")
-	}
-	if len(key) < MinKeyLen {
-		return reject(ReasonUnknownBackend, id, "configured key is %d bytes, want >= %d", len(key), MinKeyLen)
-	}
-	if !verifyMAC(key, datagram[:body], datagram[body:]) {
-		return reject(ReasonBadMAC, id, "tag does not verify")
-	}
-	if !cached {
-		o.intern(id)
-	}
+	return reject(ReasonMalformed, "", "framing") // unreachable while Frame and this agree
+}
 
+// fail is a rejection before authentication. Brief Openers return a shared
+// error without formatting anything: a flood of forged datagrams then costs
+// no allocation.
+// id may borrow the datagram (owned false): it is copied if it is kept.
+func (o *Opener) fail(reason Reason, id string, owned bool, msg string) error {
+	if o != nil && o.Brief {
+		return briefErrors[reason]
+	}
+	if !owned {
+		id = strings.Clone(id)
+	}
+	return &Error{Reason: reason, BackendID: id, Err: errors.New(msg)}
+}
+
+var briefErrors = map[Reason]*Error{
+	ReasonOversized:      {Reason: ReasonOversized, Err: errors.New("datagram too long")},
+	ReasonTruncated:      {Reason: ReasonTruncated, Err: errors.New("datagram shorter than its framing")},
+	ReasonMalformed:      {Reason: ReasonMalformed, Err: errors.New("framing is not a version-1 report")},
+	ReasonVersion:        {Reason: ReasonVersion, Err: errors.New("a protocol version this collector does not speak")},
+	ReasonUnknownBackend: {Reason: ReasonUnknownBackend, Err: errors.New("no key for the claimed backend id")},
+	ReasonBadMAC:         {Reason: ReasonBadMAC, Err: errors.New("tag does not verify")},
+}
+
+// fields decodes and checks the authenticated header fields.
+func (o *Opener) fields(datagram []byte, id string, idLen, body int, r *Report) error {
 	be := binary.BigEndian
 	bad := func(format string, args ...any) error { return reject(ReasonMalformed, id, format, args...) }
 	if datagram[offReserved] != 0 || be.Uint16(datagram[offReserved2:]) != 0 {

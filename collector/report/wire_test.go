@@ -424,3 +424,46 @@ func TestReasonOf(t *testing.T) {
 		t.Errorf("Reasons has %d entries", len(Reasons))
 	}
 }
+
+// TestBriefOpenerNoAllocs: a flood of forged datagrams (unknown ids, bad
+// tags, junk) costs a Brief Opener no allocation, so it cannot buy garbage
+// collection work with unauthenticated bytes.
+func TestBriefOpenerNoAllocs(t *testing.T) {
+	good := seal(t, sample())
+	forged := bytes.Clone(good)
+	forged[len(forged)-1] ^= 1
+	unknown := sample()
+	unknown.BackendID = "unknown"
+	unknownB := seal(t, unknown)
+	o := &Opener{Brief: true}
+	for _, tt := range []struct {
+		name string
+		d    []byte
+		want Reason
+	}{
+		{"bad tag", forged, ReasonBadMAC},
+		{"unknown id", unknownB, ReasonUnknownBackend},
+		{"junk", bytes.Repeat([]byte("j"), 200), ReasonMalformed},
+	} {
+		var r Report
+		allocs := testing.AllocsPerRun(100, func() {
+			if e, _ := o.Open(tt.d, fuzzKeyFor, &r).(*Error); e == nil || e.Reason != tt.want {
+				t.Fatalf("%s: %v, want %s", tt.name, e, tt.want)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocs per datagram, want 0", tt.name, allocs)
+		}
+	}
+	// A plain Opener still names the (copied) id in its error.
+	var r Report
+	err := (&Opener{}).Open(forged, fuzzKeyFor, &r)
+	var e *Error
+	if !errors.As(err, &e) || e.BackendID != "web-1" {
+		t.Fatalf("plain Opener: %v, want an error naming web-1", err)
+	}
+	forged[HeaderSize] = 'X' // the id's bytes are reused: the error's copy must not change
+	if e.BackendID != "web-1" {
+		t.Errorf("the error's backend id shares the datagram's memory: now %q", e.BackendID)
+	}
+}

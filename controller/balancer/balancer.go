@@ -148,11 +148,7 @@ func (b *Balancer) install(cfg *config.Config) error {
 			if be.Source != "probe" {
 				continue
 			}
-			path := be.KeyFile
-			if path == "" {
-				path = cfg.Collector.KeyFile
-			}
-			k, err := load(path)
+			k, err := cfg.ProbeKey(&be, load)
 			if err != nil {
 				return fmt.Errorf("backend %q: %w", be.Name, err)
 			}

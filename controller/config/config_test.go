@@ -83,7 +83,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"bad policy", edit(`group_id = 7`, "group_id = 7\npolicy = \"fastest\""), []string{`service "web".policy`}},
 		{"vip on backend", edit(`ip = "10.0.0.1"`, `ip = "10.0.0.100"`), []string{`backend "a".ip`, "balances nothing"}},
 		{"bad mac", edit(`name = "a"`, "name = \"a\"\n  mac = \"zz:00\""), []string{`backend "a".mac`}},
-		{"missing key file", strings.Replace(good, "[collector]\nkey_file = \"/k\"", "", 1), []string{"collector.key_file", "required"}},
+		{"missing key file", strings.Replace(good, "[collector]\nkey_file = \"/k\"", "", 1), []string{"collector.secret_file", "required", "controller key"}},
 		{"api off loopback without token", "[api]\nlisten = \"0.0.0.0:9090\"\n" + good, []string{"api.token_file", "required"}},
 		{"snmp without table", edit(`name = "b"`, "name = \"b\"\n  source = \"snmp\"\n  health_url = \"http://10.0.0.2:8080/\""), []string{`backend "b".snmp`, "needs a [snmp] table"}},
 		{"snmp bad version", good + "  source = \"snmp\"\n  health_url = \"http://10.0.0.2/\"\n  [service.backend.snmp]\n  version = \"v9\"\n", []string{`backend "b".snmp`}},

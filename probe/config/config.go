@@ -49,7 +49,8 @@ type Config struct {
 	BackendID string `toml:"backend_id"`
 	// Collector is the collector's push address, "host:port" (UDP). Required; no default.
 	Collector string `toml:"collector"`
-	// KeyFile is the path of the shared HMAC key. Required; the key is never written inline
+	// KeyFile is the path of this backend's HMAC push key (the controller's `controller key`
+	// writes it). Required; the key is never written inline
 	// so that the config file can be world-readable while the key file is not.
 	// Default: "/etc/flowweight/probe.key".
 	KeyFile string `toml:"key_file"`
@@ -174,7 +175,7 @@ func (c Config) Validate() error {
 		p.Add("collector", err)
 	}
 	if c.KeyFile == "" {
-		p.Addf("key_file", "required: the path of the shared key file")
+		p.Addf("key_file", "required: the path of this backend's push key file (`controller key` on the controller writes it)")
 	}
 	checkDuration(&p, "interval", c.Interval, MinInterval, MaxInterval)
 	if c.Jitter < 0 || c.Jitter > MaxJitter || c.Jitter != c.Jitter {

@@ -1,0 +1,105 @@
+package push
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// Kernel drop list bounds.
+const (
+	// MaxKernelDrops is how many source addresses the socket filter drops
+	// at once; more flooding sources are shed in the read loop only.
+	MaxKernelDrops = 64
+	// KernelDropFor is how long a shed source stays on the drop list. The
+	// read loop cannot see a listed source, so it is taken off after this
+	// and listed again if it still fails (after another SourceFailBurst).
+	KernelDropFor = 10 * time.Second
+)
+
+// dropList is the set of sources the kernel drops for the read loop: a
+// source that is shed in the read loop still costs a system call and a
+// place in the receive buffer, where a genuine report then finds none.
+// Owned by the read loop.
+type dropList struct {
+	broken  bool // the kernel refused a filter; stop trying
+	entries []dropEntry
+	next    int64 // earliest until, unix ns; 0 = empty
+	spared  netip.Addr
+	scratch []netip.Addr
+}
+
+type dropEntry struct {
+	addr  netip.Addr
+	until int64
+}
+
+func (d *dropList) listed(a netip.Addr) bool {
+	return slices.ContainsFunc(d.entries, func(e dropEntry) bool { return e.addr == a })
+}
+
+// dropSource lists a unless the list is full, the kernel cannot filter, or
+// a is a probe's address (isGoodAddr).
+func (s *Server) dropSource(a netip.Addr, now time.Time) {
+	d := &s.drops
+	if d.broken || len(d.entries) >= MaxKernelDrops || a == d.spared || d.listed(a) {
+		return
+	}
+	if s.isGoodAddr(a) {
+		d.spared = a // a forged flood from a probe's address: do not scan again per datagram
+		return
+	}
+	until := now.Add(KernelDropFor).UnixNano()
+	d.entries = append(d.entries, dropEntry{a, until})
+	if d.next == 0 || until < d.next {
+		d.next = until
+	}
+	s.installDrops(now)
+}
+
+// expireDrops takes sources off the list once their time is up.
+func (s *Server) expireDrops(now time.Time) {
+	d := &s.drops
+	if d.next == 0 || (now.UnixNano() < d.next && d.next-now.UnixNano() <= int64(KernelDropFor)) {
+		return
+	}
+	t := now.UnixNano()
+	// Expired, or the clock stepped back (an entry would otherwise stay for
+	// as long as the step).
+	d.entries = slices.DeleteFunc(d.entries, func(e dropEntry) bool { return e.until <= t || e.until-t > int64(KernelDropFor) })
+	d.next = 0
+	for _, e := range d.entries {
+		if d.next == 0 || e.until < d.next {
+			d.next = e.until
+		}
+	}
+	s.installDrops(now)
+}
+
+func (s *Server) installDrops(now time.Time) {
+	d := &s.drops
+	d.scratch = d.scratch[:0]
+	for _, e := range d.entries {
+		d.scratch = append(d.scratch, e.addr)
+	}
+	if err := setDropList(s.conn, d.scratch); err != nil {
+		d.broken, d.entries, d.next = true, nil, 0
+		s.logLine(slotReadError, "push: cannot install the socket filter that drops flooding sources; shedding them in the read loop only", "err", err)
+		return
+	}
+	s.kernelListed.Store(int64(len(d.entries)))
+}
+
+// isGoodAddr reports whether a is where some backend's last accepted report
+// came from: that address is never dropped by the kernel, where a forged
+// flood from it would otherwise silence the probe.
+func (s *Server) isGoodAddr(a netip.Addr) bool {
+	s.goodMu.Lock()
+	defer s.goodMu.Unlock()
+	for _, g := range s.good {
+		if g == a {
+			return true
+		}
+	}
+	return false
+}
