@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/netip"
 	"os"
 	"slices"
 	"sync"
@@ -42,35 +41,26 @@ type Balancer struct {
 	// kick asks the update loop for an early update (a learned MAC, a reload, a connect).
 	kick chan struct{}
 
-	mu       sync.Mutex
-	cfg      *config.Config
-	keys     map[string][]byte // backend name -> push key
-	services []*service
-	switches map[uint64]*switchState
-	learned  map[hostKey]host
-	pollers  map[string]*snmpSource
-	ofsrv    *ofswitch.Server
-	pushsrv  *push.Server
-	ctx      context.Context
-	srcWG    sync.WaitGroup
-	hist     history
-	owned    map[uint32]bool // group ids configured since start
-	started  time.Time
+	mu        sync.Mutex
+	cfg       *config.Config
+	keys      map[string][]byte // backend name -> push key
+	services  []*service
+	switches  map[uint64]*switchState
+	arpl      *arp.Learner // backends' locations per switch, and our outstanding ARP requests
+	arpLog    *arpLogLimiter
+	arpExpiry time.Time // when the pending ARP round-closing timer fires (zero: none)
+	pollers   map[string]*snmpSource
+	ofsrv     *ofswitch.Server
+	pushsrv   *push.Server
+	ctx       context.Context
+	srcWG     sync.WaitGroup
+	hist      history
+	owned     map[uint32]bool // group ids configured since start
+	started   time.Time
 
 	// tls is the OpenFlow listener's current TLS configuration (nil: plain TCP); a reload
 	// replaces it, and the next handshake uses the new one.
 	tls atomic.Pointer[tls.Config]
-}
-
-type hostKey struct {
-	dpid uint64
-	ip   netip.Addr
-}
-
-type host struct {
-	mac  net.HardwareAddr
-	port uint32
-	seen time.Time
 }
 
 type switchState struct {
@@ -97,7 +87,7 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 		opt.Metrics = NewMetrics()
 	}
 	b := &Balancer{log: opt.Logger, now: opt.Now, metrics: opt.Metrics, events: newEventLog(200),
-		kick: make(chan struct{}, 1), switches: map[uint64]*switchState{}, learned: map[hostKey]host{},
+		kick: make(chan struct{}, 1), switches: map[uint64]*switchState{}, arpl: arp.NewLearner(arp.LearnerConfig{}), arpLog: newARPLogLimiter(),
 		pollers: map[string]*snmpSource{}, hist: history{max: 360}, owned: map[uint32]bool{}, started: opt.Now()}
 	b.pool = collector.NewPool(b.poolConfig(cfg))
 	if err := b.install(cfg); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"flowweight/collector"
 	"flowweight/collector/report"
+	"flowweight/controller/arp"
 	"flowweight/controller/config"
 	"flowweight/controller/dataplane"
 	"flowweight/weights"
@@ -217,7 +218,7 @@ func bucketsOf(t *testing.T, b *Balancer) []uint16 {
 	b.mu.Lock()
 	for _, s := range b.services {
 		for i, be := range s.cfg.Backends {
-			b.learned[hostKey{1, be.ParsedIP()}] = host{mac: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}, port: uint32(i + 1)}
+			b.arpl.Adopt(1, be.ParsedIP(), arp.Location{MAC: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}, Port: uint32(i + 1)})
 		}
 	}
 	b.mu.Unlock()
