@@ -41,26 +41,29 @@ type Balancer struct {
 	// kick asks the update loop for an early update (a learned MAC, a reload, a connect).
 	kick chan struct{}
 
-	mu        sync.Mutex
-	cfg       *config.Config
-	keys      map[string][]byte // backend name -> push key
-	services  []*service
-	switches  map[uint64]*switchState
-	arpl      *arp.Learner // backends' locations per switch, and our outstanding ARP requests
-	arpLog    *arpLogLimiter
-	arpExpiry time.Time // when the pending ARP round-closing timer fires (zero: none)
-	pollers   map[string]*snmpSource
-	ofsrv     *ofswitch.Server
-	pushsrv   *push.Server
-	ctx       context.Context
-	srcWG     sync.WaitGroup
-	hist      history
-	owned     map[uint32]bool // group ids configured since start
-	started   time.Time
+	mu       sync.Mutex
+	cfg      *config.Config
+	keys     map[string][]byte // backend name -> push key
+	services []*service
+	switches map[uint64]*switchState
+	pollers  map[string]*snmpSource
+	ofsrv    *ofswitch.Server
+	pushsrv  *push.Server
+	ctx      context.Context
+	srcWG    sync.WaitGroup
+	hist     history
+	owned    map[uint32]bool // group ids configured since start
+	started  time.Time
 
 	// tls is the OpenFlow listener's current TLS configuration (nil: plain TCP); a reload
 	// replaces it, and the next handshake uses the new one.
 	tls atomic.Pointer[tls.Config]
+
+	// arpl owns backends' locations per switch and our outstanding ARP requests (it has its
+	// own lock); arpExpiry, under mu, is when the pending round-closing timer fires.
+	arpl      *arp.Learner
+	arpLog    *arpLogLimiter
+	arpExpiry time.Time
 }
 
 type switchState struct {

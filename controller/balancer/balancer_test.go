@@ -17,6 +17,8 @@ import (
 	"flowweight/controller/config"
 	"flowweight/controller/dataplane"
 	"flowweight/weights"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func testConfig(t *testing.T, extra string) *config.Config {
@@ -299,4 +301,82 @@ func TestReloadChangesWeightsAndBuckets(t *testing.T) {
 	if b.pool.Known("a") {
 		t.Fatal("removed backend still in the pool")
 	}
+}
+
+func TestARPLogLimiter(t *testing.T) {
+	l := newARPLogLimiter()
+	at := func(s float64) time.Time { return time.Unix(1e9, 0).Add(time.Duration(s * float64(time.Second))) }
+	steps := []struct {
+		key  string
+		t    float64
+		ok   bool
+		supp int
+	}{
+		{"unsolicited", 0, true, 0},
+		{"unsolicited", 1, false, 0},
+		{"unsolicited", 9.9, false, 0},
+		{"wrong_port", 5, true, 0}, // each reason has its own window
+		{"unsolicited", 10, true, 2},
+		{"unsolicited", 10.5, false, 0},
+		{"unsolicited", 30, true, 1},
+		{"unsolicited", 41, true, 0},
+	}
+	for i, s := range steps {
+		ok, n := l.allow(s.key, at(s.t))
+		if ok != s.ok || n != s.supp {
+			t.Errorf("step %d (%s at %vs): allow = %v, %d; want %v, %d", i, s.key, s.t, ok, n, s.ok, s.supp)
+		}
+	}
+}
+
+// TestRefusedARPCounted: refusals show in /metrics by reason, every reason from the start.
+func TestRefusedARPCounted(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	m := NewMetrics()
+	b, err := New(testConfig(t, ""), Options{Now: clk.now, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.refusedARP("0000000000000001", arp.ReasonUnsolicited, netip.MustParseAddr("10.0.0.1"), arp.Location{}, clk.now())
+	b.refusedARP("0000000000000001", arp.ReasonUnsolicited, netip.MustParseAddr("10.0.0.1"), arp.Location{}, clk.now())
+	got := counterValues(t, m, "flowweight_arp_refused_total", "reason")
+	for _, r := range arp.Reasons {
+		want := 0.0
+		if r == arp.ReasonUnsolicited {
+			want = 2
+		}
+		if v, ok := got[string(r)]; !ok || v != want {
+			t.Errorf("arp_refused_total{reason=%q} = %v (present %v), want %v", r, v, ok, want)
+		}
+	}
+	if n := len(got); n != len(arp.Reasons) {
+		t.Errorf("%d reason series, want %d (a fixed set)", n, len(arp.Reasons))
+	}
+}
+
+// counterValues gathers one counter family from m, by the value of label.
+func counterValues(t *testing.T, m *Metrics, family, label string) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != family {
+			continue
+		}
+		for _, x := range mf.GetMetric() {
+			for _, l := range x.GetLabel() {
+				if l.GetName() == label {
+					out[l.GetValue()] = x.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }
