@@ -103,7 +103,7 @@ func TestLiarShareBounded(t *testing.T) {
 	if w := float64(r.Backends[3].Weight); w > limit+1 {
 		t.Fatalf("liar got %v of 1000 units, want at most %.0f", w, limit)
 	}
-	tun.MaxCapacityRatio = math.Inf(1) // what the code did before the bound (Validate refuses this)
+	tun.MaxCapacityRatio = math.Inf(1)                     // what the code did before the bound (Validate refuses this)
 	if w := compute(in, tun).Backends[3].Weight; w < 700 { // 775: memory's 0.3 is all that holds it back
 		t.Fatalf("unbounded, the liar got only %d: the test no longer shows the attack", w)
 	}
