@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -379,4 +380,81 @@ func counterValues(t *testing.T, m *Metrics, family, label string) map[string]fl
 		}
 	}
 	return out
+}
+
+// TestClampLoggedOncePerTransition: a backend claiming absurd capacity is clamped, shown in
+// /metrics, and logged once when clamping starts (and once when it ends), not every update.
+func TestClampLoggedOncePerTransition(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	var logs strings.Builder
+	m := NewMetrics()
+	b, err := New(testConfig(t, ""), Options{Now: clk.now, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report1 := func(name string, cpus float64) {
+		b.pool.Accept(&report.Report{BackendID: name, Flags: report.FlagHealthOK, CPUUtil: 0.5, MemUtil: 0.5, CPUCount: cpus, MemBytes: 1 << 30}, netip.AddrPort{})
+	}
+	count := func() int { return strings.Count(logs.String(), "reported capacity clamped") }
+	gauge := func() float64 {
+		reg := prometheus.NewRegistry()
+		m.Register(reg)
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == "flowweight_backend_capacity_clamped" {
+				for _, x := range mf.GetMetric() {
+					ls := map[string]string{}
+					for _, l := range x.GetLabel() {
+						ls[l.GetName()] = l.GetValue()
+					}
+					if ls["backend"] == "b" && ls["resource"] == "cpu" {
+						return x.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		return -1
+	}
+	for range 5 {
+		report1("a", 4)
+		report1("b", 200_000)
+		clk.t = clk.t.Add(11 * time.Second)
+		b.update(context.Background(), true)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("%d clamp lines over 5 clamped updates, want 1:\n%s", n, logs.String())
+	}
+	if gauge() != 1 || counterValues(t, m, "flowweight_capacity_clamps_total", "resource")["cpu"] != 1 {
+		t.Fatalf("gauge %v, clamps %v", gauge(), counterValues(t, m, "flowweight_capacity_clamps_total", "resource"))
+	}
+	b.mu.Lock()
+	e := b.services[0].result.Backends[1]
+	b.mu.Unlock()
+	if e.Clamp.CPUCount != 200_000 || e.Clamp.CPUUsed != 16 || e.Weight > 720 { // 710 = C 1.42 : 0.58; unbounded it is 850
+		t.Fatalf("explanation %+v", e)
+	}
+	// Honest again (an EWMA brings the count down over a few updates): one "no longer" line.
+	for range 20 {
+		report1("a", 4)
+		report1("b", 4)
+		clk.t = clk.t.Add(11 * time.Second)
+		b.update(context.Background(), true)
+	}
+	if gauge() != 0 || !strings.Contains(logs.String(), "no longer clamped") || count() != 1 {
+		t.Fatalf("after honest reports: gauge %v, logs:\n%s", gauge(), logs.String())
+	}
+	// Flapping across the bound every update for 10 updates (110 s): at most one line per
+	// minute (two here), though every entry is counted.
+	for i := range 20 {
+		report1("a", 4)
+		report1("b", []float64{200_000, 4}[i%2])
+		clk.t = clk.t.Add(11 * time.Second)
+		b.update(context.Background(), true)
+	}
+	if n := count() - 1; n > 4 {
+		t.Fatalf("%d clamp lines while flapping for 220 s, want at most 4:\n%s", n, logs.String())
+	}
+	if got := counterValues(t, m, "flowweight_capacity_clamps_total", "resource")["cpu"]; got != 11 {
+		t.Fatalf("clamps_total %v, want 11 (every entry counted)", got)
+	}
 }

@@ -17,6 +17,8 @@ type Metrics struct {
 	arpReplies                          prometheus.Counter
 	arpRequests, arpRequestsDropped     prometheus.Counter
 	arpRefused, arpChanges              *prometheus.CounterVec
+	clamped                             *prometheus.GaugeVec
+	clamps                              *prometheus.CounterVec
 	barrierRTT                          prometheus.Histogram
 	push                                *pushCollector
 }
@@ -57,6 +59,11 @@ func NewMetrics() *Metrics {
 			Help: "ARP frames that changed no backend location, by reason (a fixed set, see controller/arp)."}, []string{"reason"}),
 		arpChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "arp_location_changes_total",
 			Help: "Closed ARP rounds that changed a backend location's state, by kind (learned, confirmed, moved, candidate, dropped, conflict)."}, []string{"kind"}),
+		clamped: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "flowweight", Name: "backend_capacity_clamped",
+			Help: "1 while the backend's reported CPU count or memory (resource) exceeds weighting.max_capacity_ratio and is clamped."},
+			[]string{"service", "backend", "resource"}),
+		clamps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "capacity_clamps_total",
+			Help: "Transitions of a backend into clamped reported capacity, by resource (cpu, mem)."}, []string{"resource"}),
 		barrierRTT: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flowweight", Name: "barrier_rtt_seconds",
 			Help: "Time from sending a stage of messages to its barrier reply.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		push: &pushCollector{},
@@ -71,7 +78,7 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
 		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.barrierRTT, m.push,
-		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges} {
+		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

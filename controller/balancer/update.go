@@ -65,6 +65,7 @@ func (b *Balancer) update(ctx context.Context, periodic bool) {
 		copy(learned, s.books)
 		s.hold = b.now().Sub(b.started) < b.cfg.Collector.StaleAfter && s.anyUnknown(states)
 		worth := s.compute(states)
+		b.noteClamps(s)
 		if !periodic {
 			// A kick must not advance learning or damping; only statuses matter here.
 			copy(s.books, learned)

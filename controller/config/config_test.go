@@ -71,6 +71,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"capacity sum", "[weighting.capacity]\ncpu = 0.9\nmem = 0.3\n" + good, []string{"weighting: capacity: coefficients"}},
 		{"alpha zero", "[weighting]\nalpha = 0.0\n" + good, []string{"weighting: alpha: 0 outside (0,1]"}},
 		{"alpha big", "[weighting]\nalpha = 1.5\n" + good, []string{"weighting: alpha"}},
+		{"capacity ratio below 1", "[weighting]\nmax_capacity_ratio = 0.5\n" + good, []string{"weighting: max_capacity_ratio: 0.5 outside [1,1000]"}},
 		{"bad vip", edit(`vip = "10.0.0.100"`, `vip = "10.0.0.300"`), []string{`service "web".vip`, `"10.0.0.300" is not an IPv4 address`}},
 		{"ipv6 backend", edit(`ip = "10.0.0.1"`, `ip = "::1"`), []string{`service "web".backend "a".ip`, "not an IPv4"}},
 		{"duplicate backend name", edit(`name = "b"`, `name = "a"`), []string{`backend "a".name`, "duplicate backend name"}},
