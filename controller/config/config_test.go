@@ -88,6 +88,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"api off loopback without token", "[api]\nlisten = \"0.0.0.0:9090\"\n" + good, []string{"api.token_file", "required"}},
 		{"snmp without table", edit(`name = "b"`, "name = \"b\"\n  source = \"snmp\"\n  health_url = \"http://10.0.0.2:8080/\""), []string{`backend "b".snmp`, "needs a [snmp] table"}},
 		{"snmp bad version", good + "  source = \"snmp\"\n  health_url = \"http://10.0.0.2/\"\n  [service.backend.snmp]\n  version = \"v9\"\n", []string{`backend "b".snmp`}},
+		{"snmp negative max_conn_rows", good + "  source = \"snmp\"\n  health_url = \"http://10.0.0.2/\"\n  [service.backend.snmp]\n  version = \"v2c\"\n  community = \"c\"\n  max_conn_rows = -1\n", []string{`backend "b".snmp`, "MaxConnRows -1"}},
 		{"group id zero", edit(`group_id = 7`, `group_id = 0`), []string{`service "web".group_id`}},
 		{"duplicate service", good + strings.Replace(strings.Replace(strings.Replace(good[strings.Index(good, "[[service]]"):], `"a"`, `"c"`, 1), `"b"`, `"d"`, 1), "10.0.0.100", "10.0.0.101", 1), []string{`service "web".name`, "duplicate service name", `service "web".group_id`}},
 		{"tls cert without key", "[controller]\ntls_cert = \"/c.crt\"\n" + good, []string{"controller.tls_cert", "together"}},
