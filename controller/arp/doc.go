@@ -44,6 +44,10 @@
 //     answer, since rounds are at least one RequestTTL apart. A silent round (no answers)
 //     breaks the sequence. What remains: when the backend is down, a spoofer answering two
 //     rounds wins; pin mac and switch_port in the configuration where that matters.
+//   - Refresh. A confirmed location is asked about again when nobody asked for Refresh
+//     (default 30 s): a backend that moved sends nothing the controller sees (its
+//     gratuitous ARP is not for the VIP), so without this it would never be found; the
+//     refresh rounds are ordinary rounds, so a move still needs two of them.
 //   - Adopted locations. After a restart the controller reads its own forwarding flows back
 //     from the switch and adopts their MACs and ports (Adopt), so traffic keeps flowing
 //     before ARP answers. They are the controller's own earlier writes (only a party that can

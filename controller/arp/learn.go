@@ -141,12 +141,17 @@ type LearnerConfig struct {
 	// ConfirmRounds is how many consecutive rounds must agree on a new location, with no
 	// answer from the old one, before a usable location moves; default 2, at least 2.
 	ConfirmRounds int
+	// Refresh is how long a confirmed location goes without a round before Wants asks for one
+	// again, so a backend that moved (VM migration, re-cabling, ports renumbered) is found
+	// even if nothing it sends reaches the controller; default 30s.
+	Refresh time.Duration
 }
 
 const (
 	DefaultMaxOutstanding = 4096
 	DefaultRequestTTL     = time.Second
 	DefaultConfirmRounds  = 2
+	DefaultRefresh        = 30 * time.Second
 )
 
 // Learner decides where backends are from ARP answers to its own requests. It owns the
@@ -184,7 +189,8 @@ type entry struct {
 	trust      Trust
 	cand       Location // a different location one or more rounds agreed on
 	candRounds int
-	reask      bool // a round wants a follow-up request (re-confirmation)
+	reask      bool      // a round wants a follow-up request (re-confirmation)
+	asked      time.Time // when the last request for it was recorded (Refresh counts from here)
 }
 
 // NewLearner returns an empty learner.
@@ -197,6 +203,9 @@ func NewLearner(cfg LearnerConfig) *Learner {
 	}
 	if cfg.ConfirmRounds < 2 {
 		cfg.ConfirmRounds = DefaultConfirmRounds
+	}
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = DefaultRefresh
 	}
 	return &Learner{cfg: cfg, rounds: map[lkey]*round{}, locs: map[lkey]*entry{}}
 }
@@ -219,7 +228,7 @@ func (l *Learner) Ask(dpid uint64, target netip.Addr, fromMAC net.HardwareAddr, 
 	}
 	l.rounds[k] = &round{fromMAC: bytes.Clone(fromMAC), fromIP: fromIP.Unmap(), deadline: now.Add(l.cfg.RequestTTL)}
 	if e := l.locs[k]; e != nil {
-		e.reask = false
+		e.reask, e.asked = false, now
 	}
 	return nil
 }
@@ -242,10 +251,10 @@ func (l *Learner) Usable(dpid uint64, ip netip.Addr) (Location, Trust, bool) {
 	return e.loc, e.trust, true
 }
 
-// Wants reports whether a request for ip on switch dpid should be sent: nothing usable is
-// known, the location was only adopted, or a re-confirmation round is due; and no request is
-// open.
-func (l *Learner) Wants(dpid uint64, ip netip.Addr) bool {
+// Wants reports whether a request for ip on switch dpid should be sent now: nothing usable
+// is known, the location was only adopted, a re-confirmation round is due, or the location
+// was last asked about Refresh ago; and no request is open.
+func (l *Learner) Wants(dpid uint64, ip netip.Addr, now time.Time) bool {
 	k := lkey{dpid, ip}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -253,7 +262,7 @@ func (l *Learner) Wants(dpid uint64, ip netip.Addr) bool {
 		return false
 	}
 	e := l.locs[k]
-	return e == nil || e.trust == TrustNone || e.trust == TrustAdopted || e.reask
+	return e == nil || e.trust == TrustNone || e.trust == TrustAdopted || e.reask || now.Sub(e.asked) >= l.cfg.Refresh
 }
 
 // Adopt takes a location read back from the switch for a backend the learner knows nothing
@@ -337,7 +346,7 @@ func (l *Learner) Observe(dpid uint64, inPort uint32, frame []byte, pin func(net
 	v.Deadline = r.deadline
 	switch {
 	case e == nil || e.trust == TrustNone:
-		l.locs[k] = &entry{loc: v.Loc, trust: TrustTentative}
+		l.locs[k] = &entry{loc: v.Loc, trust: TrustTentative, asked: now}
 		r.sawCurrent = true
 		return v
 	case e.loc.Equal(v.Loc):

@@ -201,7 +201,7 @@ func TestSolicitedReplyLearnsWhenItsRoundCloses(t *testing.T) {
 	if !ok || trust != TrustConfirmed || !loc.Equal(Location{macA, 3}) {
 		t.Fatalf("after close: %v %v %v", loc, trust, ok)
 	}
-	if l.Wants(dpid, b1) {
+	if l.Wants(dpid, b1, t0) {
 		t.Error("a confirmed location still wants requests")
 	}
 	// Another switch knows nothing of it.
@@ -221,7 +221,7 @@ func TestRacingFirstAnswersLocateNothing(t *testing.T) {
 	if len(c) != 1 || c[0].Kind != ChangeDropped {
 		t.Fatalf("changes %+v", c)
 	}
-	if _, _, ok := l.Usable(dpid, b1); ok || !l.Wants(dpid, b1) {
+	if _, _, ok := l.Usable(dpid, b1); ok || !l.Wants(dpid, b1, t0) {
 		t.Fatal("a contested first location is usable, or not asked for again")
 	}
 }
@@ -257,8 +257,8 @@ func TestConfirmedLocationDoesNotFollowOneReply(t *testing.T) {
 			if loc, _, _ := l.Usable(dpid, b1); !loc.Equal(home) {
 				t.Fatalf("moved to %v by one reply (changes %+v)", loc, c)
 			}
-			if tt.solicited && (len(c) != 1 || c[0].Kind != ChangeCandidate || !l.Wants(dpid, b1)) {
-				t.Errorf("one disagreeing round: changes %+v, wants %v; want a candidate and a follow-up request", c, l.Wants(dpid, b1))
+			if tt.solicited && (len(c) != 1 || c[0].Kind != ChangeCandidate || !l.Wants(dpid, b1, t0)) {
+				t.Errorf("one disagreeing round: changes %+v, wants %v; want a candidate and a follow-up request", c, l.Wants(dpid, b1, t0))
 			}
 		})
 	}
@@ -322,8 +322,8 @@ func TestAdopted(t *testing.T) {
 		t.Fatal("not adopted")
 	}
 	loc, trust, ok := l.Usable(dpid, b1)
-	if !ok || trust != TrustAdopted || !loc.Equal(home) || !l.Wants(dpid, b1) {
-		t.Fatalf("adopted: %v %v %v wants %v; want usable at once and re-checked", loc, trust, ok, l.Wants(dpid, b1))
+	if !ok || trust != TrustAdopted || !loc.Equal(home) || !l.Wants(dpid, b1, t0) {
+		t.Fatalf("adopted: %v %v %v wants %v; want usable at once and re-checked", loc, trust, ok, l.Wants(dpid, b1, t0))
 	}
 	if l.Adopt(dpid, b1, away) {
 		t.Fatal("a second read-back replaced a known location")
@@ -355,7 +355,7 @@ func TestOutstandingRequestsExpire(t *testing.T) {
 	if err := l.Ask(dpid, b1, vipMAC, vip, t0.Add(time.Millisecond)); !errors.Is(err, ErrOutstanding) {
 		t.Fatalf("second Ask while one is open: %v", err)
 	}
-	if l.Wants(dpid, b1) {
+	if l.Wants(dpid, b1, t0) {
 		t.Fatal("wants a request while one is open")
 	}
 	// A reply after the deadline but before Expire ran is not an answer.
@@ -367,8 +367,8 @@ func TestOutstandingRequestsExpire(t *testing.T) {
 		t.Fatal("request expired before its TTL")
 	}
 	l.Expire(t0.Add(DefaultRequestTTL))
-	if l.Outstanding() != 0 || !l.Wants(dpid, b1) {
-		t.Fatalf("after TTL: %d outstanding, wants %v", l.Outstanding(), l.Wants(dpid, b1))
+	if l.Outstanding() != 0 || !l.Wants(dpid, b1, t0) {
+		t.Fatalf("after TTL: %d outstanding, wants %v", l.Outstanding(), l.Wants(dpid, b1, t0))
 	}
 	ask(t, l, b1, t0.Add(DefaultRequestTTL))
 	if _, _, ok := l.Usable(dpid, b1); ok {
@@ -440,4 +440,35 @@ func FuzzObserve(f *testing.F) {
 			t.Fatalf("b2 located at %v from in_port %d", loc, port)
 		}
 	})
+}
+
+// TestRefreshFindsAMovedBackend: a confirmed location is asked about again after Refresh,
+// so a backend that moved without sending anything the controller sees is found, through
+// the same two-round re-confirmation.
+func TestRefreshFindsAMovedBackend(t *testing.T) {
+	home, away := Location{macA, 3}, Location{macA, 9} // same NIC, new port
+	l := newTestLearner()
+	now := learnAt(t, l, b1, home, t0)
+	if l.Wants(dpid, b1, t0.Add(DefaultRefresh-time.Second)) {
+		t.Fatal("asked again before Refresh")
+	}
+	now = t0.Add(DefaultRefresh + time.Second)
+	if !l.Wants(dpid, b1, now) {
+		t.Fatal("not asked again after Refresh")
+	}
+	for i := range 2 {
+		if !l.Wants(dpid, b1, now) {
+			t.Fatalf("round %d: no request wanted", i)
+		}
+		ask(t, l, b1, now)
+		l.Observe(dpid, away.Port, answer(t, b1, away.MAC), pins, now)
+		now = now.Add(DefaultRequestTTL)
+		l.Expire(now)
+	}
+	if loc, _, _ := l.Usable(dpid, b1); !loc.Equal(away) {
+		t.Fatalf("at %v after two refresh rounds from %v", loc, away)
+	}
+	if l.Wants(dpid, b1, now) {
+		t.Fatal("still asking right after the move")
+	}
 }

@@ -125,13 +125,15 @@ func (b *Balancer) askARP(ctx context.Context, sw *ofswitch.Switch, ip netip.Add
 }
 
 // resolveBackends closes finished ARP rounds, then asks, on every switch, for each backend
-// the learner wants a request for: not located, only adopted, or being re-confirmed.
+// the learner wants a request for: not located, only adopted, being re-confirmed, or not
+// asked about for LearnerConfig.Refresh.
 func (b *Balancer) resolveBackends(ctx context.Context, switches []*switchState) {
 	b.expireARP()
 	targets := b.arpTargets()
+	now := b.now()
 	for _, st := range switches {
 		for ip, t := range targets {
-			if t.pinned || !b.arpl.Wants(st.sw.DatapathID(), ip) {
+			if t.pinned || !b.arpl.Wants(st.sw.DatapathID(), ip, now) {
 				continue
 			}
 			b.askARP(ctx, st.sw, ip, t)
