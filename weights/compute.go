@@ -2,6 +2,7 @@ package weights
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 )
@@ -68,7 +69,26 @@ type Explanation struct {
 	Final   float64 `json:"final"`   // after warm-up, floor and rounding
 	Weight  uint16  `json:"weight"`
 	Note    string  `json:"note,omitempty"`
+	// Clamp is set when the backend claimed more CPU or memory than max_capacity_ratio allows
+	// and the bound was used in C instead. Compute does not log; the caller does, once per
+	// backend when clamping starts.
+	Clamp Clamp `json:"clamp,omitzero"`
 }
+
+// Clamp records a self-reported capacity that was bounded (docs/weights.md, "Bounded
+// capacity claims"). Zero fields: that resource was not clamped.
+type Clamp struct {
+	CPUCount float64 `json:"cpu_count,omitempty"` // CPU count the backend reported
+	CPUUsed  float64 `json:"cpu_used,omitempty"`  // the bound used instead
+	MemBytes float64 `json:"mem_bytes,omitempty"` // memory the backend reported
+	MemUsed  float64 `json:"mem_used,omitempty"`  // the bound used instead
+}
+
+// CPU reports whether the CPU count was clamped.
+func (c Clamp) CPU() bool { return c.CPUUsed > 0 }
+
+// Mem reports whether the memory size was clamped.
+func (c Clamp) Mem() bool { return c.MemUsed > 0 }
 
 // Result is the outcome of Compute. Reuse one Result across calls: Compute overwrites it and
 // keeps its buffers, so steady-state updates do not allocate.
@@ -79,6 +99,8 @@ type Result struct {
 	Stepped  bool // the step limit held some share back
 
 	w       []work // per-backend arithmetic, compact so the passes stay in cache
+	clamp   []Clamp
+	ratio   []float64 // scratch for the capacity bound's median
 	rem     []remainder
 	edge    []remainder
 	buckets [remBuckets]int32
@@ -98,9 +120,11 @@ const (
 	noteNone uint8 = iota
 	noteNoMetrics
 	noteAllWarming
+	noteClamped
 )
 
-var notes = [...]string{"", "no metrics yet: load taken as the pool mean", "every live backend is warming: shares kept"}
+var notes = [...]string{"", "no metrics yet: load taken as the pool mean", "every live backend is warming: shares kept",
+	"reported capacity above max_capacity_ratio × the pool's: clamped (see clamp)"}
 
 type remainder struct {
 	frac float64
@@ -113,25 +137,43 @@ func Compute(in []Backend, t Tuning, out *Result) {
 	n := len(in)
 	out.Backends = slices.Grow(out.Backends[:0], n)[:n]
 	out.w = slices.Grow(out.w[:0], n)[:n]
+	out.clamp = slices.Grow(out.clamp[:0], n)[:n]
+	clear(out.clamp)
 	out.Panic, out.Stepped = false, false
 	w := out.w
 	live := 0
-	var sumP, sumM float64
-	var nP, nM int
 	for i := range in {
 		b := &in[i]
 		w[i] = work{learned: orOne(b.Learned), warm: 1, live: b.Status.Live(), warming: b.Status == StatusWarming,
 			metrics: b.HasMetrics, prev: b.PrevShare}
+		if w[i].live {
+			live++
+		}
+	}
+	// Self-reported capacity is bounded before it is averaged (see capacityBound).
+	boundP := out.capacityBound(in, w, t.MaxCapacityRatio, cpuCount)
+	boundM := out.capacityBound(in, w, t.MaxCapacityRatio, memBytes)
+	var sumP, sumM float64
+	var nP, nM int
+	for i := range in {
+		b := &in[i]
 		if !w[i].live {
 			continue
 		}
-		live++
 		if b.CPUCount > 0 {
-			sumP += b.CPUCount
+			p := b.CPUCount
+			if lim := boundP * orOne(b.Factor); p > lim {
+				out.clamp[i].CPUCount, out.clamp[i].CPUUsed, p = p, lim, lim
+			}
+			sumP += p
 			nP++
 		}
 		if b.MemBytes > 0 {
-			sumM += b.MemBytes
+			m := b.MemBytes
+			if lim := boundM * orOne(b.Factor); m > lim {
+				out.clamp[i].MemBytes, out.clamp[i].MemUsed, m = m, lim, lim
+			}
+			sumM += m
 			nM++
 		}
 	}
@@ -163,9 +205,18 @@ func Compute(in []Backend, t Tuning, out *Result) {
 		p, m := 1.0, 1.0
 		if b.CPUCount > 0 {
 			p = b.CPUCount / meanP
+			if c := out.clamp[i]; c.CPU() {
+				p = c.CPUUsed / meanP
+			}
 		}
 		if b.MemBytes > 0 {
 			m = b.MemBytes / meanM
+			if c := out.clamp[i]; c.Mem() {
+				m = c.MemUsed / meanM
+			}
+		}
+		if out.clamp[i] != (Clamp{}) {
+			w[i].note = noteClamped
 		}
 		w[i].c = (t.Capacity.CPU*p + t.Capacity.Mem*m) * orOne(b.Factor) // declared; learned factor below
 		if b.HasMetrics {
@@ -262,9 +313,107 @@ func Compute(in []Backend, t Tuning, out *Result) {
 			e.Target, e.Damped, e.Full = x.target, x.damped, x.full
 			e.Final = float64(x.weight) / float64(total)
 			e.Note = notes[x.note]
+			e.Clamp = out.clamp[i]
 		}
 		exp[i] = e
 	}
+}
+
+type resource uint8
+
+const (
+	cpuCount resource = iota
+	memBytes
+)
+
+func (r resource) of(b *Backend) float64 {
+	if r == cpuCount {
+		return b.CPUCount
+	}
+	return b.MemBytes
+}
+
+// capacityBound returns how much of a resource a live backend may claim per unit of declared
+// capacity: ratio × the lower median, over the live backends reporting it, of reported ÷
+// declared factor; +Inf when no claim exceeds it. A backend's CPU count and memory are its own
+// claims (a probe or an snmpd anyone with the host can change), and C is relative, so one
+// claim of 200,000 cores would take nearly every unit. The mean is no reference (the liar
+// moves it: with three backends 200,000 cores is only 3× the mean); the lower median is moved
+// by none of up to half the pool (with two backends, by neither: it is the smaller one).
+// Dividing by the declared factor keeps heterogeneous pools right: a backend declared twice
+// as big may report twice the cores. Under-claiming needs no bound: it only costs the
+// claimant its own share.
+func (r *Result) capacityBound(in []Backend, w []work, ratio float64, res resource) float64 {
+	if !(ratio >= 1) {
+		return math.Inf(1)
+	}
+	lo, hi := math.Inf(1), 0.0
+	k := 0
+	for i := range in {
+		if v := res.of(&in[i]); w[i].live && v > 0 {
+			x := v / orOne(in[i].Factor)
+			lo, hi = min(lo, x), max(hi, x)
+			k++
+		}
+	}
+	if k < 2 || hi <= ratio*lo { // the common case: nothing can exceed ratio × the median
+		return math.Inf(1)
+	}
+	r.ratio = r.ratio[:0]
+	for i := range in {
+		if v := res.of(&in[i]); w[i].live && v > 0 {
+			r.ratio = append(r.ratio, v/orOne(in[i].Factor))
+		}
+	}
+	return ratio * nth(r.ratio, (k-1)/2)
+}
+
+// nth returns the k-th smallest of v (reordering v) by quickselect: O(n), where sorting 10,000
+// claims twice per update was a fifth of Compute's budget. Claims come from backends, so a
+// pivot sequence crafted to go quadratic is cut off after 2·log2(n) rounds by a sort.
+func nth(v []float64, k int) float64 {
+	lo, hi := 0, len(v)-1
+	for budget := 2 * bits.Len(uint(len(v))); lo < hi; budget-- {
+		if budget == 0 {
+			slices.Sort(v[lo : hi+1])
+			return v[k]
+		}
+		// Median of three as the pivot, then a Hoare partition.
+		m := lo + (hi-lo)/2
+		if v[m] < v[lo] {
+			v[m], v[lo] = v[lo], v[m]
+		}
+		if v[hi] < v[lo] {
+			v[hi], v[lo] = v[lo], v[hi]
+		}
+		if v[hi] < v[m] {
+			v[hi], v[m] = v[m], v[hi]
+		}
+		p := v[m]
+		i, j := lo, hi
+		for i <= j {
+			for v[i] < p {
+				i++
+			}
+			for v[j] > p {
+				j--
+			}
+			if i <= j {
+				v[i], v[j] = v[j], v[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return v[k]
+		}
+	}
+	return v[k]
 }
 
 // learn moves each measured backend's capacity factor toward throughput per unit of load,

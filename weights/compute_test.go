@@ -437,6 +437,9 @@ func TestTuningValidate(t *testing.T) {
 		{"learn.rate", func(t *Tuning) { t.Learn.Rate = 0 }},
 		{"max_conns", func(t *Tuning) { t.MaxConns = 0 }},
 		{"dead_band", func(t *Tuning) { t.DeadBand = 1 }},
+		{"max_capacity_ratio", func(t *Tuning) { t.MaxCapacityRatio = 0.5 }},
+		{"max_capacity_ratio", func(t *Tuning) { t.MaxCapacityRatio = math.NaN() }},
+		{"max_capacity_ratio", func(t *Tuning) { t.MaxCapacityRatio = 1e6 }},
 	} {
 		tun := DefaultTuning()
 		c.mod(&tun)

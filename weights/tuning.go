@@ -99,6 +99,11 @@ type Tuning struct {
 	MaxStep float64 `toml:"max_step"`
 	// Panic is what to do when every backend would get 0; default last_good.
 	Panic PanicMode `toml:"panic"`
+	// MaxCapacityRatio bounds self-reported capacity: a backend's CPU count (and memory), per
+	// unit of its declared capacity factor, may count for at most this many times the pool's
+	// lower median of the same; more is clamped and shown in the explanation. In [1,1000];
+	// default 4. See docs/weights.md, "Bounded capacity claims".
+	MaxCapacityRatio float64 `toml:"max_capacity_ratio"`
 }
 
 // DefaultTuning returns the defaults, drawn from the seeds: LS from CPU and memory with a
@@ -120,6 +125,8 @@ func DefaultTuning() Tuning {
 		DeadBand:    0.02,
 		MaxStep:     0.2,
 		Panic:       PanicLastGood,
+
+		MaxCapacityRatio: 4,
 	}
 }
 
@@ -186,6 +193,9 @@ func (t Tuning) Validate() []error {
 	}
 	if !(t.DeadBand >= 0 && t.DeadBand < 1) {
 		bad("dead_band", "%v outside [0,1)", t.DeadBand)
+	}
+	if !(t.MaxCapacityRatio >= 1 && t.MaxCapacityRatio <= 1000) {
+		bad("max_capacity_ratio", "%v outside [1,1000]", t.MaxCapacityRatio)
 	}
 	switch t.Panic {
 	case PanicLastGood, PanicAll:

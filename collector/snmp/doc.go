@@ -27,6 +27,29 @@
 //     that table for up to a minute. With no service ports configured, or
 //     both tables empty, tcpCurrEstab (all ports) is used.
 //
+// An agent's answers are the backend's own claims, so they are bounded and
+// checked; each bad value fails the poll with an error naming the agent and
+// the OID (the poll's CPU baseline is kept unless said otherwise):
+//
+//   - Walks are bounded while they run (the walk stops, no further requests):
+//     hrProcessorTable at MaxProcessors (8192, Linux's largest NR_CPUS) rows,
+//     each TCP connection table at Target.MaxConnRows (default 100,000)
+//     rows; more is ErrTooManyRows, not a huge CPU or connection count.
+//   - Values must have their MIB type and range: negative INTEGERs, values
+//     past their type's maximum, hrProcessorLoad over 100, TCP states outside
+//     1..12, memTotalReal of 0 and memAvailReal above memTotalReal are errors.
+//     memTotalReal is INTEGER kB, so at most 2 TiB; a large but possible
+//     size is accepted here and bounded relative to the pool by the
+//     weighting (max_capacity_ratio), as is the CPU count.
+//   - ssCpuRaw counters (Counter32) are taken modulo 2^32 across a wrap, but a
+//     counter that went backwards (a delta of 2^31 or more) while sysUpTime did
+//     not, or more ticks than the processors can count in the sysUpTime
+//     elapsed (4× USER_HZ, plus 10 s for the agent's cache), is ErrCounters;
+//     that reading becomes the new baseline, so one jump fails one poll.
+//     sysUpTime going back is an agent restart: the baseline is dropped.
+//   - tcpCurrEstab is a Gauge32; a huge value only saturates the connection
+//     term of the backend's own load.
+//
 // Gathering is split from parsing: the parse* functions are pure functions
 // from []gosnmp.SnmpPDU to values, tested on PDUs recorded from the real
 // agent (testdata/) and fuzzed; the Poller only sequences requests through

@@ -99,6 +99,9 @@ type fakeAgent struct {
 	errs    map[string]error // by "get" or walk root
 	calls   []string
 	closed  bool
+	// ignoreMax: return the whole walk even past BulkWalk's max, like an
+	// Agent implementation that forgot the bound.
+	ignoreMax bool
 }
 
 func (a *fakeAgent) Get(_ context.Context, oids []string) ([]gosnmp.SnmpPDU, error) {
@@ -121,10 +124,13 @@ func (a *fakeAgent) Get(_ context.Context, oids []string) ([]gosnmp.SnmpPDU, err
 	return out, nil
 }
 
-func (a *fakeAgent) BulkWalk(_ context.Context, root string) ([]gosnmp.SnmpPDU, error) {
+func (a *fakeAgent) BulkWalk(_ context.Context, root string, max int) ([]gosnmp.SnmpPDU, error) {
 	a.calls = append(a.calls, root)
 	if err := a.errs[root]; err != nil {
 		return nil, err
+	}
+	if w := a.walks[root]; len(w) > max && !a.ignoreMax {
+		return nil, ErrTooManyRows
 	}
 	return a.walks[root], nil
 }

@@ -38,6 +38,47 @@ func cpuUtil(prev, cur cpuTicks) (util float64, ok bool) {
 	return float64(busy) / float64(total), true
 }
 
+// tickMargin and tickSlackCS bound checkTicks: Linux counts USER_HZ = 100
+// ticks per second per CPU, i.e. one per centisecond of sysUpTime; the
+// margin covers other platforms' clock rates, the slack the agent's 5 s
+// counter cache (a delta may span up to 5 s more than the uptime delta).
+const (
+	tickMargin  = 4
+	tickSlackCS = 1000
+)
+
+// checkTicks rejects a counter reading that cannot follow prev: a counter
+// whose modular delta is 2^31 or more went backwards (a real forward step
+// that large in one poll would need millions of CPUs), and, when the
+// sysUpTime delta elapsedCS is known, more ticks in total than cpus
+// processors can count in that time. Both are ErrCounters.
+func checkTicks(prev, cur cpuTicks, elapsedCS uint32, elapsedOK bool, cpus int) error {
+	fields := []struct {
+		name     string
+		old, new uint32
+	}{
+		{"ssCpuRawUser", prev.user, cur.user}, {"ssCpuRawNice", prev.nice, cur.nice},
+		{"ssCpuRawSystem", prev.system, cur.system}, {"ssCpuRawIdle", prev.idle, cur.idle},
+		{"ssCpuRawWait", prev.wait, cur.wait}, {"ssCpuRawInterrupt", prev.interrupt, cur.interrupt},
+		{"ssCpuRawSoftIRQ", prev.softIRQ, cur.softIRQ}, {"ssCpuRawSteal", prev.steal, cur.steal},
+	}
+	var total uint64
+	for _, f := range fields {
+		d := f.new - f.old
+		if d >= 1<<31 {
+			return fmt.Errorf("%w: %s went backwards from %d to %d while sysUpTime did not", ErrCounters, f.name, f.old, f.new)
+		}
+		total += uint64(d)
+	}
+	if elapsedOK && cpus > 0 {
+		if limit := (uint64(elapsedCS) + tickSlackCS) * uint64(cpus) * tickMargin; total > limit {
+			return fmt.Errorf("%w: %d ticks in %d.%02d s of sysUpTime, more than %d processors can count (at most %d)",
+				ErrCounters, total, elapsedCS/100, elapsedCS%100, cpus, limit)
+		}
+	}
+	return nil
+}
+
 // scalars is what one GET of scalarOIDs says.
 type scalars struct {
 	uptime   uint32 // sysUpTime, centiseconds since the agent started
@@ -251,6 +292,9 @@ func tableIndex(name, root string) (column, index string, ok bool) {
 // parseProcessors counts hrProcessorTable rows (column hrProcessorFrwID) and
 // averages hrProcessorLoad. Columns other than 1 and 2 are ignored.
 func parseProcessors(pdus []gosnmp.SnmpPDU) (processors, error) {
+	if len(pdus) > processorColumns*MaxProcessors {
+		return processors{}, fmt.Errorf("hrProcessorTable (%s): %w: %d varbinds, at most %d (%d processors)", oidHrProcessorEntry, ErrTooManyRows, len(pdus), processorColumns*MaxProcessors, MaxProcessors)
+	}
 	rows := make(map[string]bool)
 	loads := make(map[string]uint64)
 	for _, p := range pdus {
@@ -286,6 +330,9 @@ func parseProcessors(pdus []gosnmp.SnmpPDU) (processors, error) {
 	}
 	if len(rows) == 0 {
 		return processors{}, fmt.Errorf("hrProcessorTable (%s) has no rows", oidHrProcessorEntry)
+	}
+	if len(rows) > MaxProcessors {
+		return processors{}, fmt.Errorf("hrProcessorTable (%s): %w: %d processors, at most %d", oidHrProcessorEntry, ErrTooManyRows, len(rows), MaxProcessors)
 	}
 	out := processors{count: len(rows)}
 	if len(loads) == len(rows) {

@@ -72,7 +72,30 @@ var (
 	// Timeout*(Retries+1). For v3 a wrong privacy passphrase looks the same,
 	// because net-snmp silently drops requests it cannot decrypt.
 	ErrNoResponse = errors.New("no response")
+	// ErrTooManyRows means a table walk returned more rows than its bound
+	// (MaxProcessors, Target.MaxConnRows): the poll fails rather than
+	// report an absurd CPU count or hold an unbounded answer.
+	ErrTooManyRows = errors.New("too many rows")
+	// ErrCounters means the agent's ssCpuRaw tick counters moved in a way
+	// no CPU can: backwards without the agent restarting, or by more ticks
+	// than its processors can count in the time elapsed.
+	ErrCounters = errors.New("implausible CPU tick counters")
 )
+
+// Walk bounds.
+const (
+	// MaxProcessors bounds hrProcessorTable rows: 8192 is the largest
+	// NR_CPUS Linux builds (x86-64 MAXSMP). A walk of hrProcessorEntry
+	// (two columns) may return at most twice as many varbinds.
+	MaxProcessors = 8192
+	// DefaultMaxConnRows is Target.MaxConnRows when 0. Walking 100,000
+	// rows at net-snmp's pace already takes longer than a poll interval.
+	DefaultMaxConnRows = 100_000
+)
+
+// processorColumns is how many columns of hrProcessorEntry a walk returns
+// (hrProcessorFrwID and hrProcessorLoad).
+const processorColumns = 2
 
 // Agent is the part of an SNMP session the Poller needs. The gosnmp session
 // implements it in production; unit tests replay recorded answers.
@@ -81,8 +104,10 @@ type Agent interface {
 	// does not have come back as NoSuchObject/NoSuchInstance varbinds.
 	Get(ctx context.Context, oids []string) ([]gosnmp.SnmpPDU, error)
 	// BulkWalk returns every varbind below root; an absent subtree gives
-	// no varbinds and no error.
-	BulkWalk(ctx context.Context, root string) ([]gosnmp.SnmpPDU, error)
+	// no varbinds and no error. A subtree with more than max varbinds
+	// stops the walk there with an error wrapping ErrTooManyRows, so a
+	// hostile or broken agent cannot make the poller collect without end.
+	BulkWalk(ctx context.Context, root string, max int) ([]gosnmp.SnmpPDU, error)
 	// Close releases the session.
 	Close() error
 }
@@ -98,6 +123,8 @@ type Poller struct {
 	mu         sync.Mutex
 	prev       cpuTicks // last non-zero counter reading
 	havePrev   bool
+	prevAt     uint32 // sysUpTime when prev was read
+	prevAtOK   bool
 	prevUptime uint32
 	lastUtil   float64 // last counter-delta utilisation, reused while the agent's counters stand still
 	haveLast   bool
@@ -171,9 +198,9 @@ func (p *Poller) Poll(ctx context.Context) (Sample, error) {
 	if err != nil {
 		return Sample{}, fmt.Errorf("snmp %s: %w", p.target.Address, err)
 	}
-	pdus, err = p.agent.BulkWalk(ctx, oidHrProcessorEntry)
+	pdus, err = p.walk(ctx, processorStep, oidHrProcessorEntry, processorColumns*MaxProcessors, "processors", MaxProcessors)
 	if err != nil {
-		return Sample{}, p.requestError(processorStep, err)
+		return Sample{}, err
 	}
 	proc, err := parseProcessors(pdus)
 	if err != nil {
@@ -201,7 +228,9 @@ func (p *Poller) Poll(ctx context.Context) (Sample, error) {
 		s.Conns = sc.tcpCurrEstab
 	}
 
-	p.updateCPU(&s, sc, proc)
+	if err := p.updateCPU(&s, sc, proc); err != nil {
+		return Sample{}, fmt.Errorf("snmp %s: %w", p.target.Address, err)
+	}
 	return s, nil
 }
 
@@ -209,9 +238,9 @@ func (p *Poller) Poll(ctx context.Context) (Sample, error) {
 // has no IPv4 listener there, tcpConnectionTable (see tcp.go). ok is false
 // when both tables are empty.
 func (p *Poller) serviceConns(ctx context.Context) (n uint32, source string, ok bool, err error) {
-	pdus, err := p.agent.BulkWalk(ctx, oidTCPConnState)
+	pdus, err := p.walk(ctx, tcpConnStep, oidTCPConnState, p.maxConnRows(), "connection rows", p.maxConnRows())
 	if err != nil {
-		return 0, "", false, p.requestError(tcpConnStep, err)
+		return 0, "", false, err
 	}
 	legacy, err := parseTCPConnTable(pdus)
 	if err != nil {
@@ -219,9 +248,9 @@ func (p *Poller) serviceConns(ctx context.Context) (n uint32, source string, ok 
 	}
 	var modern *tcpTable
 	if needsConnectionTable(p.ports, legacy) {
-		pdus, err := p.agent.BulkWalk(ctx, oidTCPConnectionState)
+		pdus, err := p.walk(ctx, tcpConnectionStep, oidTCPConnectionState, p.maxConnRows(), "connection rows", p.maxConnRows())
 		if err != nil {
-			return 0, "", false, p.requestError(tcpConnectionStep, err)
+			return 0, "", false, err
 		}
 		t, err := parseTCPConnectionTable(pdus)
 		if err != nil {
@@ -233,8 +262,33 @@ func (p *Poller) serviceConns(ctx context.Context) (n uint32, source string, ok 
 	return n, source, ok, nil
 }
 
+func (p *Poller) maxConnRows() int {
+	if p.target.MaxConnRows > 0 {
+		return p.target.MaxConnRows
+	}
+	return DefaultMaxConnRows
+}
+
+// walk runs one bounded walk. The bound is checked here too, so an Agent
+// that ignores max cannot slip a huge table past the parsers.
+func (p *Poller) walk(ctx context.Context, step, root string, max int, unit string, bound int) ([]gosnmp.SnmpPDU, error) {
+	pdus, err := p.agent.BulkWalk(ctx, root, max)
+	if err == nil && len(pdus) > max {
+		err = ErrTooManyRows
+	}
+	if errors.Is(err, ErrTooManyRows) {
+		return nil, fmt.Errorf("snmp %s: %s: %w: more than %d varbinds below %s (bound: %d %s)", p.target.Address, step, ErrTooManyRows, max, root, bound, unit)
+	}
+	if err != nil {
+		return nil, p.requestError(step, err)
+	}
+	return pdus, nil
+}
+
 // updateCPU fills the CPU utilisation and advances the counter baseline.
-func (p *Poller) updateCPU(s *Sample, sc scalars, proc processors) {
+// Counters that moved implausibly (checkTicks) fail the poll and become the
+// new baseline, so one jump costs one poll, not every poll after it.
+func (p *Poller) updateCPU(s *Sample, sc scalars, proc processors) error {
 	if sc.uptimeOK {
 		if p.havePrev && sc.uptime < p.prevUptime {
 			// The agent restarted (or sysUpTime wrapped after 497
@@ -249,22 +303,28 @@ func (p *Poller) updateCPU(s *Sample, sc scalars, proc processors) {
 	}
 	if sc.cpuOK && !sc.cpu.zero() {
 		if p.havePrev {
+			elapsed := sc.uptime - p.prevAt
+			if err := checkTicks(p.prev, sc.cpu, elapsed, sc.uptimeOK && p.prevAtOK, proc.count); err != nil {
+				p.prev, p.prevAt, p.prevAtOK, p.haveLast = sc.cpu, sc.uptime, sc.uptimeOK, false
+				return err
+			}
 			if u, ok := cpuUtil(p.prev, sc.cpu); ok {
 				p.lastUtil, p.haveLast = u, true
 			}
 		}
-		p.prev, p.havePrev = sc.cpu, true
+		p.prev, p.havePrev, p.prevAt, p.prevAtOK = sc.cpu, true, sc.uptime, sc.uptimeOK
 		if p.haveLast {
 			// When the counters stood still since the last poll (the
 			// agent refreshes them every 5 s) the last delta is still
 			// the agent's newest knowledge.
 			s.CPUUtil, s.CPUKnown, s.CPUSource = p.lastUtil, true, CPUSourceUCDRaw
-			return
+			return nil
 		}
 	}
 	if proc.loadOK {
 		s.CPUUtil, s.CPUKnown, s.CPUSource = proc.meanLoad, true, CPUSourceHRLoad
 	}
+	return nil
 }
 
 // requestError wraps a transport error with the address, the step and, for
@@ -319,9 +379,20 @@ func (a *gosnmpAgent) Get(ctx context.Context, oids []string) ([]gosnmp.SnmpPDU,
 	return pkt.Variables, nil
 }
 
-func (a *gosnmpAgent) BulkWalk(ctx context.Context, root string) ([]gosnmp.SnmpPDU, error) {
+func (a *gosnmpAgent) BulkWalk(ctx context.Context, root string, max int) ([]gosnmp.SnmpPDU, error) {
 	a.g.Context = ctx
-	return a.g.BulkWalkAll(root)
+	var out []gosnmp.SnmpPDU
+	err := a.g.BulkWalk(root, func(p gosnmp.SnmpPDU) error {
+		if len(out) >= max {
+			return ErrTooManyRows // stops the walk: no further requests are sent
+		}
+		out = append(out, p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (a *gosnmpAgent) Close() error {

@@ -534,3 +534,26 @@ func BenchmarkPollSnmpd(b *testing.B) {
 		})
 	}
 }
+
+// TestSnmpdWalkBound: against the real agent, a TCP table longer than MaxConnRows stops the
+// walk (gosnmp's BulkWalk callback returns ErrTooManyRows) and fails the poll naming the
+// agent, the OID and the bound; with room to spare the same poll succeeds.
+func TestSnmpdWalkBound(t *testing.T) {
+	port := loopbackConns(t, "tcp4", 5) // listener + 5 × two ends in tcpConnTable
+	d := startSnmpd(t)
+	tg := d.v2c(port)
+	tg.MaxConnRows = 3
+	_, err := newPollerT(t, tg).Poll(context.Background())
+	if !errors.Is(err, ErrTooManyRows) {
+		t.Fatalf("err = %v, want ErrTooManyRows", err)
+	}
+	for _, want := range []string{d.addr, oidTCPConnState, "3 connection rows"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	tg.MaxConnRows = 0
+	if s, err := newPollerT(t, tg).Poll(context.Background()); err != nil || s.Conns < 5 {
+		t.Fatalf("with the default bound: %+v, %v", s, err)
+	}
+}

@@ -44,6 +44,11 @@ type Target struct {
 	// (tcpCurrEstab), which also counts the SNMP-unrelated connections of
 	// the host.
 	ServicePorts []uint16
+	// MaxConnRows bounds each walk of a TCP connection table: a walk that
+	// would return more rows stops and the poll fails (ErrTooManyRows)
+	// rather than the poller holding an agent's arbitrarily long answer in
+	// memory. 0 means DefaultMaxConnRows.
+	MaxConnRows int
 }
 
 // Validate reports every problem with t at once; each error names the field.
@@ -75,6 +80,9 @@ func (t Target) Validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("snmp target: Version %q must be \"v2c\" or \"v3\"", t.Version))
+	}
+	if t.MaxConnRows < 0 {
+		errs = append(errs, fmt.Errorf("snmp target: MaxConnRows %d must be >= 0 (0: %d)", t.MaxConnRows, DefaultMaxConnRows))
 	}
 	if t.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("snmp target: Timeout %v must be > 0", t.Timeout))

@@ -108,8 +108,8 @@ func Reply(frame []byte, lookup func(netip.Addr) (net.HardwareAddr, bool)) ([]by
 }
 
 // Request builds a broadcast ARP request asking who has target, from srcMAC/srcIP, to
-// resolve a backend's MAC; the controller sends it by packet-out to FLOOD or ALL and
-// learns the answer with ParseReply. Both addresses must be IPv4 (or IPv4-mapped IPv6).
+// resolve a backend's MAC; the controller opens a round with Learner.Ask, sends it by
+// packet-out to FLOOD and lets Learner.Observe judge the answers. Both addresses must be IPv4 (or IPv4-mapped IPv6).
 func Request(srcMAC net.HardwareAddr, srcIP, target netip.Addr) ([]byte, error) {
 	if !usableMAC(srcMAC) {
 		return nil, fmt.Errorf("arp: request source MAC %v is not a unicast 6-byte address", srcMAC)
@@ -124,7 +124,8 @@ func Request(srcMAC net.HardwareAddr, srcIP, target netip.Addr) ([]byte, error) 
 	return build(decoded{}, srcMAC, broadcast, layers.ARPRequest, srcMAC, srcIP.AsSlice(), make([]byte, 6), target.AsSlice())
 }
 
-// ParseReply learns a backend from an ARP reply: the sender's IPv4 address and MAC.
+// ParseReply reads the sender's IPv4 address and MAC from an ARP reply. It is a decoder,
+// not a trust decision: whether a reply may locate a backend is the Learner's call.
 // ok is false for anything else, including malformed frames and replies claiming a
 // multicast or zero MAC, which must never be installed as a backend's address.
 func ParseReply(frame []byte) (ip netip.Addr, mac net.HardwareAddr, ok bool) {

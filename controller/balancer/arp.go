@@ -2,9 +2,12 @@ package balancer
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
+	"sync"
+	"time"
 
 	"flowweight/controller/arp"
 	"flowweight/controller/ofswitch"
@@ -12,15 +15,11 @@ import (
 	"github.com/netrack/openflow/ofp"
 )
 
-// PacketIn implements ofswitch.Handler: answer ARP for the VIPs, learn backends' MACs and
-// ports from the ARP traffic that reaches us (replies to our requests, or their own requests
-// for a VIP).
+// PacketIn implements ofswitch.Handler: answer ARP for the VIPs, and hand every ARP frame to
+// the learner, which believes only answers to our own requests (controller/arp's package doc).
 func (b *Balancer) PacketIn(sw *ofswitch.Switch, pi ofswitch.PacketIn) {
 	vips := b.vipTable()
-	if reply, ok, err := arp.Reply(pi.Data, func(ip netip.Addr) (net.HardwareAddr, bool) { m, ok := vips[ip]; return m, ok }); err != nil {
-		b.log.Debug("packet-in is not a valid ARP frame", "dpid", sw.String(), "in_port", pi.InPort, "err", err)
-		return
-	} else if ok {
+	if reply, ok, err := arp.Reply(pi.Data, func(ip netip.Addr) (net.HardwareAddr, bool) { m, ok := vips[ip]; return m, ok }); err == nil && ok {
 		ctx, cancel := context.WithTimeout(b.context(), b.Config().Controller.BarrierTimeout)
 		// Out of the requester's port. (output:IN_PORT with in_port CONTROLLER would send the
 		// reply back to the controller and the VIP would never resolve.)
@@ -31,9 +30,19 @@ func (b *Balancer) PacketIn(sw *ofswitch.Switch, pi ofswitch.PacketIn) {
 		}
 		b.metrics.arpReplies.Inc()
 	}
-	// An ARP reply from a configured backend (to our request from the VIP) says where it is.
-	if ip, mac, ok := arp.ParseReply(pi.Data); ok {
-		b.learn(sw, ip, mac, pi.InPort)
+	targets := b.arpTargets()
+	now := b.now()
+	v := b.arpl.Observe(sw.DatapathID(), pi.InPort, pi.Data, targets.pin, now)
+	if v.Reason != "" {
+		b.refusedARP(sw.String(), v.Reason, v.IP, v.Loc, now)
+	}
+	if !v.Deadline.IsZero() {
+		b.scheduleARPExpiry(v.Deadline)
+	}
+	if v.Challenge {
+		if t, ok := targets[v.IP]; ok {
+			b.askARP(b.context(), sw, v.IP, t)
+		}
 	}
 }
 
@@ -56,69 +65,170 @@ func (b *Balancer) vipTable() map[netip.Addr]net.HardwareAddr {
 	return m
 }
 
-func (b *Balancer) learn(sw *ofswitch.Switch, ip netip.Addr, mac net.HardwareAddr, port uint32) {
-	if port == 0 || port > uint32(ofp.PortMax) {
-		return
-	}
+// arpTarget is what we know about a backend's address: what the config pins, and the VIP
+// (and its MAC) we ask from, that of the first service listing the backend's IP.
+type arpTarget struct {
+	pin    arp.Pin
+	vip    netip.Addr
+	vipMAC net.HardwareAddr
+	pinned bool // MAC and port both configured: nothing to learn
+}
+
+type arpTargets map[netip.Addr]arpTarget
+
+func (t arpTargets) pin(ip netip.Addr) (arp.Pin, bool) { x, ok := t[ip]; return x.pin, ok }
+
+func (b *Balancer) arpTargets() arpTargets {
 	b.mu.Lock()
-	known := false
+	defer b.mu.Unlock()
+	m := arpTargets{}
 	for _, s := range b.services {
 		for _, be := range s.cfg.Backends {
-			if be.ParsedIP() == ip {
-				known = true
+			ip := be.ParsedIP()
+			if _, dup := m[ip]; dup {
+				continue
 			}
+			mac := be.ParsedMAC()
+			m[ip] = arpTarget{pin: arp.Pin{MAC: mac, Port: uint32(be.SwitchPort)}, vip: s.cfg.ParsedVIP(),
+				vipMAC: vipMAC(&s.cfg), pinned: mac != nil && be.SwitchPort != 0}
 		}
 	}
-	k := hostKey{sw.DatapathID(), ip}
-	old, had := b.learned[k]
-	changed := known && (!had || old.port != port || old.mac.String() != mac.String())
-	if known {
-		b.learned[k] = host{mac: append(net.HardwareAddr(nil), mac...), port: port, seen: b.now()}
+	return m
+}
+
+// askARP opens a round with the learner and floods one request for ip from the VIP. The
+// learner allows one open round per switch and IP: that is the rate limit on challenges.
+func (b *Balancer) askARP(ctx context.Context, sw *ofswitch.Switch, ip netip.Addr, t arpTarget) {
+	frame, err := arp.Request(t.vipMAC, t.vip, ip)
+	if err != nil {
+		b.log.Warn("ARP request not built", "dpid", sw.String(), "target", ip.String(), "err", err)
+		return
 	}
+	switch err := b.arpl.Ask(sw.DatapathID(), ip, t.vipMAC, t.vip, b.now()); {
+	case errors.Is(err, arp.ErrOutstanding):
+		return
+	case err != nil:
+		b.metrics.arpRequestsDropped.Inc()
+		if ok, n := b.arpLog.allow("request:table_full", b.now()); ok {
+			b.log.Warn("ARP request not sent", "dpid", sw.String(), "target", ip.String(), "err", err, "suppressed", n)
+		}
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, b.Config().Controller.BarrierTimeout)
+	err = sw.PacketOut(cctx, uint32(ofp.PortController), ofp.Actions{&ofp.ActionOutput{Port: ofp.PortFlood, MaxLen: ofp.ContentLenNoBuffer}}, frame)
+	cancel()
+	if err != nil {
+		b.log.Debug("ARP request not sent", "dpid", sw.String(), "target", ip.String(), "err", err)
+		return
+	}
+	b.metrics.arpRequests.Inc()
+}
+
+// resolveBackends closes finished ARP rounds, then asks, on every switch, for each backend
+// the learner wants a request for: not located, only adopted, being re-confirmed, or not
+// asked about for LearnerConfig.Refresh.
+func (b *Balancer) resolveBackends(ctx context.Context, switches []*switchState) {
+	b.expireARP()
+	targets := b.arpTargets()
+	now := b.now()
+	for _, st := range switches {
+		for ip, t := range targets {
+			if t.pinned || !b.arpl.Wants(st.sw.DatapathID(), ip, now) {
+				continue
+			}
+			b.askARP(ctx, st.sw, ip, t)
+		}
+	}
+}
+
+// scheduleARPExpiry closes the rounds due at deadline soon after it, so a backend is located
+// one RequestTTL after it answers rather than at the next update. A timer already due at or
+// after deadline covers it (all deadlines are one TTL after their request), so answers
+// flooding into open rounds cannot pile up timers.
+func (b *Balancer) scheduleARPExpiry(deadline time.Time) {
+	b.mu.Lock()
+	if !b.arpExpiry.IsZero() && !b.arpExpiry.Before(deadline) {
+		b.mu.Unlock()
+		return
+	}
+	b.arpExpiry = deadline
 	b.mu.Unlock()
-	if changed {
-		b.log.Info("backend located", "dpid", sw.String(), "ip", ip.String(), "mac", mac.String(), "port", port)
-		b.events.add(Event{Time: b.now(), Kind: "arp", Text: "learned " + ip.String() + " at " + mac.String() + " on port " + strconv.FormatUint(uint64(port), 10)})
+	time.AfterFunc(deadline.Sub(b.now())+10*time.Millisecond, func() {
+		b.mu.Lock()
+		if b.arpExpiry.Equal(deadline) {
+			b.arpExpiry = time.Time{}
+		}
+		b.mu.Unlock()
+		b.expireARP()
+	})
+}
+
+// expireARP applies the learner's closed rounds: log, count, record, and replan when a
+// location forwarding uses changed or a follow-up request is due.
+func (b *Balancer) expireARP() {
+	now := b.now()
+	kick := false
+	for _, c := range b.arpl.Expire(now) {
+		b.metrics.arpChanges.WithLabelValues(c.Kind.String()).Inc()
+		dpid := fmt.Sprintf("%016x", c.DPID)
+		switch c.Kind {
+		case arp.ChangeLearned, arp.ChangeMoved:
+			kick = true
+			b.log.Info("backend located", "dpid", dpid, "ip", c.IP.String(), "change", c.Kind.String(),
+				"mac", c.To.MAC.String(), "port", c.To.Port, "from_mac", c.From.MAC.String(), "from_port", c.From.Port)
+			b.events.add(Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s %s at %s on port %d", c.Kind, c.IP, c.To.MAC, c.To.Port)})
+		case arp.ChangeConfirmed:
+			b.log.Info("adopted backend location confirmed", "dpid", dpid, "ip", c.IP.String(), "mac", c.To.MAC.String(), "port", c.To.Port)
+		case arp.ChangeCandidate:
+			kick = true // the next update sends the re-confirmation request
+			b.log.Warn("backend answers from a new location; re-confirming before moving", "dpid", dpid, "ip", c.IP.String(),
+				"mac", c.To.MAC.String(), "port", c.To.Port, "current_mac", c.From.MAC.String(), "current_port", c.From.Port)
+			b.events.add(Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s answers from %s on port %d (at %s on port %d): re-confirming", c.IP, c.To.MAC, c.To.Port, c.From.MAC, c.From.Port)})
+		case arp.ChangeDropped, arp.ChangeConflict:
+			b.refusedARP(dpid, arp.ReasonConflict, c.IP, c.To, now)
+			b.events.add(Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s: competing ARP answers (%s on port %d and %s on port %d); %s",
+				c.IP, c.From.MAC, c.From.Port, c.To.MAC, c.To.Port, map[bool]string{true: "not located", false: "location kept"}[c.Kind == arp.ChangeDropped])})
+		}
+	}
+	if kick {
 		b.Kick()
 	}
 }
 
-// resolveBackends sends an ARP request, from the service's VIP, for every backend whose MAC or
-// port a switch does not know yet. The reply comes back to the VIP MAC and reaches us through
-// the VIP's ARP flow.
-func (b *Balancer) resolveBackends(ctx context.Context, switches []*switchState) {
-	for _, st := range switches {
-		type want struct {
-			src   netip.Addr
-			mac   net.HardwareAddr
-			ip    netip.Addr
-			known bool
-		}
-		var todo []want
-		b.mu.Lock()
-		for _, s := range b.services {
-			for _, be := range s.cfg.Backends {
-				if be.ParsedMAC() != nil && be.SwitchPort != 0 {
-					continue
-				}
-				if _, ok := b.learned[hostKey{st.sw.DatapathID(), be.ParsedIP()}]; ok {
-					continue
-				}
-				todo = append(todo, want{src: s.cfg.ParsedVIP(), mac: vipMAC(&s.cfg), ip: be.ParsedIP()})
-			}
-		}
-		b.mu.Unlock()
-		for _, w := range todo {
-			frame, err := arp.Request(w.mac, w.src, w.ip)
-			if err != nil {
-				continue
-			}
-			cctx, cancel := context.WithTimeout(ctx, b.Config().Controller.BarrierTimeout)
-			err = st.sw.PacketOut(cctx, uint32(ofp.PortController), ofp.Actions{&ofp.ActionOutput{Port: ofp.PortFlood, MaxLen: ofp.ContentLenNoBuffer}}, frame)
-			cancel()
-			if err != nil {
-				b.log.Debug("ARP request not sent", "dpid", st.sw.String(), "target", w.ip.String(), "err", err)
-			}
-		}
+// refusedARP counts a refused frame and logs it, one line per reason per arpLogEvery.
+func (b *Balancer) refusedARP(dpid string, r arp.Reason, ip netip.Addr, loc arp.Location, now time.Time) {
+	b.metrics.arpRefused.WithLabelValues(string(r)).Inc()
+	if ok, n := b.arpLog.allow(string(r), now); ok {
+		b.log.Warn("ARP frame not learnt from", "reason", string(r), "dpid", dpid, "ip", ip.String(),
+			"mac", loc.MAC.String(), "in_port", loc.Port, "suppressed", n)
 	}
+}
+
+// arpLogEvery is how often each refusal reason may log: a flood of spoofed ARP must not
+// become a flood of log lines, but the first of each kind is always seen.
+const arpLogEvery = 10 * time.Second
+
+// arpLogLimiter lets one line per key through per arpLogEvery and counts the rest.
+type arpLogLimiter struct {
+	mu         sync.Mutex
+	last       map[string]time.Time
+	suppressed map[string]int
+}
+
+func newARPLogLimiter() *arpLogLimiter {
+	return &arpLogLimiter{last: map[string]time.Time{}, suppressed: map[string]int{}}
+}
+
+// allow reports whether a line for key may be logged now, and how many were suppressed since
+// the last one that was. Keys come from a fixed set, so the maps stay small.
+func (l *arpLogLimiter) allow(key string, now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if last, seen := l.last[key]; seen && now.Sub(last) < arpLogEvery {
+		l.suppressed[key]++
+		return false, 0
+	}
+	n := l.suppressed[key]
+	l.last[key], l.suppressed[key] = now, 0
+	return true, n
 }

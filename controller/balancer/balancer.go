@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/netip"
 	"os"
 	"slices"
 	"sync"
@@ -47,7 +46,6 @@ type Balancer struct {
 	keys     map[string][]byte // backend name -> push key
 	services []*service
 	switches map[uint64]*switchState
-	learned  map[hostKey]host
 	pollers  map[string]*snmpSource
 	ofsrv    *ofswitch.Server
 	pushsrv  *push.Server
@@ -60,17 +58,12 @@ type Balancer struct {
 	// tls is the OpenFlow listener's current TLS configuration (nil: plain TCP); a reload
 	// replaces it, and the next handshake uses the new one.
 	tls atomic.Pointer[tls.Config]
-}
 
-type hostKey struct {
-	dpid uint64
-	ip   netip.Addr
-}
-
-type host struct {
-	mac  net.HardwareAddr
-	port uint32
-	seen time.Time
+	// arpl owns backends' locations per switch and our outstanding ARP requests (it has its
+	// own lock); arpExpiry, under mu, is when the pending round-closing timer fires.
+	arpl      *arp.Learner
+	arpLog    *arpLogLimiter
+	arpExpiry time.Time
 }
 
 type switchState struct {
@@ -97,7 +90,7 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 		opt.Metrics = NewMetrics()
 	}
 	b := &Balancer{log: opt.Logger, now: opt.Now, metrics: opt.Metrics, events: newEventLog(200),
-		kick: make(chan struct{}, 1), switches: map[uint64]*switchState{}, learned: map[hostKey]host{},
+		kick: make(chan struct{}, 1), switches: map[uint64]*switchState{}, arpl: arp.NewLearner(arp.LearnerConfig{}), arpLog: newARPLogLimiter(),
 		pollers: map[string]*snmpSource{}, hist: history{max: 360}, owned: map[uint32]bool{}, started: opt.Now()}
 	b.pool = collector.NewPool(b.poolConfig(cfg))
 	if err := b.install(cfg); err != nil {

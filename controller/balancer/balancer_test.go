@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +14,12 @@ import (
 
 	"flowweight/collector"
 	"flowweight/collector/report"
+	"flowweight/controller/arp"
 	"flowweight/controller/config"
 	"flowweight/controller/dataplane"
 	"flowweight/weights"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func testConfig(t *testing.T, extra string) *config.Config {
@@ -217,7 +221,7 @@ func bucketsOf(t *testing.T, b *Balancer) []uint16 {
 	b.mu.Lock()
 	for _, s := range b.services {
 		for i, be := range s.cfg.Backends {
-			b.learned[hostKey{1, be.ParsedIP()}] = host{mac: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}, port: uint32(i + 1)}
+			b.arpl.Adopt(1, be.ParsedIP(), arp.Location{MAC: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}, Port: uint32(i + 1)})
 		}
 	}
 	b.mu.Unlock()
@@ -297,5 +301,160 @@ func TestReloadChangesWeightsAndBuckets(t *testing.T) {
 	}
 	if b.pool.Known("a") {
 		t.Fatal("removed backend still in the pool")
+	}
+}
+
+func TestARPLogLimiter(t *testing.T) {
+	l := newARPLogLimiter()
+	at := func(s float64) time.Time { return time.Unix(1e9, 0).Add(time.Duration(s * float64(time.Second))) }
+	steps := []struct {
+		key  string
+		t    float64
+		ok   bool
+		supp int
+	}{
+		{"unsolicited", 0, true, 0},
+		{"unsolicited", 1, false, 0},
+		{"unsolicited", 9.9, false, 0},
+		{"wrong_port", 5, true, 0}, // each reason has its own window
+		{"unsolicited", 10, true, 2},
+		{"unsolicited", 10.5, false, 0},
+		{"unsolicited", 30, true, 1},
+		{"unsolicited", 41, true, 0},
+	}
+	for i, s := range steps {
+		ok, n := l.allow(s.key, at(s.t))
+		if ok != s.ok || n != s.supp {
+			t.Errorf("step %d (%s at %vs): allow = %v, %d; want %v, %d", i, s.key, s.t, ok, n, s.ok, s.supp)
+		}
+	}
+}
+
+// TestRefusedARPCounted: refusals show in /metrics by reason, every reason from the start.
+func TestRefusedARPCounted(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	m := NewMetrics()
+	b, err := New(testConfig(t, ""), Options{Now: clk.now, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.refusedARP("0000000000000001", arp.ReasonUnsolicited, netip.MustParseAddr("10.0.0.1"), arp.Location{}, clk.now())
+	b.refusedARP("0000000000000001", arp.ReasonUnsolicited, netip.MustParseAddr("10.0.0.1"), arp.Location{}, clk.now())
+	got := counterValues(t, m, "flowweight_arp_refused_total", "reason")
+	for _, r := range arp.Reasons {
+		want := 0.0
+		if r == arp.ReasonUnsolicited {
+			want = 2
+		}
+		if v, ok := got[string(r)]; !ok || v != want {
+			t.Errorf("arp_refused_total{reason=%q} = %v (present %v), want %v", r, v, ok, want)
+		}
+	}
+	if n := len(got); n != len(arp.Reasons) {
+		t.Errorf("%d reason series, want %d (a fixed set)", n, len(arp.Reasons))
+	}
+}
+
+// counterValues gathers one counter family from m, by the value of label.
+func counterValues(t *testing.T, m *Metrics, family, label string) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != family {
+			continue
+		}
+		for _, x := range mf.GetMetric() {
+			for _, l := range x.GetLabel() {
+				if l.GetName() == label {
+					out[l.GetValue()] = x.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestClampLoggedOncePerTransition: a backend claiming absurd capacity is clamped, shown in
+// /metrics, and logged once when clamping starts (and once when it ends), not every update.
+func TestClampLoggedOncePerTransition(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	var logs strings.Builder
+	m := NewMetrics()
+	b, err := New(testConfig(t, ""), Options{Now: clk.now, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report1 := func(name string, cpus float64) {
+		b.pool.Accept(&report.Report{BackendID: name, Flags: report.FlagHealthOK, CPUUtil: 0.5, MemUtil: 0.5, CPUCount: cpus, MemBytes: 1 << 30}, netip.AddrPort{})
+	}
+	count := func() int { return strings.Count(logs.String(), "reported capacity clamped") }
+	gauge := func() float64 {
+		reg := prometheus.NewRegistry()
+		m.Register(reg)
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == "flowweight_backend_capacity_clamped" {
+				for _, x := range mf.GetMetric() {
+					ls := map[string]string{}
+					for _, l := range x.GetLabel() {
+						ls[l.GetName()] = l.GetValue()
+					}
+					if ls["backend"] == "b" && ls["resource"] == "cpu" {
+						return x.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		return -1
+	}
+	for range 5 {
+		report1("a", 4)
+		report1("b", 200_000)
+		clk.t = clk.t.Add(11 * time.Second)
+		b.update(context.Background(), true)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("%d clamp lines over 5 clamped updates, want 1:\n%s", n, logs.String())
+	}
+	if gauge() != 1 || counterValues(t, m, "flowweight_capacity_clamps_total", "resource")["cpu"] != 1 {
+		t.Fatalf("gauge %v, clamps %v", gauge(), counterValues(t, m, "flowweight_capacity_clamps_total", "resource"))
+	}
+	b.mu.Lock()
+	e := b.services[0].result.Backends[1]
+	b.mu.Unlock()
+	if e.Clamp.CPUCount != 200_000 || e.Clamp.CPUUsed != 16 || e.Weight > 720 { // 710 = C 1.42 : 0.58; unbounded it is 850
+		t.Fatalf("explanation %+v", e)
+	}
+	// Honest again (an EWMA brings the count down over a few updates): one "no longer" line.
+	for range 20 {
+		report1("a", 4)
+		report1("b", 4)
+		clk.t = clk.t.Add(11 * time.Second)
+		b.update(context.Background(), true)
+	}
+	if gauge() != 0 || !strings.Contains(logs.String(), "no longer clamped") || count() != 1 {
+		t.Fatalf("after honest reports: gauge %v, logs:\n%s", gauge(), logs.String())
+	}
+	// Flapping across the bound every update for 10 updates (110 s): at most one line per
+	// minute (two here), though every entry is counted.
+	for i := range 20 {
+		report1("a", 4)
+		report1("b", []float64{200_000, 4}[i%2])
+		clk.t = clk.t.Add(11 * time.Second)
+		b.update(context.Background(), true)
+	}
+	if n := count() - 1; n > 4 {
+		t.Fatalf("%d clamp lines while flapping for 220 s, want at most 4:\n%s", n, logs.String())
+	}
+	if got := counterValues(t, m, "flowweight_capacity_clamps_total", "resource")["cpu"]; got != 11 {
+		t.Fatalf("clamps_total %v, want 11 (every entry counted)", got)
 	}
 }

@@ -1,6 +1,8 @@
 package balancer
 
 import (
+	"flowweight/controller/arp"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -13,6 +15,10 @@ type Metrics struct {
 	switchUp                            *prometheus.GaugeVec
 	rewrites, rewriteErrors, drift      prometheus.Counter
 	arpReplies                          prometheus.Counter
+	arpRequests, arpRequestsDropped     prometheus.Counter
+	arpRefused, arpChanges              *prometheus.CounterVec
+	clamped                             *prometheus.GaugeVec
+	clamps                              *prometheus.CounterVec
 	barrierRTT                          prometheus.Histogram
 	push                                *pushCollector
 }
@@ -23,7 +29,7 @@ func NewMetrics() *Metrics {
 	g := func(name, help string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "flowweight", Name: name, Help: help}, sb)
 	}
-	return &Metrics{
+	m := &Metrics{
 		ls:       g("backend_load_ratio", "Composite load LS of a backend, 0..1."),
 		c:        g("backend_capacity_ratio", "Capacity C of a backend relative to its pool mean (1 = average)."),
 		al:       g("backend_adjusted_load_ratio", "AL = LS / C."),
@@ -45,16 +51,34 @@ func NewMetrics() *Metrics {
 			Help: "Read-backs that found the switch different from what was applied."}),
 		arpReplies: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "flowweight", Name: "arp_replies_total",
 			Help: "ARP replies sent for VIPs."}),
+		arpRequests: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "flowweight", Name: "arp_requests_total",
+			Help: "ARP requests sent to locate or re-confirm backends."}),
+		arpRequestsDropped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "flowweight", Name: "arp_requests_dropped_total",
+			Help: "ARP requests not sent because the outstanding-request table was full."}),
+		arpRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "arp_refused_total",
+			Help: "ARP frames that changed no backend location, by reason (a fixed set, see controller/arp)."}, []string{"reason"}),
+		arpChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "arp_location_changes_total",
+			Help: "Closed ARP rounds that changed a backend location's state, by kind (learned, confirmed, moved, candidate, dropped, conflict)."}, []string{"kind"}),
+		clamped: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "flowweight", Name: "backend_capacity_clamped",
+			Help: "1 while the backend's reported CPU count or memory (resource) exceeds weighting.max_capacity_ratio and is clamped."},
+			[]string{"service", "backend", "resource"}),
+		clamps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "capacity_clamps_total",
+			Help: "Transitions of a backend into clamped reported capacity, by resource (cpu, mem)."}, []string{"resource"}),
 		barrierRTT: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flowweight", Name: "barrier_rtt_seconds",
 			Help: "Time from sending a stage of messages to its barrier reply.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		push: &pushCollector{},
 	}
+	for _, r := range arp.Reasons {
+		m.arpRefused.WithLabelValues(string(r)) // every reason shows, at 0, before it first happens
+	}
+	return m
 }
 
 // Register adds every collector to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
-		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.barrierRTT, m.push} {
+		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.barrierRTT, m.push,
+		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -18,6 +18,8 @@ type service struct {
 	// hold: the controller started less than stale_after ago and some backend of this service
 	// has not reported yet; its group is kept as the switch holds it (Balancer.holdGroups).
 	hold bool
+	// clamps: per backend name, its capacity clamping as last logged (noteClamps).
+	clamps map[string]*clampState
 	// seed is the weights a switch held for this service's group when this controller first
 	// read it back, in config order (Balancer.seedFromSwitch); nil when none was read.
 	seed []uint16

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"flowweight/collector"
+	"flowweight/controller/arp"
 	"flowweight/controller/dataplane"
 	"flowweight/controller/ofswitch"
 
@@ -67,6 +68,7 @@ func (b *Balancer) update(ctx context.Context, periodic bool) {
 			s.adoptSeed()
 		}
 		worth := s.compute(states)
+		b.noteClamps(s)
 		apply := worth && !s.hold
 		if !periodic {
 			// A kick must not advance learning; only statuses matter here. The shares move
@@ -126,12 +128,12 @@ func (b *Balancer) desiredFor(dpid uint64) (dataplane.State, []dataplane.Service
 			if s.applied != nil {
 				db.Weight = s.applied[j]
 			}
-			if h, ok := b.learned[hostKey{dpid, db.IP}]; ok {
+			if loc, _, ok := b.arpl.Usable(dpid, db.IP); ok {
 				if db.MAC == nil {
-					db.MAC = h.mac
+					db.MAC = loc.MAC
 				}
 				if db.SwitchPort == 0 {
-					db.SwitchPort = h.port
+					db.SwitchPort = loc.Port
 				}
 			}
 			ds.Backends = append(ds.Backends, db)
@@ -339,7 +341,10 @@ func (b *Balancer) repair(ctx context.Context, st *switchState) {
 
 // adoptLocations takes backends' MACs and ports from what the switch holds, for backends this
 // controller has not located yet: after a restart the learned table is empty, and planning
-// without it would delete every backend's forwarding flows until ARP answers again.
+// without it would delete every backend's forwarding flows until ARP answers again. They are
+// our own earlier writes: usable at once but only "adopted", so resolveBackends re-checks
+// them, and moving away from one needs the same re-confirmation as a confirmed location
+// (controller/arp's package doc).
 func (b *Balancer) adoptLocations(dpid uint64, cur dataplane.State) {
 	locs := dataplane.Locations(cur)
 	if len(locs) == 0 {
@@ -350,11 +355,9 @@ func (b *Balancer) adoptLocations(dpid uint64, cur dataplane.State) {
 	for _, s := range b.services {
 		for _, be := range s.cfg.Backends {
 			ip := be.ParsedIP()
-			loc, ok := locs[ip]
-			if _, known := b.learned[hostKey{dpid, ip}]; !ok || known {
-				continue
+			if loc, ok := locs[ip]; ok {
+				b.arpl.Adopt(dpid, ip, arp.Location{MAC: loc.MAC, Port: loc.Port})
 			}
-			b.learned[hostKey{dpid, ip}] = host{mac: loc.MAC, port: loc.Port, seen: b.now()}
 		}
 	}
 }

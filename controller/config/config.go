@@ -105,6 +105,10 @@ type SNMPSrc struct {
 	PrivPassphrase string        `toml:"priv_passphrase"`
 	Timeout        time.Duration `toml:"timeout"` // default "1s"
 	Retries        int           `toml:"retries"` // default 1
+
+	// MaxConnRows is how many rows one walk of a TCP connection table may return before the
+	// poll fails (a bounded answer, not a silently huge count); default 0 = 100000.
+	MaxConnRows int `toml:"max_conn_rows"`
 }
 
 // Default returns a configuration with every default filled in and no services.
@@ -371,7 +375,8 @@ func (c *Config) Validate() error {
 func (s *SNMPSrc) target(port uint16) snmp.Target {
 	return snmp.Target{Address: s.Address, Version: s.Version, Community: s.Community, User: s.User,
 		AuthProtocol: s.AuthProtocol, AuthPassphrase: s.AuthPassphrase, PrivProtocol: s.PrivProtocol,
-		PrivPassphrase: s.PrivPassphrase, Timeout: s.Timeout, Retries: s.Retries, ServicePorts: []uint16{port}}
+		PrivPassphrase: s.PrivPassphrase, Timeout: s.Timeout, Retries: s.Retries, ServicePorts: []uint16{port},
+		MaxConnRows: s.MaxConnRows}
 }
 
 // SNMPTarget returns the poller target for an snmp backend.
