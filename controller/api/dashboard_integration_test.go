@@ -45,7 +45,7 @@ func TestDashboardShowsTheAPIsWeights(t *testing.T) {
 		want[b.Name] = b.AppliedWeight
 	}
 
-	dom := chromium(t, "--dump-dom", r.srv.URL+"/")
+	dom := chromium(t, "--dump-dom", r.url+"/")
 	if !regexp.MustCompile(`data-loaded="1"`).Match(dom) {
 		t.Fatalf("dashboard never loaded its data:\n%s", dom)
 	}
@@ -58,7 +58,7 @@ func TestDashboardShowsTheAPIsWeights(t *testing.T) {
 	// the API again right after if the first comparison fails.
 	if !equal(got, want) {
 		var now []balancer.ServiceView
-		get(t, r.srv.URL+"/api/v1/services", &now)
+		get(t, r.url+"/api/v1/services", &now)
 		for _, b := range now[0].Backends {
 			want[b.Name] = b.AppliedWeight
 		}
@@ -72,7 +72,7 @@ func TestDashboardShowsTheAPIsWeights(t *testing.T) {
 		out = t.TempDir()
 	}
 	shot := filepath.Join(out, "dashboard.png")
-	chromium(t, "--screenshot="+shot, r.srv.URL+"/")
+	chromium(t, "--screenshot="+shot, r.url+"/")
 	fi, err := os.Stat(shot)
 	if err != nil || fi.Size() < 5000 {
 		t.Fatalf("screenshot %s: %v (size %v)", shot, err, fi)

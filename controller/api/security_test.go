@@ -34,7 +34,7 @@ func sealed(t *testing.T, key []byte, id string, seq uint64, cpu float64) []byte
 
 func weightsOf(t *testing.T, r *running) map[string]uint16 {
 	var svcs []balancer.ServiceView
-	get(t, r.srv.URL+"/api/v1/services", &svcs)
+	get(t, r.url+"/api/v1/services", &svcs)
 	out := map[string]uint16{}
 	for _, b := range svcs[0].Backends {
 		out[b.Name] = b.ComputedWeight
