@@ -104,7 +104,7 @@ group_id = 1
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx, func(_, push net.Addr) { ready <- push }) }()
 	r := &running{b: b}
-	r.srv, r.url = serve(t, b, reg, Options{Token: token, Limits: LimitsFrom(config.Default().API)})
+	r.srv, r.url = serve(t, b, reg, Options{Token: token, Limits: LimitsFrom(config.Default().API), Registerer: reg})
 	select {
 	case r.push = <-ready:
 	case err := <-done:
