@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-		"os"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
