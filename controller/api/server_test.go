@@ -466,8 +466,16 @@ func TestNoTokenOnlyOnLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Serve(offLoopback{ln}); err == nil || !strings.Contains(err.Error(), "without a token") {
-		t.Fatalf("Serve off loopback without a token: %v", err)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(offLoopback{ln}) }()
+	select {
+	case err := <-served:
+		if err == nil || !strings.Contains(err.Error(), "without a token") {
+			t.Fatalf("Serve off loopback without a token: %v", err)
+		}
+	case <-time.After(10 * time.Second): // failure bound: the refusal is immediate
+		s.Close()
+		t.Fatal("Serve served off loopback without a token")
 	}
 	if _, err := NewServer(&fake{}, prometheus.NewRegistry(), Options{Token: "short", Limits: testLimits}); err == nil {
 		t.Fatal("NewServer accepted a short token")
