@@ -284,3 +284,17 @@ func TestSecretNeverPrinted(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleShowsAPIDefaults: the example file says its values are the defaults; for the
+// API limits it must be so.
+func TestExampleShowsAPIDefaults(t *testing.T) {
+	c, err := Load(filepath.Join("..", "..", "configs", "controller.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := c.API, Default().API
+	got.AllowedHosts, want.AllowedHosts = nil, nil
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("example [api] %+v, defaults %+v", got, want)
+	}
+}
