@@ -151,9 +151,12 @@ func emptyBody(body io.Reader) error {
 	if err != nil {
 		return err
 	}
-	data = bytes.TrimSpace(data)
+	data = bytes.Trim(data, " \t\r\n") // JSON's white space, no more
 	if len(data) == 0 {
 		return nil
+	}
+	if data[0] != '{' {
+		return errors.New("this endpoint takes no body, or {}")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -161,7 +164,7 @@ func emptyBody(body io.Reader) error {
 	if err := dec.Decode(&none); err != nil {
 		return fmt.Errorf("this endpoint takes no body, or {} (%v)", err)
 	}
-	if dec.More() {
+	if err := dec.Decode(&none); err != io.EOF {
 		return errors.New("this endpoint takes no body, or {} (data after the object)")
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strings"
 
 	"flowweight/internal/httphost"
@@ -108,15 +107,16 @@ func crossSite(r *http.Request) string {
 	return fmt.Sprintf("Origin %s is not this API's origin (http://%s): cross-site requests may not change anything", quote(strings.Join(v, ", ")), r.Host)
 }
 
-// sameOrigin: origin's host (scheme http or https, no path) is the request's Host, compared
-// parsed. The scheme is not compared: a TLS proxy in front is the same origin to the
-// operator, and no other scheme can be served on our host and port.
+// sameOrigin: origin is "http://HOST" or "https://HOST" and HOST, parsed, is the request's
+// Host. Anything more (a path, a query, user info) fails the parse: browsers send exactly
+// scheme://host[:port]. The scheme is not compared: a TLS proxy in front is the same origin
+// to the operator, and no other scheme can be served on our host and port.
 func sameOrigin(origin, host string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+	scheme, rest, ok := strings.Cut(origin, "://")
+	if !ok || (scheme != "http" && scheme != "https") {
 		return false
 	}
-	a, err1 := httphost.Parse(u.Host)
+	a, err1 := httphost.Parse(rest)
 	b, err2 := httphost.Parse(host)
 	return err1 == nil && err2 == nil && a == b
 }
