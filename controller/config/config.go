@@ -194,6 +194,11 @@ func ReadToken(path string) (Secret, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
+	return parseToken(path, b)
+}
+
+// parseToken is ReadToken's check of the file's content.
+func parseToken(path string, b []byte) (Secret, error) {
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
 		return "", fmt.Errorf("%s holds no token (empty or only white space)", path)

@@ -298,3 +298,23 @@ func TestExampleShowsAPIDefaults(t *testing.T) {
 		t.Fatalf("example [api] %+v, defaults %+v", got, want)
 	}
 }
+
+// FuzzParseToken: an accepted token is long enough and can travel in a header as is.
+func FuzzParseToken(f *testing.F) {
+	for _, s := range []string{"0123456789abcdef\n", " \n", "", "0123456789abcdef 0", "\x000123456789abcdef", "\u00a00123456789abcdef\u00a0"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tok, err := parseToken("f", b)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		s := tok.Reveal()
+		if len(s) < MinTokenLen || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+			t.Fatalf("token %q accepted", s)
+		}
+	})
+}
