@@ -152,9 +152,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		WriteTimeout:      l.WriteTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
-		// net/http's own complaints (bad requests, timeouts) come from clients: debug, so a
-		// hostile client cannot flood the log.
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// net/http answers malformed requests without logging; what it logs here (a handler
+		// panic, accept errors) is ours to see.
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	lim := newLimitListener(ln, l.MaxConnections, s.connsRefused.Inc)
 	s.mu.Lock()

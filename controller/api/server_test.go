@@ -252,8 +252,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // TestSlowBodyClosedWithinReadTimeout: a client that declares a body and never sends it is
 // answered or dropped once the read timeout passes, with the token (the handler reads the
-// body) and without (net/http would wait for the body before answering 401). Before the
-// read timeout existed these connections were held, with no answer, forever.
+// body) and without (net/http would wait for the body before answering 401); so is one that
+// never finishes its headers. Before the read timeout existed the body ones were held, with
+// no answer, forever.
 func TestSlowBodyClosedWithinReadTimeout(t *testing.T) {
 	l := testLimits
 	l.ReadTimeout = 200 * time.Millisecond
@@ -267,11 +268,14 @@ func TestSlowBodyClosedWithinReadTimeout(t *testing.T) {
 				return
 			}
 			defer c.Close()
-			auth := ""
-			if i%2 == 0 {
-				auth = "Authorization: Bearer " + testToken + "\r\n"
+			switch i % 3 {
+			case 0: // the handler reads the body
+				fmt.Fprintf(c, "POST /api/v1/backends/small/drain HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: 40\r\n\r\n{", addr, testToken)
+			case 1: // refused (401) with the body unread
+				fmt.Fprintf(c, "POST /api/v1/backends/small/drain HTTP/1.1\r\nHost: %s\r\nContent-Length: 40\r\n\r\n{", addr)
+			case 2: // headers never finished (slowloris)
+				fmt.Fprintf(c, "GET /api/v1/services HTTP/1.1\r\nHost: %s\r\nX-Slow: ", addr)
 			}
-			fmt.Fprintf(c, "POST /api/v1/backends/small/drain HTTP/1.1\r\nHost: %s\r\n%sContent-Length: 40\r\n\r\n{", addr, auth)
 			waitClosed(t, c, 10*time.Second)
 		})
 	}
