@@ -28,7 +28,7 @@ func Read(path string, max int) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
 	}
-	if err := CheckMode(fi.Mode()); err != nil {
+	if err := checkMode(fi.Mode()); err != nil {
 		return nil, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
@@ -41,9 +41,8 @@ func Read(path string, max int) ([]byte, error) {
 	return b, nil
 }
 
-// CheckMode is Read's permission rule on its own, for files another library opens (a TLS
-// private key).
-func CheckMode(m os.FileMode) error {
+// checkMode is Read's permission rule.
+func checkMode(m os.FileMode) error {
 	perm := m.Perm()
 	if perm&0o004 != 0 {
 		return fmt.Errorf("readable by others (mode %04o); chmod o-rwx it", perm)
