@@ -76,9 +76,10 @@ type Server struct {
 	connsRefused prometheus.Counter
 	refused      *prometheus.CounterVec
 
-	mu  sync.Mutex
-	srv *http.Server
-	ln  *limitListener
+	mu     sync.Mutex
+	srv    *http.Server
+	ln     *limitListener
+	closed bool
 }
 
 // NewServer returns a Server that serves nothing until Serve.
@@ -139,11 +140,6 @@ func (s *Server) Serve(ln net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
-	s.loopback.Store(hp.addr.IsLoopback())
-	if *s.token.Load() == "" && !s.loopback.Load() {
-		return fmt.Errorf("api: refusing to serve on %s, not a loopback address, without a token (api.token_file)", ln.Addr())
-	}
-	s.hosts.Store(&hp)
 	l := s.limits
 	srv := &http.Server{
 		Handler:           s.Handler(),
@@ -158,18 +154,30 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	lim := newLimitListener(ln, l.MaxConnections, s.connsRefused.Inc)
 	s.mu.Lock()
-	if s.srv != nil {
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return http.ErrServerClosed
+	case s.srv != nil:
 		s.mu.Unlock()
 		return errors.New("api: Serve called twice")
 	}
+	s.loopback.Store(hp.addr.IsLoopback())
+	if *s.token.Load() == "" && !s.loopback.Load() {
+		s.mu.Unlock()
+		return fmt.Errorf("api: refusing to serve on %s, not a loopback address, without a token (api.token_file)", ln.Addr())
+	}
+	s.hosts.Store(&hp)
 	s.srv, s.ln = srv, lim
 	s.mu.Unlock()
 	return srv.Serve(lim)
 }
 
-// Close stops the server and closes every connection.
+// Close stops the server and closes every connection; a Serve that has not started yet
+// returns at once.
 func (s *Server) Close() error {
 	s.mu.Lock()
+	s.closed = true
 	srv := s.srv
 	s.mu.Unlock()
 	if srv == nil {
