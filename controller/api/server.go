@@ -278,3 +278,14 @@ func (s *Server) Addr() net.Addr {
 	}
 	return s.ln.Addr()
 }
+
+// openConns is how many connections hold a slot under the cap (tests watch it fall).
+func (s *Server) openConns() int {
+	s.mu.Lock()
+	ln := s.ln
+	s.mu.Unlock()
+	if ln == nil {
+		return 0
+	}
+	return ln.open()
+}

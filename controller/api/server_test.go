@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,14 +24,15 @@ import (
 
 // fake is a Balancer with two backends that records drains.
 type fake struct {
-	mu     sync.Mutex
-	drains []string
+	mu      sync.Mutex
+	drains  []string
+	history map[string][]balancer.Point // what History returns; nil = empty
 }
 
 func (f *fake) Services() []balancer.ServiceView {
 	return []balancer.ServiceView{{Name: "web", Backends: []balancer.BackendView{{Name: "small"}, {Name: "big"}}}}
 }
-func (f *fake) History() map[string][]balancer.Point { return map[string][]balancer.Point{} }
+func (f *fake) History() map[string][]balancer.Point { return f.history }
 func (f *fake) Events() []balancer.Event             { return nil }
 func (f *fake) Switches() []uint64                   { return []uint64{0xab} }
 func (f *fake) Drain(name string, drained bool) bool {
@@ -50,16 +52,18 @@ const testToken = "test-token-0123456789abcdef"
 var testLimits = Limits{ReadTimeout: time.Minute, WriteTimeout: time.Minute, IdleTimeout: time.Minute,
 	MaxHeaderBytes: 4096, MaxBodyBytes: 64, MaxConnections: 32}
 
-func startFake(t *testing.T, o Options) (*Server, *fake, string) {
+func startFake(t *testing.T, o Options, f ...*fake) (*Server, *fake, string) {
 	t.Helper()
 	if o.Limits == (Limits{}) {
 		o.Limits = testLimits
 	}
-	f := &fake{}
+	if len(f) == 0 {
+		f = append(f, &fake{})
+	}
 	reg := prometheus.NewRegistry()
 	o.Registerer = reg
-	s, base := serve(t, f, reg, o)
-	return s, f, strings.TrimPrefix(base, "http://")
+	s, base := serve(t, f[0], reg, o)
+	return s, f[0], strings.TrimPrefix(base, "http://")
 }
 
 // counter reads a counter from /metrics as an operator would.
@@ -280,7 +284,7 @@ func TestSlowBodyClosedWithinReadTimeout(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitFor(t, "connections released", func() bool { return s.ln.open() == 0 })
+	waitFor(t, "connections released", func() bool { return s.openConns() == 0 })
 	if f.count() != 0 {
 		t.Fatalf("%d drains from bodies that never arrived", f.count())
 	}
@@ -308,7 +312,7 @@ func TestIdleConnectionsClosed(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		conns = append(conns, c)
 	}
-	if n := s.ln.open(); n != 10 {
+	if n := s.openConns(); n != 10 {
 		t.Fatalf("%d connections open, want 10 kept alive", n)
 	}
 	for _, c := range conns {
@@ -316,7 +320,7 @@ func TestIdleConnectionsClosed(t *testing.T) {
 			t.Fatalf("idle connection got %q", got)
 		}
 	}
-	waitFor(t, "idle connections released", func() bool { return s.ln.open() == 0 })
+	waitFor(t, "idle connections released", func() bool { return s.openConns() == 0 })
 }
 
 // TestConnectionCap: over api.max_connections a connection gets a 503 naming the limit and
@@ -365,6 +369,8 @@ func TestConnectionCap(t *testing.T) {
 	if n := counter(t, addr, "flowweight_api_connections_refused_total", ""); n < 5 {
 		t.Fatalf("flowweight_api_connections_refused_total = %v, want >= 5", n)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.srv.ReadTimeout != l.ReadTimeout || s.srv.WriteTimeout != l.WriteTimeout || s.srv.IdleTimeout != l.IdleTimeout || s.srv.MaxHeaderBytes != l.MaxHeaderBytes {
 		t.Fatalf("http.Server limits %v %v %v %v, want %+v", s.srv.ReadTimeout, s.srv.WriteTimeout, s.srv.IdleTimeout, s.srv.MaxHeaderBytes, l)
 	}
@@ -502,4 +508,35 @@ func TestNoTokenOnlyOnLoopback(t *testing.T) {
 	}
 	s2.Close()
 	<-done
+}
+
+// TestStalledReaderDroppedAfterWriteTimeout: a client that asks for a large answer and
+// never reads it holds the connection only until the write timeout; the server then drops
+// it (seen as the open-connection count reaching zero while the client still reads nothing)
+// and the client gets a truncated answer.
+func TestStalledReaderDroppedAfterWriteTimeout(t *testing.T) {
+	l := testLimits
+	l.WriteTimeout = 300 * time.Millisecond
+	pts := make([]balancer.Point, 150000) // about 12 MB of indented JSON: more than the socket buffers hold
+	s, _, addr := startFake(t, Options{Limits: l}, &fake{history: map[string][]balancer.Point{"web/small": pts}})
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /api/v1/history HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	waitFor(t, "the stalled connection open", func() bool { return s.openConns() == 1 })
+	waitFor(t, "the stalled connection dropped", func() bool { return s.openConns() == 0 })
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return // cut before the headers were whole: truncated too
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err == nil {
+		t.Fatalf("the whole answer (%d bytes) arrived: the write timeout did not cut it", n)
+	}
 }
