@@ -128,10 +128,6 @@ func checkToken(tok string) error {
 	return nil
 }
 
-// Handler is the guarded handler Serve uses; without Serve (a test's own server) it answers
-// 503 until a listen address is known, since the Host check needs it.
-func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
-
 // Serve serves on ln, wrapped in the connection cap, until Close. It refuses a non-loopback
 // listener without a token (config validation already does; this keeps a caller that skips
 // it from opening the API to the network).
@@ -142,7 +138,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	l := s.limits
 	srv := &http.Server{
-		Handler:           s.Handler(),
+		Handler:           http.HandlerFunc(s.serveHTTP),
 		ReadHeaderTimeout: min(l.ReadTimeout, 5*time.Second),
 		ReadTimeout:       l.ReadTimeout,
 		WriteTimeout:      l.WriteTimeout,

@@ -366,6 +366,10 @@ func TestConnectionCap(t *testing.T) {
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		return err == nil && resp.StatusCode == 200
 	})
+	for _, c := range held {
+		c.Close()
+	}
+	waitFor(t, "every slot free", func() bool { return s.openConns() == 0 })
 	if n := counter(t, addr, "flowweight_api_connections_refused_total", ""); n < 5 {
 		t.Fatalf("flowweight_api_connections_refused_total = %v, want >= 5", n)
 	}
