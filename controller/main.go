@@ -104,36 +104,32 @@ func run(cfg *config.Config, path string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	var apiSrv *api.Server
 	if cfg.API.Listen != "" {
-		token := ""
-		if cfg.API.TokenFile != "" {
-			data, err := os.ReadFile(cfg.API.TokenFile)
-			if err != nil {
-				return fmt.Errorf("api.token_file: %w", err)
-			}
-			token = strings.TrimSpace(string(data))
+		apiSrv, err = api.NewServer(b, reg, api.OptionsFrom(cfg.API, log, reg))
+		if err != nil {
+			return err
 		}
 		ln, err := net.Listen("tcp", cfg.API.Listen)
 		if err != nil {
 			return fmt.Errorf("api.listen: %w", err)
 		}
-		srv := &http.Server{Handler: api.New(b, reg, token, log), ReadHeaderTimeout: 5 * time.Second}
 		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := apiSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("api server", "err", err)
 			}
 		}()
-		defer srv.Close()
+		defer apiSrv.Close()
 		log.Info("api listening", "addr", ln.Addr().String())
 	}
-	go watchConfig(ctx, b, path, log)
+	go watchConfig(ctx, b, apiSrv, path, log)
 	return b.Run(ctx, nil)
 }
 
 // watchConfig reloads the configuration on SIGHUP and when the file's modification time or
 // size changes (checked every 2 s: no inotify dependency, and it works on every file system).
 // An invalid file changes nothing and is logged with the key at fault.
-func watchConfig(ctx context.Context, b *balancer.Balancer, path string, log *slog.Logger) {
+func watchConfig(ctx context.Context, b *balancer.Balancer, apiSrv *api.Server, path string, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -164,7 +160,13 @@ func watchConfig(ctx context.Context, b *balancer.Balancer, path string, log *sl
 		last = stamp()
 		cfg, err := config.Load(path)
 		if err == nil {
+			err = apiSrv.CheckReload(cfg) // the API's part first: a bad token refuses the whole reload
+		}
+		if err == nil {
 			err = b.Reload(cfg)
+		}
+		if err == nil {
+			err = apiSrv.Reload(cfg) // new token, allowed hosts and body limit
 		}
 		if err != nil {
 			log.Error("configuration not reloaded; the running configuration is kept", "trigger", why, "err", err)

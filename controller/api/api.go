@@ -1,17 +1,18 @@
-// Package api serves the controller's HTTP side: the JSON API under /api/v1/, Prometheus
-// /metrics, and the dashboard at /. It reads the balancer's views and asks it to drain
-// backends; it holds no state of its own.
 package api
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
-	"log/slog"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
 	"flowweight/controller/balancer"
+	"flowweight/controller/config"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -29,10 +30,52 @@ type Balancer interface {
 	Switches() []uint64
 }
 
-// New returns the handler. token, when not empty, is required (as "Authorization: Bearer
-// TOKEN") for every request that changes something; reads stay open so a dashboard on an
-// operator's screen needs no secret.
-func New(b Balancer, gatherer prometheus.Gatherer, token string, log *slog.Logger) http.Handler {
+// serveHTTP runs the checks every request passes, in the order that answers the most
+// useful refusal: an unknown Host first (a rebinding page must learn nothing, not even
+// that a token is wanted), then cross-site writes, then the body size. Each refusal is a
+// 403/413 with a body naming what was refused; a refused request's body is never read
+// (Connection: close), so a client that declared one and sends nothing costs nothing.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	hp := s.hosts.Load()
+	if hp == nil {
+		http.Error(w, "the API is not serving yet", http.StatusServiceUnavailable)
+		return
+	}
+	if why := hp.check(r.Host); why != "" {
+		s.refuse(w, r, "host", http.StatusForbidden, "refused: "+why)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if why := crossSite(r); why != "" {
+			s.refuse(w, r, "cross_site", http.StatusForbidden, "refused: "+why)
+			return
+		}
+	}
+	max := s.maxBody.Load()
+	if r.ContentLength > max {
+		s.refuse(w, r, "body_too_large", http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("refused: a request body of %d bytes; at most %d (api.max_body_bytes)", r.ContentLength, max))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, max)
+	if strings.HasPrefix(r.URL.Path, "/api/") && r.URL.RawQuery != "" {
+		s.refuse(w, r, "query", http.StatusBadRequest,
+			fmt.Sprintf("refused: %s takes no query parameters (got %s)", r.URL.Path, quote(r.URL.RawQuery)))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, reason string, code int, msg string) {
+	s.refused.WithLabelValues(reason).Inc()
+	s.log.Debug("api request refused", "reason", reason, "method", r.Method, "path", quote(r.URL.Path), "remote", r.RemoteAddr)
+	w.Header().Set("Connection", "close")
+	http.Error(w, msg, code)
+}
+
+func routes(s *Server, gatherer prometheus.Gatherer) http.Handler {
+	b := s.b
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/v1/services", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Services()) })
@@ -48,43 +91,96 @@ func New(b Balancer, gatherer prometheus.Gatherer, token string, log *slog.Logge
 	mux.HandleFunc("GET /api/v1/switches", func(w http.ResponseWriter, r *http.Request) {
 		var out []string
 		for _, d := range b.Switches() {
-			out = append(out, strings.ToLower(strings.TrimLeft(hex16(d), "")))
+			out = append(out, hex16(d))
 		}
 		writeJSON(w, out)
 	})
-	drain := func(drained bool) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			if !authorized(r, token) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="flowweight"`)
-				http.Error(w, "a bearer token is required to change backends", http.StatusUnauthorized)
-				return
-			}
-			name := r.PathValue("name")
-			if !b.Drain(name, drained) {
-				http.Error(w, "no backend named "+name, http.StatusNotFound)
-				return
-			}
-			log.Info("backend drain changed through the API", "backend", name, "drained", drained, "remote", r.RemoteAddr)
-			writeJSON(w, map[string]any{"backend": name, "drained": drained})
-		}
-	}
-	mux.HandleFunc("POST /api/v1/backends/{name}/drain", drain(true))
-	mux.HandleFunc("POST /api/v1/backends/{name}/undrain", drain(false))
+	mux.HandleFunc("POST /api/v1/backends/{name}/drain", s.drain(true))
+	mux.HandleFunc("POST /api/v1/backends/{name}/undrain", s.drain(false))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		data, _ := static.ReadFile("dashboard.html")
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline'")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'")
 		_, _ = w.Write(data)
 	})
 	return mux
 }
 
+// drain changes a backend's operator drain. The token (when set) is required; the name must
+// be a configured backend's (checked for shape first, so a huge or strange path segment is
+// refused without being looked up or echoed); the body must be empty or "{}", since some
+// clients always send JSON on POST, and anything else is a mistake worth saying.
+func (s *Server) drain(drained bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !authorized(r, *s.token.Load()) {
+			s.refused.WithLabelValues("token").Inc()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="flowweight"`)
+			w.Header().Set("Connection", "close")
+			http.Error(w, "refused: a valid bearer token (Authorization: Bearer TOKEN, from api.token_file) is required to change backends", http.StatusUnauthorized)
+			return
+		}
+		name := r.PathValue("name")
+		if !config.ValidName(name) {
+			w.Header().Set("Connection", "close")
+			http.Error(w, fmt.Sprintf("backend name %s is not 1-64 characters of A-Z a-z 0-9 . _ -", quote(name)), http.StatusBadRequest)
+			return
+		}
+		if err := emptyBody(r.Body); err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				s.refused.WithLabelValues("body_too_large").Inc()
+				http.Error(w, fmt.Sprintf("refused: a request body over %d bytes (api.max_body_bytes)", tooBig.Limit), http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "request body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if !s.b.Drain(name, drained) {
+			http.Error(w, "no backend named "+quote(name), http.StatusNotFound)
+			return
+		}
+		s.log.Info("backend drain changed through the API", "backend", name, "drained", drained, "remote", r.RemoteAddr)
+		writeJSON(w, map[string]any{"backend": name, "drained": drained})
+	}
+}
+
+// emptyBody reads the whole body (bounded by MaxBytesReader) and accepts only nothing,
+// white space, or an empty JSON object.
+func emptyBody(body io.Reader) error {
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	data = bytes.Trim(data, " \t\r\n") // JSON's white space, no more
+	if len(data) == 0 {
+		return nil
+	}
+	if data[0] != '{' {
+		return errors.New("this endpoint takes no body, or {}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var none struct{}
+	if err := dec.Decode(&none); err != nil {
+		return fmt.Errorf("this endpoint takes no body, or {} (%v)", err)
+	}
+	if err := dec.Decode(&none); err != io.EOF {
+		return errors.New("this endpoint takes no body, or {} (data after the object)")
+	}
+	return nil
+}
+
+// authorized compares the bearer token in constant time. The scheme is case-insensitive
+// (RFC 9110 section 11.1).
 func authorized(r *http.Request, token string) bool {
 	if token == "" {
-		return true // config validation only allows this on loopback
+		return true // allowed only on a loopback listener (config validation, Serve, SetToken)
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+	h := r.Header.Values("Authorization")
+	if len(h) != 1 || len(h[0]) < 7 || !strings.EqualFold(h[0][:7], "Bearer ") {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(h[0][7:]), []byte(token)) == 1
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -3,12 +3,12 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -29,8 +29,32 @@ var testKey = []byte("0123456789abcdef0123456789abcdef")
 // "applied" (nothing to write them to), which is all the API shows.
 type running struct {
 	b    *balancer.Balancer
-	srv  *httptest.Server
+	srv  *Server
+	url  string // http://127.0.0.1:PORT
 	push net.Addr
+}
+
+// serve starts a Server for b on a fresh loopback port and returns it and its base URL; it
+// is closed when the test ends.
+func serve(t *testing.T, b Balancer, g prometheus.Gatherer, o Options) (*Server, string) {
+	t.Helper()
+	s, err := NewServer(b, g, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		s.Close()
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return s, "http://" + ln.Addr().String()
 }
 
 func startController(t *testing.T, token string) *running {
@@ -79,7 +103,8 @@ group_id = 1
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx, func(_, push net.Addr) { ready <- push }) }()
-	r := &running{b: b, srv: httptest.NewServer(New(b, reg, token, slog.New(slog.DiscardHandler)))}
+	r := &running{b: b}
+	r.srv, r.url = serve(t, b, reg, Options{Token: token, Limits: LimitsFrom(config.Default().API), Registerer: reg})
 	select {
 	case r.push = <-ready:
 	case err := <-done:
@@ -137,7 +162,7 @@ func (r *running) feed(t *testing.T) []balancer.ServiceView {
 		r.report(t, seq, "small", 0.6, 1)
 		r.report(t, seq, "big", 0.3, 4)
 		var svcs []balancer.ServiceView
-		get(t, r.srv.URL+"/api/v1/services", &svcs)
+		get(t, r.url+"/api/v1/services", &svcs)
 		b := svcs[0].Backends
 		if b[0].State == "up" && b[1].State == "up" && b[0].AppliedWeight > 0 && b[1].AppliedWeight > 0 {
 			return svcs
@@ -166,9 +191,9 @@ func TestServicesAPI(t *testing.T) {
 		t.Fatalf("explanations %+v / %+v", small.Explanation, big.Explanation)
 	}
 	var flat []balancer.BackendView
-	get(t, r.srv.URL+"/api/v1/backends", &flat)
+	get(t, r.url+"/api/v1/backends", &flat)
 	var events []balancer.Event
-	get(t, r.srv.URL+"/api/v1/events", &events)
+	get(t, r.url+"/api/v1/events", &events)
 	if len(flat) != 2 || len(events) == 0 {
 		t.Fatalf("backends %d events %d", len(flat), len(events))
 	}
@@ -190,7 +215,8 @@ func post(t *testing.T, url, token string) int {
 }
 
 func TestDrainNeedsToken(t *testing.T) {
-	r := startController(t, "s3cret")
+	const tok = "s3cret-0123456789abcdef"
+	r := startController(t, tok)
 	r.feed(t)
 	for _, c := range []struct {
 		path, token string
@@ -198,10 +224,10 @@ func TestDrainNeedsToken(t *testing.T) {
 	}{
 		{"/api/v1/backends/small/drain", "", 401},
 		{"/api/v1/backends/small/drain", "wrong", 401},
-		{"/api/v1/backends/nope/drain", "s3cret", 404},
-		{"/api/v1/backends/small/drain", "s3cret", 200},
+		{"/api/v1/backends/nope/drain", tok, 404},
+		{"/api/v1/backends/small/drain", tok, 200},
 	} {
-		if got := post(t, r.srv.URL+c.path, c.token); got != c.want {
+		if got := post(t, r.url+c.path, c.token); got != c.want {
 			t.Fatalf("POST %s token %q: %d, want %d", c.path, c.token, got, c.want)
 		}
 	}
@@ -209,7 +235,7 @@ func TestDrainNeedsToken(t *testing.T) {
 	if st.Status.String() != "drained" || !st.OperatorDrain {
 		t.Fatalf("after drain: %v", st.Status)
 	}
-	if post(t, r.srv.URL+"/api/v1/backends/small/undrain", "s3cret") != 200 {
+	if post(t, r.url+"/api/v1/backends/small/undrain", tok) != 200 {
 		t.Fatal("undrain")
 	}
 	if st, _ := r.b.Pool().Get("small"); st.OperatorDrain {
@@ -220,7 +246,7 @@ func TestDrainNeedsToken(t *testing.T) {
 func TestMetricsParse(t *testing.T) {
 	r := startController(t, "")
 	r.feed(t)
-	resp, err := http.Get(r.srv.URL + "/metrics")
+	resp, err := http.Get(r.url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

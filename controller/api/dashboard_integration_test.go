@@ -4,11 +4,16 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,7 +50,7 @@ func TestDashboardShowsTheAPIsWeights(t *testing.T) {
 		want[b.Name] = b.AppliedWeight
 	}
 
-	dom := chromium(t, "--dump-dom", r.srv.URL+"/")
+	dom := chromium(t, "--dump-dom", r.url+"/")
 	if !regexp.MustCompile(`data-loaded="1"`).Match(dom) {
 		t.Fatalf("dashboard never loaded its data:\n%s", dom)
 	}
@@ -58,7 +63,7 @@ func TestDashboardShowsTheAPIsWeights(t *testing.T) {
 	// the API again right after if the first comparison fails.
 	if !equal(got, want) {
 		var now []balancer.ServiceView
-		get(t, r.srv.URL+"/api/v1/services", &now)
+		get(t, r.url+"/api/v1/services", &now)
 		for _, b := range now[0].Backends {
 			want[b.Name] = b.AppliedWeight
 		}
@@ -72,7 +77,7 @@ func TestDashboardShowsTheAPIsWeights(t *testing.T) {
 		out = t.TempDir()
 	}
 	shot := filepath.Join(out, "dashboard.png")
-	chromium(t, "--screenshot="+shot, r.srv.URL+"/")
+	chromium(t, "--screenshot="+shot, r.url+"/")
 	fi, err := os.Stat(shot)
 	if err != nil || fi.Size() < 5000 {
 		t.Fatalf("screenshot %s: %v (size %v)", shot, err, fi)
@@ -90,4 +95,49 @@ func equal(a, b map[string]uint16) bool {
 		}
 	}
 	return true
+}
+
+// TestBrowserCannotDrainCrossSiteOrRebind drives a real browser the two ways a page on the
+// operator's machine could reach the loopback API: a page on another origin that posts a
+// drain (fetch and a form; CSRF), and a foreign name resolved to the API's address (DNS
+// rebinding, simulated with Chromium's resolver rules). Neither may change anything, and
+// the refusal counters show the browser's requests did arrive and were refused.
+func TestBrowserCannotDrainCrossSiteOrRebind(t *testing.T) {
+	r := startController(t, "")
+	r.feed(t)
+	addr := strings.TrimPrefix(r.url, "http://")
+	_, port, _ := net.SplitHostPort(addr)
+
+	// Two pages, one browser run each (a form submitted from a fetch's callback never
+	// finishes loading under --virtual-time-budget).
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		if req.URL.Path == "/form" {
+			fmt.Fprintf(w, `<!doctype html><form id="f" method="POST" action="%s/api/v1/backends/small/drain"></form>
+<script>document.getElementById("f").submit();</script>`, r.url)
+			return
+		}
+		fmt.Fprintf(w, `<!doctype html><script>fetch("%s/api/v1/backends/big/drain", {method: "POST", mode: "no-cors"})
+  .then(r => document.body.append("fetch answered " + r.type), e => document.body.append("fetch failed " + e));</script>`, r.url)
+	}))
+	defer evil.Close()
+	if dom := chromium(t, "--dump-dom", evil.URL+"/"); !strings.Contains(string(dom), "fetch answered") {
+		t.Errorf("the cross-site fetch was not sent:\n%s", dom)
+	}
+	if dom := chromium(t, "--dump-dom", evil.URL+"/form"); !strings.Contains(string(dom), "refused: Sec-Fetch-Site") {
+		t.Errorf("the form post's answer is not the refusal:\n%s", dom)
+	}
+	for _, name := range []string{"small", "big"} {
+		if st, _ := r.b.Pool().Get(name); st.OperatorDrain {
+			t.Fatalf("a page on %s drained %s", evil.URL, name)
+		}
+	}
+	if n := counter(t, addr, "flowweight_api_requests_refused_total", `{reason="cross_site"}`); n < 2 {
+		t.Fatalf("%v cross-site requests refused, want the fetch and the form", n)
+	}
+
+	dom := chromium(t, "--host-resolver-rules=MAP rebind.evil.example 127.0.0.1", "--dump-dom", "http://rebind.evil.example:"+port+"/api/v1/services")
+	if !strings.Contains(string(dom), `refused: Host "rebind.evil.example:`+port+`"`) || strings.Contains(string(dom), `"small"`) {
+		t.Fatalf("a rebound name read the API:\n%s", dom)
+	}
 }

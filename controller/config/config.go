@@ -6,6 +6,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 
 	"flowweight/collector/report"
@@ -19,6 +20,8 @@ import (
 
 	"flowweight/collector/snmp"
 	"flowweight/configs"
+	"flowweight/internal/httphost"
+	"flowweight/internal/secretfile"
 	"flowweight/weights"
 )
 
@@ -44,11 +47,42 @@ type Controller struct {
 	Normal         bool          `toml:"normal"`          // lowest-priority NORMAL flow for non-VIP traffic; default true
 }
 
-// API configures the HTTP API, metrics and dashboard.
+// API configures the HTTP API, metrics and dashboard. The limits bound what one client can
+// hold: every connection costs a goroutine and buffers until a timeout frees it.
 type API struct {
-	Listen    string `toml:"listen"`     // default "127.0.0.1:9090"; "" disables the HTTP server
-	TokenFile string `toml:"token_file"` // bearer token for changes; required when listen is not loopback
+	Listen         string        `toml:"listen"`           // default "127.0.0.1:9090"; "" disables the HTTP server
+	TokenFile      string        `toml:"token_file"`       // bearer token for changes (>= MinTokenLen bytes); required when listen is not loopback
+	AllowedHosts   []string      `toml:"allowed_hosts"`    // Host names served besides the listen address's IP and localhost: "name" (any port) or "name:port"
+	ReadTimeout    time.Duration `toml:"read_timeout"`     // whole request, headers and body; default "10s"
+	WriteTimeout   time.Duration `toml:"write_timeout"`    // from the end of the request headers to the end of the answer; default "10s"
+	IdleTimeout    time.Duration `toml:"idle_timeout"`     // keep-alive connection with no request; default "30s"
+	MaxHeaderBytes int           `toml:"max_header_bytes"` // request line and headers; default 32768
+	MaxBodyBytes   int64         `toml:"max_body_bytes"`   // request body; default 4096
+	MaxConnections int           `toml:"max_connections"`  // open connections; more are answered 503 and closed; default 64
+
+	// Token is token_file's content, read and checked by Load (Parse leaves it empty).
+	Token Secret `toml:"-"`
 }
+
+// MinTokenLen is the shortest API token accepted, in bytes after trimming white space: a
+// 16-byte random token cannot be guessed over HTTP. `openssl rand -hex 32` makes a good one.
+const MinTokenLen = 16
+
+// maxTokenFile bounds how much of a token file is read; a larger file is the wrong path.
+const maxTokenFile = 4096
+
+// Secret is a string that prints as "[redacted]", so a Config logged or dumped with %v never
+// shows the token.
+type Secret string
+
+func (Secret) String() string   { return "[redacted]" }
+func (Secret) GoString() string { return `"[redacted]"` }
+
+// MarshalText keeps encoders (JSON, TOML) from writing the secret.
+func (Secret) MarshalText() ([]byte, error) { return []byte("[redacted]"), nil }
+
+// Reveal returns the secret itself, for the one place that compares it.
+func (s Secret) Reveal() string { return string(s) }
 
 // Collector configures the metric sources and the backend state machine.
 type Collector struct {
@@ -116,7 +150,8 @@ func Default() Config {
 	return Config{
 		Controller: Controller{Listen: ":6653", UpdatePeriod: 5 * time.Second, ReadbackPeriod: 30 * time.Second,
 			BarrierTimeout: 5 * time.Second, EchoInterval: 5 * time.Second, Normal: true},
-		API: API{Listen: "127.0.0.1:9090"},
+		API: API{Listen: "127.0.0.1:9090", ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+			IdleTimeout: 30 * time.Second, MaxHeaderBytes: 32 << 10, MaxBodyBytes: 4 << 10, MaxConnections: 64},
 		Collector: Collector{PushListen: ":7946", ClockSkew: 30 * time.Second, StaleAfter: 15 * time.Second,
 			FailThreshold: 3, RiseThreshold: 2, PollInterval: 5 * time.Second, HealthTimeout: 2 * time.Second,
 			ThroughputFrom: "switch"},
@@ -130,20 +165,61 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(path, data)
+	return parse(path, data, true)
 }
 
-// Parse is Load without the file system, for tests and reloads.
-func Parse(name string, data []byte) (*Config, error) {
+// Parse is Load without the file system, for tests and reloads. It does not read
+// api.token_file, so API.Token stays empty.
+func Parse(name string, data []byte) (*Config, error) { return parse(name, data, false) }
+
+func parse(name string, data []byte, readFiles bool) (*Config, error) {
 	c := Default()
 	if err := configs.Decode(name, data, &c); err != nil {
 		return nil, err
 	}
 	c.fill()
-	if err := c.Validate(); err != nil {
+	err := c.Validate()
+	if readFiles && c.API.TokenFile != "" {
+		tok, terr := ReadToken(c.API.TokenFile)
+		if terr != nil {
+			err = errors.Join(err, fmt.Errorf("api.token_file: %w", terr))
+		}
+		c.API.Token = tok
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%s: invalid configuration:\n%w", name, err)
 	}
 	return &c, nil
+}
+
+// ReadToken reads an API bearer token: the file's content less surrounding white space
+// (editors and `echo` add a newline). The file passes the push key's checks (not readable by
+// others, not writable by group or others, regular, at most 4 KiB). It refuses a file that
+// holds only white space, which once turned authentication off, a token shorter than
+// MinTokenLen, and bytes that cannot travel in an Authorization header. Errors name the path.
+func ReadToken(path string) (Secret, error) {
+	b, err := secretfile.Read(path, maxTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return parseToken(path, b)
+}
+
+// parseToken is ReadToken's check of the file's content.
+func parseToken(path string, b []byte) (Secret, error) {
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%s holds no token (empty or only white space)", path)
+	}
+	for i := 0; i < len(tok); i++ {
+		if tok[i] <= ' ' || tok[i] >= 0x7f {
+			return "", fmt.Errorf("%s: byte %#02x at offset %d; a token is printable ASCII with no spaces (it travels in an Authorization header)", path, tok[i], i)
+		}
+	}
+	if len(tok) < MinTokenLen {
+		return "", fmt.Errorf("%s: token is %d bytes, want at least %d (openssl rand -hex 32 makes one)", path, len(tok), MinTokenLen)
+	}
+	return Secret(tok), nil
 }
 
 // fill sets per-service and per-backend defaults that depend on other fields.
@@ -221,6 +297,23 @@ func (c *Config) Validate() error {
 		if !loopback(c.API.Listen) && c.API.TokenFile == "" {
 			p.Addf("api.token_file", "required when api.listen (%s) is not a loopback address", c.API.Listen)
 		}
+	}
+	for i, h := range c.API.AllowedHosts {
+		if _, err := httphost.Parse(h); err != nil {
+			p.Addf(fmt.Sprintf("api.allowed_hosts[%d]", i), "%q: %v", h, err)
+		}
+	}
+	within(&p, "api.read_timeout", c.API.ReadTimeout, 100*time.Millisecond, time.Hour)
+	within(&p, "api.write_timeout", c.API.WriteTimeout, 100*time.Millisecond, time.Hour)
+	within(&p, "api.idle_timeout", c.API.IdleTimeout, 100*time.Millisecond, time.Hour)
+	if n := c.API.MaxHeaderBytes; n < 1024 || n > 1<<20 {
+		p.Addf("api.max_header_bytes", "%d outside [1024,1048576]", n)
+	}
+	if n := c.API.MaxBodyBytes; n < 0 || n > 1<<20 {
+		p.Addf("api.max_body_bytes", "%d outside [0,1048576]", n)
+	}
+	if n := c.API.MaxConnections; n < 1 || n > 10000 {
+		p.Addf("api.max_connections", "%d outside [1,10000]", n)
 	}
 	checkAddr(&p, "collector.push_listen", c.Collector.PushListen, false)
 	positive(&p, "collector.clock_skew", c.Collector.ClockSkew)
@@ -453,6 +546,16 @@ func positive(p *configs.Problems, key string, d time.Duration) {
 		p.Addf(key, "%v must be a positive duration", d)
 	}
 }
+
+func within(p *configs.Problems, key string, d, lo, hi time.Duration) {
+	if d < lo || d > hi {
+		p.Addf(key, "%v outside [%v,%v]", d, lo, hi)
+	}
+}
+
+// ValidName reports whether s can be a service or backend name; the API checks names in
+// paths with it before looking them up.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
 
 func loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)

@@ -1,10 +1,13 @@
 package config
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const good = `
@@ -144,4 +147,176 @@ func TestEveryExampleConfigLoads(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no controller example found in configs/")
 	}
+}
+
+func TestAPILimitsNameTheKey(t *testing.T) {
+	for _, c := range []struct{ name, api, want string }{
+		{"read timeout zero", `read_timeout = "0s"`, "api.read_timeout: 0s outside [100ms,1h0m0s]"},
+		{"write timeout huge", `write_timeout = "2h"`, "api.write_timeout: 2h0m0s outside"},
+		{"idle timeout negative", `idle_timeout = "-1s"`, "api.idle_timeout"},
+		{"header bytes small", `max_header_bytes = 100`, "api.max_header_bytes: 100 outside [1024,1048576]"},
+		{"body bytes negative", `max_body_bytes = -1`, "api.max_body_bytes: -1 outside"},
+		{"body bytes huge", `max_body_bytes = 10485760`, "api.max_body_bytes"},
+		{"no connections", `max_connections = 0`, "api.max_connections: 0 outside [1,10000]"},
+		{"wildcard host", `allowed_hosts = ["fw.example.net", "*.example.net"]`, `api.allowed_hosts[1]: "*.example.net": not a DNS name`},
+		{"host with scheme", `allowed_hosts = ["http://fw.example.net"]`, `api.allowed_hosts[0]`},
+		{"host bad port", `allowed_hosts = ["fw.example.net:99999"]`, `api.allowed_hosts[0]: "fw.example.net:99999": port`},
+		{"bare ipv6", `allowed_hosts = ["::1"]`, "brackets"},
+		{"empty entry", `allowed_hosts = ["", "ok.example"]`, `api.allowed_hosts[0]: "": empty`},
+		{"not a list", `allowed_hosts = "fw.example.net"`, "allowed_hosts"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("t.toml", []byte("[api]\n"+c.api+"\n"+good))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+	c, err := Parse("t.toml", []byte("[api]\nallowed_hosts = [\"fw.example.net\", \"Fw2.Example.NET:8443\", \"[::1]:9090\", \"192.0.2.7\"]\nmax_body_bytes = 0\n"+good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := c.API; a.ReadTimeout != 10*time.Second || a.WriteTimeout != 10*time.Second || a.IdleTimeout != 30*time.Second ||
+		a.MaxHeaderBytes != 32<<10 || a.MaxBodyBytes != 0 || a.MaxConnections != 64 || len(a.AllowedHosts) != 4 {
+		t.Fatalf("api defaults: %+v", a)
+	}
+}
+
+// writeToken writes a token file with mode and returns a config that uses it.
+func writeToken(t *testing.T, content string, mode os.FileMode) (cfgPath, tokenPath string) {
+	t.Helper()
+	dir := t.TempDir()
+	tokenPath = filepath.Join(dir, "api.token")
+	if err := os.WriteFile(tokenPath, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tokenPath, mode); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath = filepath.Join(dir, "controller.toml")
+	text := fmt.Sprintf("[api]\nlisten = \"0.0.0.0:9090\"\ntoken_file = %q\n", tokenPath) + good
+	if err := os.WriteFile(cfgPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath, tokenPath
+}
+
+// TestTokenFile: Load (and so -check-config and every reload) refuses a token file that
+// would weaken authentication, naming api.token_file and the path.
+func TestTokenFile(t *testing.T) {
+	tok := "0123456789abcdef0123456789abcdef"
+	for _, c := range []struct {
+		name, content string
+		mode          os.FileMode
+		want          string // "" = accepted
+		token         string
+	}{
+		{"good", tok + "\n", 0o600, "", tok},
+		{"surrounding white space trimmed", "  \t" + tok + " \r\n\n", 0o400, "", tok},
+		{"group readable like the push key", tok, 0o640, "", tok},
+		{"exactly the minimum", tok[:MinTokenLen], 0o600, "", tok[:MinTokenLen]},
+		{"empty", "", 0o600, "holds no token", ""},
+		{"whitespace only", " \n\t\r\n  ", 0o600, "holds no token", ""},
+		{"short", "fifteen-bytes!!\n", 0o600, "token is 15 bytes, want at least 16", ""},
+		{"world readable", tok, 0o644, "readable by others (mode 0644)", ""},
+		{"group writable", tok, 0o660, "writable by group or others", ""},
+		{"inner space", "0123456789 abcdef0123456789", 0o600, "byte 0x20 at offset 10", ""},
+		{"control byte", tok + "\x00", 0o600, "byte 0x00", ""},
+		{"non ascii", tok + "é", 0o600, "byte 0xc3", ""},
+		{"too large", strings.Repeat("a", 5000), 0o600, "larger than 4096 bytes", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfgPath, tokenPath := writeToken(t, c.content, c.mode)
+			cfg, err := Load(cfgPath)
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cfg.API.Token.Reveal() != c.token {
+					t.Fatalf("token %q, want %q", cfg.API.Token.Reveal(), c.token)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted token file %q mode %04o", c.content, c.mode)
+			}
+			for _, w := range []string{"api.token_file: ", tokenPath, c.want} {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("error does not contain %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+	t.Run("missing", func(t *testing.T) {
+		cfgPath, tokenPath := writeToken(t, tok, 0o600)
+		os.Remove(tokenPath)
+		_, err := Load(cfgPath)
+		if err == nil || !strings.Contains(err.Error(), "api.token_file: ") || !strings.Contains(err.Error(), "no such file") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("reported with the other problems", func(t *testing.T) {
+		cfgPath, _ := writeToken(t, "short", 0o600)
+		data, _ := os.ReadFile(cfgPath)
+		os.WriteFile(cfgPath, []byte(strings.Replace(string(data), "port = 80", "port = 0", 1)), 0o600)
+		_, err := Load(cfgPath)
+		if err == nil || !strings.Contains(err.Error(), "api.token_file") || !strings.Contains(err.Error(), `service "web".port`) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("Parse does not read it", func(t *testing.T) {
+		cfg, err := Parse("t.toml", []byte("[api]\ntoken_file = \"/nonexistent/api.token\"\n"+good))
+		if err != nil || cfg.API.Token != "" {
+			t.Fatalf("Parse: %v, token %q", err, cfg.API.Token.Reveal())
+		}
+	})
+}
+
+// TestSecretNeverPrinted: a Config dumped with fmt or JSON does not show the token.
+func TestSecretNeverPrinted(t *testing.T) {
+	c := Default()
+	c.API.Token = "0123456789abcdef-very-secret"
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{fmt.Sprintf("%v", c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), fmt.Sprint(c.API.Token), string(b)} {
+		if strings.Contains(s, "very-secret") {
+			t.Fatalf("token printed: %s", s)
+		}
+	}
+}
+
+// TestExampleShowsAPIDefaults: the example file says its values are the defaults; for the
+// API limits it must be so.
+func TestExampleShowsAPIDefaults(t *testing.T) {
+	c, err := Load(filepath.Join("..", "..", "configs", "controller.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := c.API, Default().API
+	got.AllowedHosts, want.AllowedHosts = nil, nil
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("example [api] %+v, defaults %+v", got, want)
+	}
+}
+
+// FuzzParseToken: an accepted token is long enough and can travel in a header as is.
+func FuzzParseToken(f *testing.F) {
+	for _, s := range []string{"0123456789abcdef\n", " \n", "", "0123456789abcdef 0", "\x000123456789abcdef", "\u00a00123456789abcdef\u00a0"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tok, err := parseToken("f", b)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		s := tok.Reveal()
+		if len(s) < MinTokenLen || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+			t.Fatalf("token %q accepted", s)
+		}
+	})
 }
