@@ -171,13 +171,23 @@ func (c *CgroupCPU) usage(read ReadFileFunc) (time.Duration, error) {
 // CgroupMem samples a cgroup's memory. Usage is the working set: memory.usage_in_bytes (v1) or
 // memory.current (v2) minus the inactive file cache from memory.stat (total_inactive_file on
 // v1, inactive_file on v2), because the kernel reclaims that cache before it would fail an
-// allocation, so counting it would make an idle file server look full. The size is the
-// cgroup's limit, or the host's memory when there is none (or it is larger).
+// allocation, so counting it would make an idle file server look full.
+//
+// The size is the tightest limit on the way from the cgroup up to its hierarchy's root (the
+// kernel enforces every ancestor's limit on the whole subtree, so a cgroup without a limit of
+// its own inside a limited one is bounded by that one), or the host's memory when there is
+// none or every limit is larger. Values.MemBound says which.
 type CgroupMem struct {
 	Cgroup  Cgroup
-	HostMem uint64       // bytes; the size when the cgroup has no limit
+	HostMem uint64       // bytes, the host's MemTotal; the size when no limit applies
 	Read    ReadFileFunc // default os.ReadFile
 }
+
+// Provides implements Provider.
+func (c *CgroupMem) Provides() Field { return FieldMemUtil | FieldMemBytes }
+
+// maxCgroupDepth bounds the walk up the tree; cgroup trees are a handful of levels deep.
+const maxCgroupDepth = 64
 
 // Sample implements Sampler.
 func (c *CgroupMem) Sample(ctx context.Context) (Values, error) {
@@ -198,20 +208,16 @@ func (c *CgroupMem) Sample(ctx context.Context) (Values, error) {
 	if err != nil {
 		return Values{}, fmt.Errorf("%s: %w", path.Join(dir, usageFile), err)
 	}
-	limit := c.HostMem
-	ld, err := read(path.Join(dir, limitFile))
+	limits, err := c.limits(read, dir, limitFile)
 	if err != nil {
-		return Values{}, fmt.Errorf("cgroup memory: %w", err)
+		return Values{}, err
 	}
-	l, limited, err := ParseLimit(ld)
-	if err != nil {
-		return Values{}, fmt.Errorf("%s: %w", path.Join(dir, limitFile), err)
-	}
-	if limited && l < v1Unlimited && (c.HostMem == 0 || l < c.HostMem) {
-		limit = l
-	}
-	if limit == 0 {
+	size, bound := MemBound(limits, c.HostMem)
+	switch {
+	case size == 0 && bound == MemBoundHost:
 		return Values{}, fmt.Errorf("cgroup memory %s: no limit and host memory unknown", dir)
+	case size == 0:
+		return Values{}, fmt.Errorf("cgroup memory %s: the limit (%s) is 0 bytes", dir, bound)
 	}
 	var inactive uint64
 	if sd, err := read(path.Join(dir, "memory.stat")); err == nil {
@@ -222,7 +228,63 @@ func (c *CgroupMem) Sample(ctx context.Context) (Values, error) {
 	ws := usage - min(inactive, usage)
 	return Values{
 		Known:    FieldMemUtil | FieldMemBytes,
-		MemUtil:  clamp01(float64(ws) / float64(limit)),
-		MemBytes: limit,
+		MemUtil:  clamp01(float64(ws) / float64(size)),
+		MemBytes: size,
+		MemBound: bound,
 	}, nil
+}
+
+// limits reads limitFile in dir and each of its ancestors, nearest first. The walk ends where
+// the file does not exist: above the v1 hierarchy's mount point, and at the v2 root, which has
+// no memory.max.
+func (c *CgroupMem) limits(read ReadFileFunc, dir, limitFile string) ([]MemLimit, error) {
+	var limits []MemLimit
+	for d := path.Clean(dir); len(limits) < maxCgroupDepth; d = path.Dir(d) {
+		file := path.Join(d, limitFile)
+		data, err := read(file)
+		if errors.Is(err, os.ErrNotExist) && len(limits) > 0 {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cgroup memory limit: %w", err)
+		}
+		l, limited, err := ParseLimit(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		limits = append(limits, MemLimit{Dir: d, Bytes: l, Limited: limited && l < v1Unlimited})
+		if d == "/" || d == "." {
+			break
+		}
+	}
+	return limits, nil
+}
+
+// MemLimit is one cgroup's memory limit; Limited is false for "max" and for v1's huge
+// "unlimited" number.
+type MemLimit struct {
+	Dir     string
+	Bytes   uint64
+	Limited bool
+}
+
+// MemBound picks the memory size of a cgroup from its own limit and its ancestors' (limits[0]
+// is the cgroup's own, then each parent in turn): the smallest limit, the nearest of equal
+// ones, or hostMem when no limit is set or none is below it. bound is MemBoundCgroup,
+// MemBoundAncestor+dir or MemBoundHost. A size of 0 means nothing is known (no limit and
+// hostMem 0).
+func MemBound(limits []MemLimit, hostMem uint64) (size uint64, bound string) {
+	best := -1
+	for i, l := range limits {
+		if l.Limited && (best < 0 || l.Bytes < limits[best].Bytes) {
+			best = i
+		}
+	}
+	switch {
+	case best < 0 || (hostMem > 0 && limits[best].Bytes >= hostMem):
+		return hostMem, MemBoundHost
+	case best == 0:
+		return limits[0].Bytes, MemBoundCgroup
+	}
+	return limits[best].Bytes, MemBoundAncestor + limits[best].Dir
 }

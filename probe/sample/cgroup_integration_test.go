@@ -237,3 +237,111 @@ func measureUtil(t *testing.T, s *CgroupCPU, window time.Duration) float64 {
 	}
 	return v.CPUUtil
 }
+
+// TestCgroupMemBoundReal checks the memory bound on this machine's real memory controller: a
+// cgroup without a limit inside one limited to 192 MiB is bounded by its parent, one with a
+// tighter limit of its own by itself, and one with no limit anywhere by the host's MemTotal.
+func TestCgroupMemBoundReal(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the cgroup test needs root")
+	}
+	parentName := fmt.Sprintf("flowweight-memtest-%d", os.Getpid())
+	parent, err := LoadCgroup(parentName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memDir := parent.Memory
+	if parent.Version == 2 {
+		memDir = parent.Dir
+	}
+	limitFile := "memory.limit_in_bytes"
+	if parent.Version == 2 {
+		limitFile = "memory.max"
+		if err := os.WriteFile(filepath.Join(filepath.Dir(memDir), "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	child := filepath.Join(memDir, "be1")
+	own := filepath.Join(memDir, "be2")
+	for _, d := range []string{memDir, child, own} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, d := range []string{child, own, memDir} {
+			if err := os.Remove(d); err != nil {
+				t.Errorf("remove cgroup %s: %v", d, err)
+			}
+		}
+	})
+	if parent.Version == 2 {
+		if err := os.WriteFile(filepath.Join(memDir, "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(file string, n int) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(strconv.Itoa(n)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(memDir, limitFile), 192<<20)
+	write(filepath.Join(own, limitFile), 64<<20)
+
+	hostMem := hostMemTotal(t)
+	cgAt := func(dir string) Cgroup {
+		if parent.Version == 2 {
+			return Cgroup{Version: 2, Dir: dir}
+		}
+		return Cgroup{Version: 1, Memory: dir}
+	}
+	// The hierarchy's root has no limit on this machine, so a fresh top-level cgroup without
+	// one is bounded by the host.
+	top := filepath.Join(filepath.Dir(memDir), fmt.Sprintf("flowweight-memtest-top-%d", os.Getpid()))
+	if err := os.Mkdir(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.Remove(top); err != nil {
+			t.Errorf("remove cgroup %s: %v", top, err)
+		}
+	})
+	tests := []struct {
+		dir   string
+		bytes uint64
+		bound string
+	}{
+		{child, 192 << 20, MemBoundAncestor + memDir},
+		{own, 64 << 20, MemBoundCgroup},
+		{memDir, 192 << 20, MemBoundCgroup},
+		{top, hostMem, MemBoundHost},
+	}
+	for _, tt := range tests {
+		v, err := (&CgroupMem{Cgroup: cgAt(tt.dir), HostMem: hostMem}).Sample(context.Background())
+		t.Logf("%s: %d bytes, bound %s, util %.4f", tt.dir, v.MemBytes, v.MemBound, v.MemUtil)
+		if err != nil || v.MemBytes != tt.bytes || v.MemBound != tt.bound {
+			t.Errorf("%s: %+v %v, want %d bytes bound %q", tt.dir, v, err, tt.bytes, tt.bound)
+		}
+	}
+}
+
+// hostMemTotal is MemTotal from /proc/meminfo, in bytes.
+func hostMemTotal(t *testing.T) uint64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "MemTotal:" {
+			kb, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no MemTotal in /proc/meminfo")
+	return 0
+}

@@ -167,5 +167,6 @@ func (h *HostMem) Sample(ctx context.Context) (Values, error) {
 		Known:    FieldMemUtil | FieldMemBytes,
 		MemUtil:  clamp01(used / float64(m.Total)),
 		MemBytes: m.Total,
+		MemBound: MemBoundHost,
 	}, nil
 }
