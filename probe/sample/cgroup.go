@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -240,6 +241,13 @@ func (c *CgroupMem) Sample(ctx context.Context) (Values, error) {
 func (c *CgroupMem) limits(read ReadFileFunc, dir, limitFile string) ([]MemLimit, error) {
 	var limits []MemLimit
 	for d := path.Clean(dir); len(limits) < maxCgroupDepth; d = path.Dir(d) {
+		if len(limits) > 0 && c.Cgroup.Version == 1 {
+			// On v1 kernels before 5.x an ancestor could opt out of hierarchical accounting;
+			// its limit (and every one above it) then does not bound its children.
+			if uh, err := read(path.Join(d, "memory.use_hierarchy")); err == nil && strings.TrimSpace(string(uh)) == "0" {
+				break
+			}
+		}
 		file := path.Join(d, limitFile)
 		data, err := read(file)
 		if errors.Is(err, os.ErrNotExist) && len(limits) > 0 {

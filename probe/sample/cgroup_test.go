@@ -299,6 +299,15 @@ func TestCgroupMem(t *testing.T) {
 			"/m/lab/memory.limit_in_bytes":     "67108864\n",
 			"/m/lab/be1/memory.limit_in_bytes": "134217728\n",
 		}), Cgroup{Version: 1, Memory: "/m/lab/be1"}, hostMem, 32 << 20, 1 << 20, MemBoundAncestor + "/m", ""},
+		{"v1 parent not hierarchical", func() map[string][]byte {
+			m := nested("1048576\n", map[string]string{
+				"/m/lab/memory.limit_in_bytes":     "67108864\n",
+				"/m/lab/be1/memory.limit_in_bytes": unlimitedV1,
+			})
+			m["/m/lab/memory.use_hierarchy"] = []byte("0\n")
+			m["/m/lab/be1/memory.use_hierarchy"] = []byte("0\n")
+			return m
+		}(), Cgroup{Version: 1, Memory: "/m/lab/be1"}, hostMem, hostMem, 1 << 20, MemBoundHost, ""},
 		{"v1 nothing limited", nested("1048576\n", map[string]string{
 			"/m/memory.limit_in_bytes":         unlimitedV1,
 			"/m/lab/be1/memory.limit_in_bytes": unlimitedV1,
