@@ -66,6 +66,9 @@ type CgroupCPU struct {
 	hasPrev   bool
 }
 
+// Provides implements Provider.
+func (c *CgroupCPU) Provides() Field { return FieldCPUUtil | FieldCPUCount }
+
 // Sample implements Sampler.
 func (c *CgroupCPU) Sample(ctx context.Context) (Values, error) {
 	read, now := orRead(c.Read), orClock(c.Now)

@@ -132,6 +132,9 @@ var DefaultTables = []Table{
 	{File: "/proc/net/tcp6", Sockstat: "/proc/net/sockstat6", Proto: "TCP6"},
 }
 
+// Provides implements Provider.
+func (c *Conns) Provides() Field { return FieldConns }
+
 // Sample implements Sampler.
 func (c *Conns) Sample(ctx context.Context) (Values, error) {
 	tables := c.Tables
