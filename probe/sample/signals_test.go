@@ -197,7 +197,7 @@ func TestCgroupThrottle(t *testing.T) {
 	}{
 		{"nr_periods 20\nnr_throttled 7\nthrottled_time 31000000\n", 0.5, 30 * time.Millisecond, true},
 		{"nr_periods 20\nnr_throttled 7\nthrottled_time 31000000\n", 0, 0, true}, // idle: no period ran
-		{"nr_periods 1\nnr_throttled 0\nthrottled_time 0\n", 0, 0, false},         // reset
+		{"nr_periods 1\nnr_throttled 0\nthrottled_time 0\n", 0, 0, false},        // reset
 		{"nr_periods 5\nnr_throttled 0\nthrottled_time 0\n", 0, 0, true},
 	}
 	for i, st := range steps {
