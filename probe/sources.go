@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path"
 
 	"github.com/shirou/gopsutil/v4/mem"
 
@@ -31,13 +32,21 @@ func buildSources(cfg config.Config) ([]agent.Source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("host memory: %w", err)
 		}
+		// PSI per cgroup exists only on v2; a v1 cgroup gets the host's pressure.
+		psi := &sample.Pressure{File: sample.HostPressureFile, Scope: sample.ScopeHost}
+		if cg.Version == 2 {
+			psi = &sample.Pressure{File: path.Join(cg.Dir, "cpu.pressure"), Scope: sample.ScopeCgroup}
+		}
 		srcs = append(srcs,
 			agent.Source{Name: "cgroup_cpu", Sampler: &sample.CgroupCPU{Cgroup: cg, HostCPUs: float64(cpus)}},
-			agent.Source{Name: "cgroup_mem", Sampler: &sample.CgroupMem{Cgroup: cg, HostMem: vm.Total}})
+			agent.Source{Name: "cgroup_mem", Sampler: &sample.CgroupMem{Cgroup: cg, HostMem: vm.Total}},
+			agent.Source{Name: "cpu_throttle", Sampler: &sample.CgroupThrottle{Cgroup: cg}},
+			agent.Source{Name: "cpu_pressure", Sampler: psi})
 	default:
 		srcs = append(srcs,
 			agent.Source{Name: "host_cpu", Sampler: sample.NewHostCPU()},
-			agent.Source{Name: "host_mem", Sampler: sample.NewHostMem()})
+			agent.Source{Name: "host_mem", Sampler: sample.NewHostMem()},
+			agent.Source{Name: "cpu_pressure", Sampler: &sample.Pressure{File: sample.HostPressureFile, Scope: sample.ScopeHost}})
 	}
 	if len(cfg.ServicePorts) > 0 {
 		ports := make([]uint16, len(cfg.ServicePorts))
