@@ -80,6 +80,9 @@ type Values struct {
 	// MemBound says which limit MemBytes is (MemBoundHost, MemBoundCgroup or
 	// MemBoundAncestor+dir); set with FieldMemBytes.
 	MemBound string
+	// ConnsVia says how Conns was counted (ConnsViaNetlink, or ConnsViaProc with the reason
+	// sock_diag was not used); set with FieldConns.
+	ConnsVia string
 
 	// CPUPressure is the fraction of the last period in which at least one runnable task
 	// waited for a CPU (PSI "some"), in [0,1]; PressureScope is ScopeHost or ScopeCgroup.
@@ -123,6 +126,9 @@ func (v *Values) Merge(o Values) {
 	}
 	if o.Has(FieldMemBytes) {
 		v.MemBound = o.MemBound
+	}
+	if o.Has(FieldConns) {
+		v.ConnsVia = o.ConnsVia
 	}
 	if o.Has(FieldCPUPressure) {
 		v.CPUPressure, v.PressureScope = o.CPUPressure, o.PressureScope
