@@ -22,10 +22,14 @@ type SockDiag struct {
 	// Timeout bounds each receive; default 2 s.
 	Timeout time.Duration
 
-	fd  int // 0: not open
-	buf []byte
-	seq uint32
+	fd       int // 0: not open
+	buf      []byte
+	seq      uint32
+	noCompat bool // the kernel refused TCPDIAG_GETSOCK
 }
+
+// familyBoth asks dump for the compat request, which covers IPv4 and IPv6 in one walk.
+const familyBoth = unix.AF_UNSPEC
 
 // diagSeq makes the sequence numbers of different SockDiag values distinct, for the logs.
 var diagSeq atomic.Uint32
@@ -33,7 +37,9 @@ var diagSeq atomic.Uint32
 // sock_diag(7) and linux/inet_diag.h.
 const (
 	sockDiagByFamily = 20 // SOCK_DIAG_BY_FAMILY
+	tcpDiagGetSock   = 18 // TCPDIAG_GETSOCK, the original request, answered in its own type
 	sizeofDiagReq    = 56 // struct inet_diag_req_v2
+	sizeofCompatReq  = 60 // struct inet_diag_req
 	sizeofDiagMsg    = 72 // struct inet_diag_msg
 	diagBufSize      = 64 << 10
 	maxDumpRetries   = 3 // NLM_F_DUMP_INTR: the table changed during the dump
@@ -54,15 +60,21 @@ func (d *SockDiag) Count(ports *PortSet) (uint32, error) {
 			return 0, err
 		}
 	}
+	if !d.noCompat {
+		n, err := d.retry(familyBoth, ports)
+		switch {
+		case err == nil:
+			return n, nil
+		case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT):
+			d.noCompat = true // a kernel without the compat request: one dump per family
+		default:
+			d.Close()
+			return 0, err
+		}
+	}
 	var total uint32
 	for _, family := range [...]uint8{unix.AF_INET, unix.AF_INET6} {
-		var n uint32
-		var err error
-		for range maxDumpRetries {
-			if n, err = d.dump(family, ports); !errors.Is(err, ErrDumpInterrupted) {
-				break
-			}
-		}
+		n, err := d.retry(family, ports)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EAFNOSUPPORT) {
 			continue // no such family in this kernel
 		}
@@ -74,6 +86,16 @@ func (d *SockDiag) Count(ports *PortSet) (uint32, error) {
 		total += n
 	}
 	return total, nil
+}
+
+// retry dumps, again while the dump is interrupted by changes to the table.
+func (d *SockDiag) retry(family uint8, ports *PortSet) (n uint32, err error) {
+	for range maxDumpRetries {
+		if n, err = d.dump(family, ports); !errors.Is(err, ErrDumpInterrupted) {
+			break
+		}
+	}
+	return n, err
 }
 
 func (d *SockDiag) open() error {
@@ -117,9 +139,14 @@ func (d *SockDiag) Close() error {
 // dump sends one request for family and counts the answers.
 func (d *SockDiag) dump(family uint8, ports *PortSet) (uint32, error) {
 	d.seq++
-	var req [unix.SizeofNlMsghdr + sizeofDiagReq]byte
-	AppendDiagRequest(req[:0], d.seq, family)
-	if err := unix.Sendto(d.fd, req[:], 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	var buf [unix.SizeofNlMsghdr + sizeofCompatReq]byte
+	var req []byte
+	if family == familyBoth {
+		req = AppendCompatDiagRequest(buf[:0], d.seq)
+	} else {
+		req = AppendDiagRequest(buf[:0], d.seq, family)
+	}
+	if err := unix.Sendto(d.fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return 0, fmt.Errorf("sock_diag: send: %w", err)
 	}
 	var total uint32
@@ -165,6 +192,24 @@ func AppendDiagRequest(b []byte, seq uint32, family uint8) []byte {
 	return append(b, make([]byte, sizeofDiagReq-8)...)
 }
 
+// AppendCompatDiagRequest appends the original inet_diag request (TCPDIAG_GETSOCK with struct
+// inet_diag_req) for the ESTABLISHED TCP sockets. The kernel answers it for both address
+// families in one walk of its socket hash (inet_diag_dump_compat sets the family to
+// AF_UNSPEC), where SOCK_DIAG_BY_FAMILY needs one request, and one walk, per family: IPv4 and
+// IPv6 TCP sockets share that hash, which has 262144 buckets on the lab machine.
+func AppendCompatDiagRequest(b []byte, seq uint32) []byte {
+	ne := binary.NativeEndian
+	b = ne.AppendUint32(b, unix.SizeofNlMsghdr+sizeofCompatReq)
+	b = ne.AppendUint16(b, tcpDiagGetSock)
+	b = ne.AppendUint16(b, unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	b = ne.AppendUint32(b, seq)
+	b = ne.AppendUint32(b, 0)
+	b = append(b, unix.AF_INET, 0, 0, 0) // family (ignored), src_len, dst_len, ext
+	b = append(b, make([]byte, 48)...)   // struct inet_diag_sockid
+	b = ne.AppendUint32(b, 1<<tcpEstablished)
+	return ne.AppendUint32(b, 0) // idiag_dbs
+}
+
 // CountDiagMessages counts the inet_diag_msg answers in one datagram of a sock_diag dump that
 // are ESTABLISHED and whose local port (idiag_sport, network byte order) is in ports. done is
 // true at NLMSG_DONE; interrupted reports NLM_F_DUMP_INTR on any message. Messages of another
@@ -201,7 +246,7 @@ func CountDiagMessages(b []byte, seq uint32, ports *PortSet) (n uint32, done, in
 				return n, false, interrupted, fmt.Errorf("sock_diag: %w", unix.Errno(-errno))
 			}
 			return n, true, interrupted, nil // an acknowledgement
-		case sockDiagByFamily:
+		case sockDiagByFamily, tcpDiagGetSock:
 			if len(msg) < sizeofDiagMsg {
 				return n, false, interrupted, fmt.Errorf("sock_diag: socket message of %d bytes, want %d", len(msg), sizeofDiagMsg)
 			}
