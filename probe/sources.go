@@ -53,7 +53,7 @@ func buildSources(cfg config.Config) ([]agent.Source, error) {
 		for i, p := range cfg.ServicePorts {
 			ports[i] = uint16(p) // validated to 1-65535
 		}
-		srcs = append(srcs, agent.Source{Name: "conns", Sampler: &sample.Conns{Ports: sample.NewPortSet(ports...)}})
+		srcs = append(srcs, agent.Source{Name: "conns", Sampler: sample.NewConns(sample.NewPortSet(ports...))})
 	}
 	if cfg.NIC != "" {
 		srcs = append(srcs, agent.Source{Name: "nic", Sampler: &sample.NIC{Name: cfg.NIC, SpeedMbps: cfg.NICSpeedMbps}})

@@ -89,6 +89,7 @@ type Agent struct {
 	failing  map[string]bool
 	absent   map[string]bool // sources whose signal this machine does not offer, logged once
 	memBound string          // the last memory bound logged
+	connsVia string          // the last way of counting connections logged
 }
 
 // Run samples and reports until ctx ends, then sends one report flagged leaving and returns
@@ -313,12 +314,16 @@ func (a *Agent) noteUnavailable(source string, err error) bool {
 	return false
 }
 
-// logSignals logs the memory bound when it changes and, at debug level, the signals the push
+// logSignals logs the memory bound and the way connections are counted when they change and, at debug level, the signals the push
 // protocol does not carry yet.
 func (a *Agent) logSignals(v sample.Values) {
 	if v.Has(sample.FieldMemBytes) && v.MemBound != a.memBound {
 		a.memBound = v.MemBound
 		a.Log.Info("memory bound", "mem_bound", v.MemBound, "mem_bytes", v.MemBytes)
+	}
+	if v.Has(sample.FieldConns) && v.ConnsVia != a.connsVia {
+		a.connsVia = v.ConnsVia
+		a.Log.Info("connections counted", "via", v.ConnsVia)
 	}
 	if !a.Log.Enabled(context.Background(), slog.LevelDebug) {
 		return
