@@ -18,7 +18,22 @@ import (
 const v1Unlimited = math.MaxInt64 / 2
 
 // LoadCgroup resolves the cgroup at p on this machine from /proc/self/mountinfo.
-func LoadCgroup(p string) (Cgroup, error) {
+//
+// When this mount namespace has no cgroup file system at all, as under `ip netns exec` (which
+// remounts /sys for the network namespace, so /sys/fs/cgroup is empty), it resolves p among
+// the mounts of PID 1's mount namespace instead and reaches them through /proc/1/root, which
+// the kernel resolves in that namespace; Cgroup.Root then says so. This needs the right to
+// look into PID 1 (root, or CAP_SYS_PTRACE); without it the error says to enter only the
+// network namespace instead (nsenter --net).
+func LoadCgroup(p string) (Cgroup, error) { return loadCgroup(p, "1") }
+
+// hostMountsHint is appended when no cgroup mount can be found at all.
+const hostMountsHint = "no cgroup file system is mounted in the probe's mount namespace " +
+	"(`ip netns exec` remounts /sys and hides them); start the probe in the network " +
+	"namespace only: nsenter --net=/var/run/netns/NAME probe ..."
+
+// loadCgroup is LoadCgroup with the process whose mount namespace is the fallback.
+func loadCgroup(p, hostPID string) (Cgroup, error) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return Cgroup{}, fmt.Errorf("cgroup: %w", err)
@@ -27,12 +42,107 @@ func LoadCgroup(p string) (Cgroup, error) {
 	if err != nil {
 		return Cgroup{}, fmt.Errorf("cgroup: %w", err)
 	}
-	if path.IsAbs(p) {
-		// Many v1 hosts link /sys/fs/cgroup/cpu to the co-mount cpu,cpuacct; mountinfo has
-		// only the real name.
-		p = evalExisting(p)
+	if HasCgroupMount(mounts) {
+		if path.IsAbs(p) {
+			// Many v1 hosts link /sys/fs/cgroup/cpu to the co-mount cpu,cpuacct; mountinfo has
+			// only the real name.
+			p = evalExisting(p)
+		}
+		return ResolveCgroup(p, mounts)
 	}
-	return ResolveCgroup(p, mounts)
+	root := "/proc/" + hostPID + "/root"
+	hostData, err := os.ReadFile("/proc/" + hostPID + "/mountinfo")
+	if err != nil {
+		return Cgroup{}, fmt.Errorf("cgroup path %q: %s (reading PID %s's mounts: %w)", p, hostMountsHint, hostPID, err)
+	}
+	hostMounts, err := ParseMountInfo(hostData)
+	if err != nil {
+		return Cgroup{}, fmt.Errorf("cgroup: /proc/%s/mountinfo: %w", hostPID, err)
+	}
+	if !HasCgroupMount(hostMounts) {
+		return Cgroup{}, fmt.Errorf("cgroup path %q: %s (PID %s has none either)", p, hostMountsHint, hostPID)
+	}
+	if _, err := os.Stat(root + "/"); err != nil {
+		return Cgroup{}, fmt.Errorf("cgroup path %q: %s (reaching PID %s's mounts through %s: %w)", p, hostMountsHint, hostPID, root, err)
+	}
+	if path.IsAbs(p) {
+		if p, err = evalIn(root, p); err != nil {
+			return Cgroup{}, fmt.Errorf("cgroup path: %w", err)
+		}
+	}
+	cg, err := ResolveCgroup(p, hostMounts)
+	if err != nil {
+		return Cgroup{}, fmt.Errorf("%w (resolved among PID %s's mounts)", err, hostPID)
+	}
+	return cg.Under(root), nil
+}
+
+// HasCgroupMount reports whether any cgroup (v1) or cgroup2 file system is mounted.
+func HasCgroupMount(mounts []Mount) bool {
+	for _, m := range mounts {
+		if m.FSType == "cgroup" || m.FSType == "cgroup2" {
+			return true
+		}
+	}
+	return false
+}
+
+// Under returns c with every directory prefixed by root (a /proc/PID/root), and Root set.
+func (c Cgroup) Under(root string) Cgroup {
+	join := func(d string) string {
+		if d == "" {
+			return ""
+		}
+		return root + d
+	}
+	c.Dir, c.CPU, c.CPUAcct, c.Memory = join(c.Dir), join(c.CPU), join(c.CPUAcct), join(c.Memory)
+	c.Root = root
+	return c
+}
+
+// maxSymlinks bounds link resolution as the kernel does (ELOOP after 40).
+const maxSymlinks = 40
+
+// evalIn resolves symbolic links in the longest existing prefix of the absolute path p as seen
+// from root (a /proc/PID/root): absolute link targets are taken from root, not from the
+// probe's own /, which filepath.EvalSymlinks would do. The result is a path below root,
+// without the root prefix.
+func evalIn(root, p string) (string, error) {
+	rest := strings.Split(strings.TrimPrefix(path.Clean(p), "/"), "/")
+	cur := "/"
+	for hops := 0; len(rest) > 0; {
+		comp := rest[0]
+		rest = rest[1:]
+		if comp == "" || comp == "." {
+			continue
+		}
+		if comp == ".." {
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, comp)
+		fi, err := os.Lstat(root + next)
+		if err != nil {
+			// Does not exist (yet): the rest is taken as written.
+			return path.Join(append([]string{next}, rest...)...), nil
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if hops++; hops > maxSymlinks {
+			return "", fmt.Errorf("%s: too many symbolic links under %s", p, root)
+		}
+		target, err := os.Readlink(root + next)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", p, err)
+		}
+		if path.IsAbs(target) {
+			cur = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return cur, nil
 }
 
 // evalExisting resolves symbolic links in the longest existing prefix of p, so that a cgroup

@@ -19,7 +19,14 @@ import (
 // for the given duration and exits by itself, so nothing outlives a failed test for long.
 const burnEnv = "FLOWWEIGHT_TEST_BURN"
 
+// resolveEnv makes the test binary resolve a cgroup and print what it found (see
+// TestCgroupUnderIPNetnsExec): the value is "PATH HOSTPID".
+const resolveEnv = "FLOWWEIGHT_TEST_RESOLVE"
+
 func TestMain(m *testing.M) {
+	if arg := os.Getenv(resolveEnv); arg != "" {
+		os.Exit(resolveAndPrint(arg))
+	}
 	if d, err := time.ParseDuration(os.Getenv(burnEnv)); err == nil {
 		end := time.Now().Add(d)
 		for time.Now().Before(end) {
@@ -344,4 +351,100 @@ func hostMemTotal(t *testing.T) uint64 {
 	}
 	t.Fatal("no MemTotal in /proc/meminfo")
 	return 0
+}
+
+// resolveAndPrint resolves the cgroup through PID 1 (LoadCgroup) and through HOSTPID, samples
+// it through the second, and prints one "name: result" line for each.
+func resolveAndPrint(arg string) int {
+	p, hostPID, _ := strings.Cut(arg, " ")
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	ms, _ := ParseMountInfo(mounts)
+	fmt.Printf("own-cgroup-mounts: %v\n", HasCgroupMount(ms))
+	cg, err := LoadCgroup(p)
+	fmt.Printf("pid1: %+v err=%v\n", cg, err)
+	cg, err = loadCgroup(p, hostPID)
+	fmt.Printf("host: %+v err=%v\n", cg, err)
+	if err != nil {
+		return 0
+	}
+	v, err := (&CgroupCPU{Cgroup: cg, HostCPUs: 2}).Sample(context.Background())
+	fmt.Printf("cpu_count: %v err=%v\n", v.CPUCount, err)
+	v, err = (&CgroupMem{Cgroup: cg, HostMem: 1 << 40}).Sample(context.Background())
+	fmt.Printf("mem_bytes: %d bound=%s err=%v\n", v.MemBytes, v.MemBound, err)
+	return 0
+}
+
+// TestCgroupUnderIPNetnsExec runs the probe's cgroup resolution in a network namespace the
+// test creates, entered two ways. Under `ip netns exec`, which remounts /sys, the probe's own
+// mount namespace has no cgroup mount: the cgroup is found among the mounts of a process in
+// the original mount namespace and read through its /proc/PID/root. PID 1 is that process in
+// production; on this machine PID 1 refuses the look into its root (permission denied even to
+// root), so the test also resolves through a sleeper it started before entering, and checks
+// that the PID 1 attempt either works or fails with the advice to use nsenter. Under `nsenter
+// --net`, which leaves the mounts alone, the ordinary resolution works.
+func TestCgroupUnderIPNetnsExec(t *testing.T) {
+	cg := makeCgroup(t)
+	ns := fmt.Sprintf("fwtest-cg-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v\n%s", ns, err, out)
+		}
+	})
+	sleeper := exec.Command("sleep", "120")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	pid := strconv.Itoa(sleeper.Process.Pid)
+	name := filepath.Base(cg.CPU)
+	for _, tt := range []struct {
+		name  string
+		enter []string
+		path  string
+		// want is what each output line must contain.
+		want map[string]string
+	}{
+		{"ip netns exec, absolute", []string{"ip", "netns", "exec", ns}, cg.CPU, map[string]string{
+			"own-cgroup-mounts": "false",
+			"host":              "Root:/proc/" + pid + "/root} err=<nil>",
+			"cpu_count":         "0.25 err=",
+			"mem_bytes":         fmt.Sprintf("%d bound=cgroup err=<nil>", 256<<20),
+		}},
+		{"ip netns exec, relative", []string{"ip", "netns", "exec", ns}, name, map[string]string{
+			"host":      "Memory:/proc/" + pid + "/root/sys/fs/cgroup/memory/" + name + " Root:/proc/" + pid + "/root} err=<nil>",
+			"cpu_count": "0.25 err=",
+		}},
+		{"nsenter --net", []string{"nsenter", "--net=/var/run/netns/" + ns}, cg.CPU, map[string]string{
+			"own-cgroup-mounts": "true",
+			"pid1":              "Root:} err=<nil>",
+		}},
+	} {
+		cmd := exec.Command(tt.enter[0], append(tt.enter[1:], os.Args[0], "-test.run=^$")...)
+		cmd.Env = append(os.Environ(), resolveEnv+"="+tt.path+" "+pid)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tt.name, err, out)
+		}
+		t.Logf("%s:\n%s", tt.name, out)
+		lines := map[string]string{}
+		for line := range strings.Lines(string(out)) {
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), ": "); ok {
+				lines[k] = v
+			}
+		}
+		for k, want := range tt.want {
+			if !strings.Contains(lines[k], want) {
+				t.Errorf("%s: %s = %q, want it to contain %q", tt.name, k, lines[k], want)
+			}
+		}
+		if strings.HasPrefix(tt.name, "ip netns exec") {
+			// Through PID 1: found, or refused with the advice to enter the network namespace only.
+			if l := lines["pid1"]; !strings.Contains(l, "Root:/proc/1/root} err=<nil>") && !strings.Contains(l, "nsenter --net=/var/run/netns/NAME") {
+				t.Errorf("%s: pid1 = %q, want the cgroup or the nsenter advice", tt.name, l)
+			}
+		}
+	}
 }

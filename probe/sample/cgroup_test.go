@@ -407,3 +407,65 @@ func TestEvalExisting(t *testing.T) {
 		}
 	}
 }
+
+// evalIn resolves links as seen from another root: an absolute target is under that root.
+func TestEvalIn(t *testing.T) {
+	root := t.TempDir()
+	cg := filepath.Join(root, "sys", "fs", "cgroup")
+	if err := os.MkdirAll(filepath.Join(cg, "cpu,cpuacct", "web1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]string{
+		"cpu":   "cpu,cpuacct",                // relative, as systemd makes them
+		"abs":   "/sys/fs/cgroup/cpu,cpuacct", // absolute: from root, not from /
+		"up":    "../cgroup/cpu",              // relative with .., through another link
+		"loop1": "loop2",
+		"loop2": "loop1",
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(cg, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct{ in, want, err string }{
+		{"/sys/fs/cgroup/cpu/web1", "/sys/fs/cgroup/cpu,cpuacct/web1", ""},
+		{"/sys/fs/cgroup/abs/web1", "/sys/fs/cgroup/cpu,cpuacct/web1", ""},
+		{"/sys/fs/cgroup/up/web1", "/sys/fs/cgroup/cpu,cpuacct/web1", ""},
+		{"/sys/fs/cgroup/cpu/new/deeper", "/sys/fs/cgroup/cpu,cpuacct/new/deeper", ""}, // not created yet
+		{"/sys/fs/cgroup/./cpu/../cpu/web1/", "/sys/fs/cgroup/cpu,cpuacct/web1", ""},
+		{"/sys/fs/cgroup/loop1/x", "", "too many symbolic links"},
+		{"/", "/", ""},
+	}
+	for _, tt := range tests {
+		got, err := evalIn(root, tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("evalIn(%s) = %q %v, want error %q", tt.in, got, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("evalIn(%s) = %q %v, want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestCgroupUnder(t *testing.T) {
+	v1 := Cgroup{Version: 1, CPU: "/sys/fs/cgroup/cpu/a", CPUAcct: "/sys/fs/cgroup/cpuacct/a", Memory: "/sys/fs/cgroup/memory/a"}
+	want := Cgroup{Version: 1, CPU: "/proc/1/root/sys/fs/cgroup/cpu/a", CPUAcct: "/proc/1/root/sys/fs/cgroup/cpuacct/a",
+		Memory: "/proc/1/root/sys/fs/cgroup/memory/a", Root: "/proc/1/root"}
+	if got := v1.Under("/proc/1/root"); got != want {
+		t.Errorf("v1: %+v", got)
+	}
+	if got := (Cgroup{Version: 2, Dir: "/sys/fs/cgroup/a"}).Under("/r"); got != (Cgroup{Version: 2, Dir: "/r/sys/fs/cgroup/a", Root: "/r"}) {
+		t.Errorf("v2: %+v", got)
+	}
+	ms, _ := ParseMountInfo([]byte("1 0 0:1 / / rw - ext4 /dev/sda rw\n22 1 0:20 / /sys rw - sysfs sysfs rw\n"))
+	if HasCgroupMount(ms) {
+		t.Error("no cgroup mount, as under ip netns exec, but HasCgroupMount")
+	}
+	ms, _ = ParseMountInfo(fixture(t, "mountinfo_hybrid_v1"))
+	if !HasCgroupMount(ms) {
+		t.Error("hybrid mounts: HasCgroupMount false")
+	}
+}
