@@ -106,6 +106,13 @@ func (p *Pressure) Sample(ctx context.Context) (Values, error) {
 	data, err := read(p.File)
 	if err != nil {
 		p.hasPrev = false
+		if p.Scope == ScopeCgroup && errors.Is(err, os.ErrNotExist) {
+			// A v2 cgroup without cpu.pressure has PSI switched off (cgroup.pressure 0, or
+			// psi=0); one without cgroup.procs does not exist, which is a failure.
+			if _, perr := read(path.Join(path.Dir(p.File), "cgroup.procs")); perr != nil {
+				return Values{}, fmt.Errorf("cpu pressure: %w", err)
+			}
+		}
 		if unavailable(err) {
 			// No PSI in this kernel (CONFIG_PSI off, or booted with psi=0, which makes reads
 			// fail with EOPNOTSUPP), or the cgroup's cpu.pressure is hidden.
@@ -234,10 +241,9 @@ func (c *CgroupThrottle) Sample(ctx context.Context) (Values, error) {
 	file := path.Join(dir, "cpu.stat")
 	data, err := orRead(c.Read)(file)
 	if err != nil {
+		// Every v1 cpu cgroup and every v2 cgroup has cpu.stat: without it the cgroup is gone
+		// (or was never there), a failure rather than a missing signal.
 		c.hasPrev = false
-		if unavailable(err) {
-			return Values{Unavailable: FieldThrottled}, fmt.Errorf("cpu throttling: %w: %w", ErrUnavailable, err)
-		}
 		return Values{}, fmt.Errorf("cpu throttling: %w", err)
 	}
 	t, found, err := ParseThrottle(data)

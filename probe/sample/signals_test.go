@@ -125,7 +125,17 @@ func TestPressureUnavailable(t *testing.T) {
 			t.Errorf("%v: %+v %v, want the signal unavailable", cause, v, err)
 		}
 	}
-	p := &Pressure{File: "/p", Read: func(string) ([]byte, error) { return nil, syscall.EACCES }}
+	// A v2 cgroup with PSI switched off has no cpu.pressure; one that does not exist is a failure.
+	cgFiles := map[string][]byte{"/cg/be1/cgroup.procs": []byte("1\n")}
+	p := &Pressure{File: "/cg/be1/cpu.pressure", Scope: ScopeCgroup, Read: mapReader(cgFiles)}
+	if v, err := p.Sample(context.Background()); !errors.Is(err, ErrUnavailable) || v.Unavailable != FieldCPUPressure {
+		t.Errorf("cgroup without cpu.pressure: %+v %v, want unavailable", v, err)
+	}
+	p = &Pressure{File: "/cg/gone/cpu.pressure", Scope: ScopeCgroup, Read: mapReader(cgFiles)}
+	if v, err := p.Sample(context.Background()); err == nil || errors.Is(err, ErrUnavailable) || v.Unavailable != 0 {
+		t.Errorf("missing cgroup: %+v %v, want a failure", v, err)
+	}
+	p = &Pressure{File: "/p", Read: func(string) ([]byte, error) { return nil, syscall.EACCES }}
 	if v, err := p.Sample(context.Background()); err == nil || errors.Is(err, ErrUnavailable) || v.Unavailable != 0 {
 		t.Errorf("permission denied is a failure, not unavailability: %+v %v", v, err)
 	}
@@ -219,9 +229,10 @@ func TestCgroupThrottle(t *testing.T) {
 	if v, err := s2.Sample(ctx); !errors.Is(err, ErrUnavailable) || v.Unavailable != FieldThrottled || !strings.Contains(err.Error(), "/v2/be1/cpu.stat") {
 		t.Errorf("v2 without controller: %+v %v", v, err)
 	}
+	// A cgroup that does not exist is a failure, not a missing signal.
 	s3 := &CgroupThrottle{Cgroup: Cgroup{Version: 2, Dir: "/gone"}, Read: mapReader(files)}
-	if v, err := s3.Sample(ctx); !errors.Is(err, ErrUnavailable) || v.Unavailable != FieldThrottled {
-		t.Errorf("missing file: %+v %v", v, err)
+	if v, err := s3.Sample(ctx); err == nil || errors.Is(err, ErrUnavailable) || v.Unavailable != 0 || !strings.Contains(err.Error(), "/gone/cpu.stat") {
+		t.Errorf("missing cgroup: %+v %v", v, err)
 	}
 	files["/cpu/be1/cpu.stat"] = []byte("nr_periods x\n")
 	if v, err := s.Sample(ctx); err == nil || errors.Is(err, ErrUnavailable) || v.Known|v.Unavailable != 0 {
