@@ -4,6 +4,7 @@ package sample
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -125,13 +126,32 @@ func TestCgroupSamplersReal(t *testing.T) {
 	}
 	stopBurner := startBurner(t, dirs...)
 	measure := func(window time.Duration) float64 { return measureUtil(t, cpuS, window) }
+	thr := &CgroupThrottle{Cgroup: cg}
+	psi := &Pressure{File: HostPressureFile, Scope: ScopeHost}
+	_, _ = thr.Sample(ctx)
+	_, _ = psi.Sample(ctx)
 	busy := measure(2 * time.Second)
 	t.Logf("cpu util with burner: %.3f of %.2f cores", busy, 0.25)
 	if busy < 0.6 {
 		t.Errorf("cpu util %.3f with a burner at the quota, want > 0.6", busy)
 	}
+	// A spinning task under a quarter-CPU quota is throttled in nearly every period.
+	tv, err := thr.Sample(ctx)
+	t.Logf("throttled %.3f of the periods, %v held back", tv.Throttled, tv.ThrottledTime)
+	if err != nil || !tv.Has(FieldThrottled) || tv.Throttled < 0.5 || tv.ThrottledTime < 500*time.Millisecond {
+		t.Errorf("throttling with a burner at the quota: %+v %v, want > half the periods and > 0.5 s", tv, err)
+	}
+	if pv, err := psi.Sample(ctx); err != nil || !pv.Has(FieldCPUPressure) || pv.PressureScope != ScopeHost {
+		t.Errorf("host cpu pressure: %+v %v", pv, err)
+	} else {
+		t.Logf("host cpu pressure %.3f", pv.CPUPressure)
+	}
 	stopBurner()
+	_, _ = thr.Sample(ctx)
 	idle := measure(time.Second)
+	if tv, err := thr.Sample(ctx); err != nil || tv.Throttled != 0 {
+		t.Errorf("throttling after the burner stopped: %+v %v, want 0", tv, err)
+	}
 	t.Logf("cpu util after burner: %.3f", idle)
 	if idle > 0.1 {
 		t.Errorf("cpu util %.3f after the burner stopped, want < 0.1", idle)
@@ -189,10 +209,25 @@ func TestCgroupV2CPUHybrid(t *testing.T) {
 		t.Errorf("memory sample without a memory controller: %v", err)
 	}
 
+	// Without the cpu controller, cpu.stat has no throttling counters: the signal is
+	// unavailable, not failing. cpu.pressure exists in every v2 cgroup.
+	if v, err := (&CgroupThrottle{Cgroup: cg}).Sample(ctx); !errors.Is(err, ErrUnavailable) || v.Unavailable != FieldThrottled {
+		t.Errorf("throttling without a cpu controller: %+v %v, want unavailable", v, err)
+	}
+	psi := &Pressure{File: filepath.Join(dir, "cpu.pressure"), Scope: ScopeCgroup}
+	if _, err := psi.Sample(ctx); !errors.Is(err, ErrFirstSample) {
+		t.Fatalf("cgroup cpu.pressure: %v", err)
+	}
+
 	stopBurner := startBurner(t, dir)
 	measure := func(window time.Duration) float64 { return measureUtil(t, cpuS, window) }
 	// One spinning thread is at most one of the host's cores.
 	busy := measure(2 * time.Second)
+	if pv, err := psi.Sample(ctx); err != nil || !pv.Has(FieldCPUPressure) || pv.PressureScope != ScopeCgroup {
+		t.Errorf("cgroup cpu pressure: %+v %v", pv, err)
+	} else {
+		t.Logf("cgroup cpu pressure with one burner: %.3f", pv.CPUPressure)
+	}
 	t.Logf("cpu util with one burner: %.3f of %v cores (one core = %.3f)", busy, hostCPUs, 1/hostCPUs)
 	if busy < 0.5/hostCPUs || busy > 1.1/hostCPUs {
 		t.Errorf("cpu util %.3f with one burner, want between %.3f and %.3f", busy, 0.5/hostCPUs, 1.1/hostCPUs)
