@@ -14,23 +14,26 @@ import (
 	"flowweight/probe/sample"
 )
 
-// buildSources turns the config into the list of samplers the agent runs.
-func buildSources(cfg config.Config) ([]agent.Source, error) {
+// buildSources turns the config into the list of samplers the agent runs, and returns the
+// cgroup measured (zero in host scope) for the start-up log.
+func buildSources(cfg config.Config) ([]agent.Source, sample.Cgroup, error) {
 	var srcs []agent.Source
+	var cg sample.Cgroup
 	switch cfg.Scope {
 	case config.ScopeCgroup:
-		cg, err := sample.LoadCgroup(cfg.CgroupPath)
+		var err error
+		cg, err = sample.LoadCgroup(cfg.CgroupPath)
 		if err != nil {
-			return nil, fmt.Errorf("cgroup_path: %w", err)
+			return nil, cg, fmt.Errorf("cgroup_path: %w", err)
 		}
 		ctx := context.Background()
 		cpus, err := sample.HostCPUCount(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("host cpu count: %w", err)
+			return nil, cg, fmt.Errorf("host cpu count: %w", err)
 		}
 		vm, err := mem.VirtualMemoryWithContext(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("host memory: %w", err)
+			return nil, cg, fmt.Errorf("host memory: %w", err)
 		}
 		// PSI per cgroup exists only on v2; a v1 cgroup gets the host's pressure.
 		psi := &sample.Pressure{File: sample.HostPressureFile, Scope: sample.ScopeHost}
@@ -58,7 +61,7 @@ func buildSources(cfg config.Config) ([]agent.Source, error) {
 	if cfg.NIC != "" {
 		srcs = append(srcs, agent.Source{Name: "nic", Sampler: &sample.NIC{Name: cfg.NIC, SpeedMbps: cfg.NICSpeedMbps}})
 	}
-	return srcs, nil
+	return srcs, cg, nil
 }
 
 // buildHealth returns the health checker, or nil when no URL is configured.
