@@ -101,7 +101,7 @@ func checkRuntime(cfg config.Config) error {
 	if _, err := report.LoadKey(cfg.KeyFile); err != nil {
 		errs = append(errs, fmt.Errorf("key_file: %w", err))
 	}
-	if _, err := buildSources(cfg); err != nil {
+	if _, _, err := buildSources(cfg); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -137,10 +137,15 @@ func runAgent(cfg config.Config, stderr io.Writer) int {
 		log.Error("cannot start", "err", fmt.Errorf("key_file: %w", err))
 		return 1
 	}
-	sources, err := buildSources(cfg)
+	sources, cg, err := buildSources(cfg)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
+	}
+	if cfg.Scope == config.ScopeCgroup {
+		// Root is set when the cgroup was found through PID 1's mounts (ip netns exec).
+		log.Info("cgroup", "version", cg.Version, "dir", cg.Dir, "cpu", cg.CPU, "cpuacct", cg.CPUAcct,
+			"memory", cg.Memory, "via_root", cg.Root)
 	}
 	checker, err := buildHealth(cfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path"
 
 	"github.com/shirou/gopsutil/v4/mem"
 
@@ -13,43 +14,54 @@ import (
 	"flowweight/probe/sample"
 )
 
-// buildSources turns the config into the list of samplers the agent runs.
-func buildSources(cfg config.Config) ([]agent.Source, error) {
+// buildSources turns the config into the list of samplers the agent runs, and returns the
+// cgroup measured (zero in host scope) for the start-up log.
+func buildSources(cfg config.Config) ([]agent.Source, sample.Cgroup, error) {
 	var srcs []agent.Source
+	var cg sample.Cgroup
 	switch cfg.Scope {
 	case config.ScopeCgroup:
-		cg, err := sample.LoadCgroup(cfg.CgroupPath)
+		var err error
+		cg, err = sample.LoadCgroup(cfg.CgroupPath)
 		if err != nil {
-			return nil, fmt.Errorf("cgroup_path: %w", err)
+			return nil, cg, fmt.Errorf("cgroup_path: %w", err)
 		}
 		ctx := context.Background()
 		cpus, err := sample.HostCPUCount(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("host cpu count: %w", err)
+			return nil, cg, fmt.Errorf("host cpu count: %w", err)
 		}
 		vm, err := mem.VirtualMemoryWithContext(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("host memory: %w", err)
+			return nil, cg, fmt.Errorf("host memory: %w", err)
+		}
+		// PSI per cgroup exists only on v2; a v1 cgroup gets the host's pressure.
+		psi := &sample.Pressure{File: sample.HostPressureFile, Scope: sample.ScopeHost}
+		if cg.Version == 2 {
+			psi = &sample.Pressure{File: path.Join(cg.Dir, "cpu.pressure"), Scope: sample.ScopeCgroup}
 		}
 		srcs = append(srcs,
 			agent.Source{Name: "cgroup_cpu", Sampler: &sample.CgroupCPU{Cgroup: cg, HostCPUs: float64(cpus)}},
-			agent.Source{Name: "cgroup_mem", Sampler: &sample.CgroupMem{Cgroup: cg, HostMem: vm.Total}})
+			agent.Source{Name: "cgroup_mem", Sampler: &sample.CgroupMem{Cgroup: cg, HostMem: vm.Total}},
+			agent.Source{Name: "cpu_throttle", Sampler: &sample.CgroupThrottle{Cgroup: cg}},
+			agent.Source{Name: "cpu_pressure", Sampler: psi})
 	default:
 		srcs = append(srcs,
 			agent.Source{Name: "host_cpu", Sampler: sample.NewHostCPU()},
-			agent.Source{Name: "host_mem", Sampler: sample.NewHostMem()})
+			agent.Source{Name: "host_mem", Sampler: sample.NewHostMem()},
+			agent.Source{Name: "cpu_pressure", Sampler: &sample.Pressure{File: sample.HostPressureFile, Scope: sample.ScopeHost}})
 	}
 	if len(cfg.ServicePorts) > 0 {
 		ports := make([]uint16, len(cfg.ServicePorts))
 		for i, p := range cfg.ServicePorts {
 			ports[i] = uint16(p) // validated to 1-65535
 		}
-		srcs = append(srcs, agent.Source{Name: "conns", Sampler: &sample.Conns{Ports: sample.NewPortSet(ports...)}})
+		srcs = append(srcs, agent.Source{Name: "conns", Sampler: sample.NewConns(sample.NewPortSet(ports...))})
 	}
 	if cfg.NIC != "" {
 		srcs = append(srcs, agent.Source{Name: "nic", Sampler: &sample.NIC{Name: cfg.NIC, SpeedMbps: cfg.NICSpeedMbps}})
 	}
-	return srcs, nil
+	return srcs, cg, nil
 }
 
 // buildHealth returns the health checker, or nil when no URL is configured.

@@ -87,6 +87,9 @@ type Agent struct {
 	buf      []byte
 	limiter  limiter
 	failing  map[string]bool
+	absent   map[string]bool // sources whose signal this machine does not offer, logged once
+	memBound string          // the last memory bound logged
+	connsVia string          // the last way of counting connections logged
 }
 
 // Run samples and reports until ctx ends, then sends one report flagged leaving and returns
@@ -98,15 +101,23 @@ func (a *Agent) Run(ctx context.Context, drain <-chan bool) error {
 	}
 	a.limiter = limiter{every: LogEvery, now: a.Clock.Now}
 	a.failing = map[string]bool{}
+	a.absent = map[string]bool{}
 	a.fileSeen = a.drainFileExists()
 	a.drained = a.fileSeen
 	if a.drained {
 		a.Log.Info("starting drained", "drain_file", a.DrainFile)
 	}
 	// Rates need two readings: take the first now, so the first report has them.
+	var provided, unavailable sample.Field
 	for _, s := range a.Sources {
-		_, _ = s.Sampler.Sample(ctx)
+		v, err := s.Sampler.Sample(ctx)
+		a.noteUnavailable(s.Name, err)
+		if p, ok := s.Sampler.(sample.Provider); ok {
+			provided |= p.Provides()
+		}
+		unavailable |= v.Unavailable
 	}
+	a.Log.Info("sampling", "signals", provided&^unavailable, "unavailable", unavailable)
 	var spent time.Duration // how long the last tick took
 	for {
 		// The wait counts from the start of the last tick, so a slow health check does not
@@ -200,6 +211,7 @@ func (a *Agent) tick(ctx context.Context) {
 		r, err := s.Sampler.Sample(ctx)
 		v.Merge(r)
 		switch {
+		case a.noteUnavailable(s.Name, err):
 		case err != nil && !errors.Is(err, sample.ErrFirstSample):
 			a.Stats.SampleErrors.Add(1)
 			a.failing[s.Name] = true
@@ -225,8 +237,14 @@ func (a *Agent) tick(ctx context.Context) {
 		if !h.OK {
 			r.Flags = 0
 		}
+		if h.Status != 0 {
+			// Only a check the service answered times the service: a refused connection
+			// fails fast and a timeout is the timeout.
+			v.Merge(sample.Values{Known: sample.FieldHealthLatency, HealthLatency: h.Latency})
+		}
 		now = a.Clock.Now()
 	}
+	a.logSignals(v)
 	if a.drained {
 		r.Flags |= report.FlagDrain
 	}
@@ -276,6 +294,51 @@ func (a *Agent) send(r *report.Report) {
 	a.Stats.Sent.Add(1)
 	a.Log.Debug("report sent", "seq", r.Seq, "flags", uint16(r.Flags), "cpu_util", r.CPUUtil,
 		"cpu_count", r.CPUCount, "mem_util", r.MemUtil, "conns", r.Conns, "health_status", r.HealthStatus)
+}
+
+// noteUnavailable logs, once per source, that its signal is not available on this machine (a
+// kernel without PSI, a cgroup without the counters), and that it has become available when a
+// later sample succeeds. It reports whether err was such an absence, which is not a failure.
+func (a *Agent) noteUnavailable(source string, err error) bool {
+	if errors.Is(err, sample.ErrUnavailable) {
+		if !a.absent[source] {
+			a.absent[source] = true
+			a.Log.Info("signal not available; reported as absent", "sampler", source, "err", err)
+		}
+		return true
+	}
+	if a.absent[source] && (err == nil || errors.Is(err, sample.ErrFirstSample)) {
+		delete(a.absent, source)
+		a.Log.Info("signal available", "sampler", source)
+	}
+	return false
+}
+
+// logSignals logs the memory bound and the way connections are counted when they change and, at debug level, the signals the push
+// protocol does not carry yet.
+func (a *Agent) logSignals(v sample.Values) {
+	if v.Has(sample.FieldMemBytes) && v.MemBound != a.memBound {
+		a.memBound = v.MemBound
+		a.Log.Info("memory bound", "mem_bound", v.MemBound, "mem_bytes", v.MemBytes)
+	}
+	if v.Has(sample.FieldConns) && v.ConnsVia != a.connsVia {
+		a.connsVia = v.ConnsVia
+		a.Log.Info("connections counted", "via", v.ConnsVia)
+	}
+	if !a.Log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	args := []any{"known", v.Known, "unavailable", v.Unavailable, "mem_bound", v.MemBound}
+	if v.Has(sample.FieldCPUPressure) {
+		args = append(args, "cpu_pressure", v.CPUPressure, "pressure_scope", v.PressureScope)
+	}
+	if v.Has(sample.FieldThrottled) {
+		args = append(args, "cpu_throttled", v.Throttled, "throttled_time", v.ThrottledTime)
+	}
+	if v.Has(sample.FieldHealthLatency) {
+		args = append(args, "health_latency", v.HealthLatency)
+	}
+	a.Log.Debug("sample", args...)
 }
 
 func (a *Agent) logLimited(key, msg string, args ...any) {

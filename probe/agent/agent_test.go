@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -458,5 +459,71 @@ func TestRunRefusesIncompleteAgent(t *testing.T) {
 	err := (&Agent{}).Run(context.Background(), nil)
 	if err == nil || !strings.Contains(err.Error(), "Sender") || !strings.Contains(err.Error(), "Clock") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// A signal the machine does not offer is logged once, is not a sampler failure, and its
+// return is logged.
+func TestUnavailableSignal(t *testing.T) {
+	absent := fmt.Errorf("cpu pressure: %w: open /proc/pressure/cpu: no such file or directory", sample.ErrUnavailable)
+	psi := &script{results: []result{{sample.Values{Unavailable: sample.FieldCPUPressure}, absent}}}
+	h := start(t, func(a *Agent) { a.Sources = append(a.Sources, Source{"cpu_pressure", psi}) })
+	for range 3 {
+		if r := h.tick(); r.CPUUtil != 0.375 {
+			t.Fatalf("%+v", r)
+		}
+	}
+	if v := h.a.held.v; v.Has(sample.FieldCPUPressure) || v.Unavailable != sample.FieldCPUPressure {
+		t.Errorf("sample %+v: want cpu pressure absent and marked unavailable", v)
+	}
+	psi.set(result{sample.Values{Known: sample.FieldCPUPressure, CPUPressure: 0.25, PressureScope: sample.ScopeHost}, nil})
+	h.tick()
+	h.stop()
+	if v := h.a.held.v; !v.Has(sample.FieldCPUPressure) || v.CPUPressure != 0.25 || v.Unavailable != 0 {
+		t.Errorf("sample after recovery %+v", v)
+	}
+	if n := h.a.Stats.SampleErrors.Load(); n != 0 {
+		t.Errorf("%d sample errors, want 0: absence is not a failure", n)
+	}
+	logs := h.logText()
+	if strings.Count(logs, "reported as absent") != 1 || !strings.Contains(logs, "sampler=cpu_pressure") ||
+		!strings.Contains(logs, "unavailable=cpu_pressure") || strings.Count(logs, "signal available") != 1 {
+		t.Errorf("logs:\n%s", logs)
+	}
+}
+
+// The health check's latency is a signal of the sample when the service answered.
+func TestHealthLatencySignal(t *testing.T) {
+	tests := []struct {
+		name string
+		r    health.Result
+		want bool
+	}{
+		{"answered", health.Result{OK: true, Status: 200, Latency: 1500 * time.Microsecond}, true},
+		{"answered 503", health.Result{Status: 503, Latency: 2 * time.Millisecond, Err: "status 503"}, true},
+		{"refused", health.Result{Latency: 50 * time.Microsecond, Err: "connection refused"}, false},
+	}
+	for _, tt := range tests {
+		h := start(t, func(a *Agent) { a.Health = fakeHealth{tt.r} })
+		h.tick()
+		h.stop()
+		v := h.a.held.v
+		if v.Has(sample.FieldHealthLatency) != tt.want || (tt.want && v.HealthLatency != tt.r.Latency) {
+			t.Errorf("%s: sample %+v", tt.name, v)
+		}
+	}
+}
+
+// The memory bound is logged when first known and when it changes, not every interval.
+func TestMemBoundLogged(t *testing.T) {
+	bound := full
+	bound.MemBound = sample.MemBoundAncestor + "/sys/fs/cgroup/memory/lab"
+	h := start(t, func(a *Agent) { a.Sources = []Source{{"fake", &script{results: []result{{bound, nil}}}}} })
+	h.tick()
+	h.tick()
+	h.stop()
+	logs := h.logText()
+	if strings.Count(logs, "memory bound") != 1 || !strings.Contains(logs, "mem_bound=ancestor:/sys/fs/cgroup/memory/lab") {
+		t.Errorf("logs:\n%s", logs)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -17,7 +18,22 @@ import (
 const v1Unlimited = math.MaxInt64 / 2
 
 // LoadCgroup resolves the cgroup at p on this machine from /proc/self/mountinfo.
-func LoadCgroup(p string) (Cgroup, error) {
+//
+// When this mount namespace has no cgroup file system at all, as under `ip netns exec` (which
+// remounts /sys for the network namespace, so /sys/fs/cgroup is empty), it resolves p among
+// the mounts of PID 1's mount namespace instead and reaches them through /proc/1/root, which
+// the kernel resolves in that namespace; Cgroup.Root then says so. This needs the right to
+// look into PID 1 (root, or CAP_SYS_PTRACE); without it the error says to enter only the
+// network namespace instead (nsenter --net).
+func LoadCgroup(p string) (Cgroup, error) { return loadCgroup(p, "1") }
+
+// hostMountsHint is appended when no cgroup mount can be found at all.
+const hostMountsHint = "no cgroup file system is mounted in the probe's mount namespace " +
+	"(`ip netns exec` remounts /sys and hides them); start the probe in the network " +
+	"namespace only: nsenter --net=/var/run/netns/NAME probe ..."
+
+// loadCgroup is LoadCgroup with the process whose mount namespace is the fallback.
+func loadCgroup(p, hostPID string) (Cgroup, error) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return Cgroup{}, fmt.Errorf("cgroup: %w", err)
@@ -26,12 +42,107 @@ func LoadCgroup(p string) (Cgroup, error) {
 	if err != nil {
 		return Cgroup{}, fmt.Errorf("cgroup: %w", err)
 	}
-	if path.IsAbs(p) {
-		// Many v1 hosts link /sys/fs/cgroup/cpu to the co-mount cpu,cpuacct; mountinfo has
-		// only the real name.
-		p = evalExisting(p)
+	if HasCgroupMount(mounts) {
+		if path.IsAbs(p) {
+			// Many v1 hosts link /sys/fs/cgroup/cpu to the co-mount cpu,cpuacct; mountinfo has
+			// only the real name.
+			p = evalExisting(p)
+		}
+		return ResolveCgroup(p, mounts)
 	}
-	return ResolveCgroup(p, mounts)
+	root := "/proc/" + hostPID + "/root"
+	hostData, err := os.ReadFile("/proc/" + hostPID + "/mountinfo")
+	if err != nil {
+		return Cgroup{}, fmt.Errorf("cgroup path %q: %s (reading PID %s's mounts: %w)", p, hostMountsHint, hostPID, err)
+	}
+	hostMounts, err := ParseMountInfo(hostData)
+	if err != nil {
+		return Cgroup{}, fmt.Errorf("cgroup: /proc/%s/mountinfo: %w", hostPID, err)
+	}
+	if !HasCgroupMount(hostMounts) {
+		return Cgroup{}, fmt.Errorf("cgroup path %q: %s (PID %s has none either)", p, hostMountsHint, hostPID)
+	}
+	if _, err := os.Stat(root + "/"); err != nil {
+		return Cgroup{}, fmt.Errorf("cgroup path %q: %s (reaching PID %s's mounts through %s: %w)", p, hostMountsHint, hostPID, root, err)
+	}
+	if path.IsAbs(p) {
+		if p, err = evalIn(root, p); err != nil {
+			return Cgroup{}, fmt.Errorf("cgroup path: %w", err)
+		}
+	}
+	cg, err := ResolveCgroup(p, hostMounts)
+	if err != nil {
+		return Cgroup{}, fmt.Errorf("%w (resolved among PID %s's mounts)", err, hostPID)
+	}
+	return cg.Under(root), nil
+}
+
+// HasCgroupMount reports whether any cgroup (v1) or cgroup2 file system is mounted.
+func HasCgroupMount(mounts []Mount) bool {
+	for _, m := range mounts {
+		if m.FSType == "cgroup" || m.FSType == "cgroup2" {
+			return true
+		}
+	}
+	return false
+}
+
+// Under returns c with every directory prefixed by root (a /proc/PID/root), and Root set.
+func (c Cgroup) Under(root string) Cgroup {
+	join := func(d string) string {
+		if d == "" {
+			return ""
+		}
+		return root + d
+	}
+	c.Dir, c.CPU, c.CPUAcct, c.Memory = join(c.Dir), join(c.CPU), join(c.CPUAcct), join(c.Memory)
+	c.Root = root
+	return c
+}
+
+// maxSymlinks bounds link resolution as the kernel does (ELOOP after 40).
+const maxSymlinks = 40
+
+// evalIn resolves symbolic links in the longest existing prefix of the absolute path p as seen
+// from root (a /proc/PID/root): absolute link targets are taken from root, not from the
+// probe's own /, which filepath.EvalSymlinks would do. The result is a path below root,
+// without the root prefix.
+func evalIn(root, p string) (string, error) {
+	rest := strings.Split(strings.TrimPrefix(path.Clean(p), "/"), "/")
+	cur := "/"
+	for hops := 0; len(rest) > 0; {
+		comp := rest[0]
+		rest = rest[1:]
+		if comp == "" || comp == "." {
+			continue
+		}
+		if comp == ".." {
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, comp)
+		fi, err := os.Lstat(root + next)
+		if err != nil {
+			// Does not exist (yet): the rest is taken as written.
+			return path.Join(append([]string{next}, rest...)...), nil
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if hops++; hops > maxSymlinks {
+			return "", fmt.Errorf("%s: too many symbolic links under %s", p, root)
+		}
+		target, err := os.Readlink(root + next)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", p, err)
+		}
+		if path.IsAbs(target) {
+			cur = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return cur, nil
 }
 
 // evalExisting resolves symbolic links in the longest existing prefix of p, so that a cgroup
@@ -64,6 +175,9 @@ type CgroupCPU struct {
 	prevTime  time.Time
 	hasPrev   bool
 }
+
+// Provides implements Provider.
+func (c *CgroupCPU) Provides() Field { return FieldCPUUtil | FieldCPUCount }
 
 // Sample implements Sampler.
 func (c *CgroupCPU) Sample(ctx context.Context) (Values, error) {
@@ -171,13 +285,23 @@ func (c *CgroupCPU) usage(read ReadFileFunc) (time.Duration, error) {
 // CgroupMem samples a cgroup's memory. Usage is the working set: memory.usage_in_bytes (v1) or
 // memory.current (v2) minus the inactive file cache from memory.stat (total_inactive_file on
 // v1, inactive_file on v2), because the kernel reclaims that cache before it would fail an
-// allocation, so counting it would make an idle file server look full. The size is the
-// cgroup's limit, or the host's memory when there is none (or it is larger).
+// allocation, so counting it would make an idle file server look full.
+//
+// The size is the tightest limit on the way from the cgroup up to its hierarchy's root (the
+// kernel enforces every ancestor's limit on the whole subtree, so a cgroup without a limit of
+// its own inside a limited one is bounded by that one), or the host's memory when there is
+// none or every limit is larger. Values.MemBound says which.
 type CgroupMem struct {
 	Cgroup  Cgroup
-	HostMem uint64       // bytes; the size when the cgroup has no limit
+	HostMem uint64       // bytes, the host's MemTotal; the size when no limit applies
 	Read    ReadFileFunc // default os.ReadFile
 }
+
+// Provides implements Provider.
+func (c *CgroupMem) Provides() Field { return FieldMemUtil | FieldMemBytes }
+
+// maxCgroupDepth bounds the walk up the tree; cgroup trees are a handful of levels deep.
+const maxCgroupDepth = 64
 
 // Sample implements Sampler.
 func (c *CgroupMem) Sample(ctx context.Context) (Values, error) {
@@ -198,20 +322,16 @@ func (c *CgroupMem) Sample(ctx context.Context) (Values, error) {
 	if err != nil {
 		return Values{}, fmt.Errorf("%s: %w", path.Join(dir, usageFile), err)
 	}
-	limit := c.HostMem
-	ld, err := read(path.Join(dir, limitFile))
+	limits, err := c.limits(read, dir, limitFile)
 	if err != nil {
-		return Values{}, fmt.Errorf("cgroup memory: %w", err)
+		return Values{}, err
 	}
-	l, limited, err := ParseLimit(ld)
-	if err != nil {
-		return Values{}, fmt.Errorf("%s: %w", path.Join(dir, limitFile), err)
-	}
-	if limited && l < v1Unlimited && (c.HostMem == 0 || l < c.HostMem) {
-		limit = l
-	}
-	if limit == 0 {
+	size, bound := MemBound(limits, c.HostMem)
+	switch {
+	case size == 0 && bound == MemBoundHost:
 		return Values{}, fmt.Errorf("cgroup memory %s: no limit and host memory unknown", dir)
+	case size == 0:
+		return Values{}, fmt.Errorf("cgroup memory %s: the limit (%s) is 0 bytes", dir, bound)
 	}
 	var inactive uint64
 	if sd, err := read(path.Join(dir, "memory.stat")); err == nil {
@@ -222,7 +342,70 @@ func (c *CgroupMem) Sample(ctx context.Context) (Values, error) {
 	ws := usage - min(inactive, usage)
 	return Values{
 		Known:    FieldMemUtil | FieldMemBytes,
-		MemUtil:  clamp01(float64(ws) / float64(limit)),
-		MemBytes: limit,
+		MemUtil:  clamp01(float64(ws) / float64(size)),
+		MemBytes: size,
+		MemBound: bound,
 	}, nil
+}
+
+// limits reads limitFile in dir and each of its ancestors, nearest first. The walk ends where
+// the file does not exist: above the v1 hierarchy's mount point, and at the v2 root, which has
+// no memory.max.
+func (c *CgroupMem) limits(read ReadFileFunc, dir, limitFile string) ([]MemLimit, error) {
+	var limits []MemLimit
+	for d := path.Clean(dir); len(limits) < maxCgroupDepth; d = path.Dir(d) {
+		if len(limits) > 0 && c.Cgroup.Version == 1 {
+			// On v1 kernels before 5.x an ancestor could opt out of hierarchical accounting;
+			// its limit (and every one above it) then does not bound its children.
+			if uh, err := read(path.Join(d, "memory.use_hierarchy")); err == nil && strings.TrimSpace(string(uh)) == "0" {
+				break
+			}
+		}
+		file := path.Join(d, limitFile)
+		data, err := read(file)
+		if errors.Is(err, os.ErrNotExist) && len(limits) > 0 {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cgroup memory limit: %w", err)
+		}
+		l, limited, err := ParseLimit(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		limits = append(limits, MemLimit{Dir: d, Bytes: l, Limited: limited && l < v1Unlimited})
+		if d == "/" || d == "." {
+			break
+		}
+	}
+	return limits, nil
+}
+
+// MemLimit is one cgroup's memory limit; Limited is false for "max" and for v1's huge
+// "unlimited" number.
+type MemLimit struct {
+	Dir     string
+	Bytes   uint64
+	Limited bool
+}
+
+// MemBound picks the memory size of a cgroup from its own limit and its ancestors' (limits[0]
+// is the cgroup's own, then each parent in turn): the smallest limit, the nearest of equal
+// ones, or hostMem when no limit is set or none is below it. bound is MemBoundCgroup,
+// MemBoundAncestor+dir or MemBoundHost. A size of 0 means nothing is known (no limit and
+// hostMem 0).
+func MemBound(limits []MemLimit, hostMem uint64) (size uint64, bound string) {
+	best := -1
+	for i, l := range limits {
+		if l.Limited && (best < 0 || l.Bytes < limits[best].Bytes) {
+			best = i
+		}
+	}
+	switch {
+	case best < 0 || (hostMem > 0 && limits[best].Bytes >= hostMem):
+		return hostMem, MemBoundHost
+	case best == 0:
+		return limits[0].Bytes, MemBoundCgroup
+	}
+	return limits[best].Bytes, MemBoundAncestor + limits[best].Dir
 }

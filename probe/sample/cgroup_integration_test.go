@@ -4,6 +4,7 @@ package sample
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,7 +20,14 @@ import (
 // for the given duration and exits by itself, so nothing outlives a failed test for long.
 const burnEnv = "FLOWWEIGHT_TEST_BURN"
 
+// resolveEnv makes the test binary resolve a cgroup and print what it found (see
+// TestCgroupUnderIPNetnsExec): the value is "PATH HOSTPID".
+const resolveEnv = "FLOWWEIGHT_TEST_RESOLVE"
+
 func TestMain(m *testing.M) {
+	if arg := os.Getenv(resolveEnv); arg != "" {
+		os.Exit(resolveAndPrint(arg))
+	}
 	if d, err := time.ParseDuration(os.Getenv(burnEnv)); err == nil {
 		end := time.Now().Add(d)
 		for time.Now().Before(end) {
@@ -118,13 +126,32 @@ func TestCgroupSamplersReal(t *testing.T) {
 	}
 	stopBurner := startBurner(t, dirs...)
 	measure := func(window time.Duration) float64 { return measureUtil(t, cpuS, window) }
+	thr := &CgroupThrottle{Cgroup: cg}
+	psi := &Pressure{File: HostPressureFile, Scope: ScopeHost}
+	_, _ = thr.Sample(ctx)
+	_, _ = psi.Sample(ctx)
 	busy := measure(2 * time.Second)
 	t.Logf("cpu util with burner: %.3f of %.2f cores", busy, 0.25)
 	if busy < 0.6 {
 		t.Errorf("cpu util %.3f with a burner at the quota, want > 0.6", busy)
 	}
+	// A spinning task under a quarter-CPU quota is throttled in nearly every period.
+	tv, err := thr.Sample(ctx)
+	t.Logf("throttled %.3f of the periods, %v held back", tv.Throttled, tv.ThrottledTime)
+	if err != nil || !tv.Has(FieldThrottled) || tv.Throttled < 0.5 || tv.ThrottledTime < 500*time.Millisecond {
+		t.Errorf("throttling with a burner at the quota: %+v %v, want > half the periods and > 0.5 s", tv, err)
+	}
+	if pv, err := psi.Sample(ctx); err != nil || !pv.Has(FieldCPUPressure) || pv.PressureScope != ScopeHost {
+		t.Errorf("host cpu pressure: %+v %v", pv, err)
+	} else {
+		t.Logf("host cpu pressure %.3f", pv.CPUPressure)
+	}
 	stopBurner()
+	_, _ = thr.Sample(ctx)
 	idle := measure(time.Second)
+	if tv, err := thr.Sample(ctx); err != nil || tv.Throttled != 0 {
+		t.Errorf("throttling after the burner stopped: %+v %v, want 0", tv, err)
+	}
 	t.Logf("cpu util after burner: %.3f", idle)
 	if idle > 0.1 {
 		t.Errorf("cpu util %.3f after the burner stopped, want < 0.1", idle)
@@ -182,10 +209,25 @@ func TestCgroupV2CPUHybrid(t *testing.T) {
 		t.Errorf("memory sample without a memory controller: %v", err)
 	}
 
+	// Without the cpu controller, cpu.stat has no throttling counters: the signal is
+	// unavailable, not failing. cpu.pressure exists in every v2 cgroup.
+	if v, err := (&CgroupThrottle{Cgroup: cg}).Sample(ctx); !errors.Is(err, ErrUnavailable) || v.Unavailable != FieldThrottled {
+		t.Errorf("throttling without a cpu controller: %+v %v, want unavailable", v, err)
+	}
+	psi := &Pressure{File: filepath.Join(dir, "cpu.pressure"), Scope: ScopeCgroup}
+	if _, err := psi.Sample(ctx); !errors.Is(err, ErrFirstSample) {
+		t.Fatalf("cgroup cpu.pressure: %v", err)
+	}
+
 	stopBurner := startBurner(t, dir)
 	measure := func(window time.Duration) float64 { return measureUtil(t, cpuS, window) }
 	// One spinning thread is at most one of the host's cores.
 	busy := measure(2 * time.Second)
+	if pv, err := psi.Sample(ctx); err != nil || !pv.Has(FieldCPUPressure) || pv.PressureScope != ScopeCgroup {
+		t.Errorf("cgroup cpu pressure: %+v %v", pv, err)
+	} else {
+		t.Logf("cgroup cpu pressure with one burner: %.3f", pv.CPUPressure)
+	}
 	t.Logf("cpu util with one burner: %.3f of %v cores (one core = %.3f)", busy, hostCPUs, 1/hostCPUs)
 	if busy < 0.5/hostCPUs || busy > 1.1/hostCPUs {
 		t.Errorf("cpu util %.3f with one burner, want between %.3f and %.3f", busy, 0.5/hostCPUs, 1.1/hostCPUs)
@@ -236,4 +278,208 @@ func measureUtil(t *testing.T, s *CgroupCPU, window time.Duration) float64 {
 		t.Fatalf("sample: %+v %v", v, err)
 	}
 	return v.CPUUtil
+}
+
+// TestCgroupMemBoundReal checks the memory bound on this machine's real memory controller: a
+// cgroup without a limit inside one limited to 192 MiB is bounded by its parent, one with a
+// tighter limit of its own by itself, and one with no limit anywhere by the host's MemTotal.
+func TestCgroupMemBoundReal(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the cgroup test needs root")
+	}
+	parentName := fmt.Sprintf("flowweight-memtest-%d", os.Getpid())
+	parent, err := LoadCgroup(parentName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memDir := parent.Memory
+	if parent.Version == 2 {
+		memDir = parent.Dir
+	}
+	limitFile := "memory.limit_in_bytes"
+	if parent.Version == 2 {
+		limitFile = "memory.max"
+		if err := os.WriteFile(filepath.Join(filepath.Dir(memDir), "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	child := filepath.Join(memDir, "be1")
+	own := filepath.Join(memDir, "be2")
+	for _, d := range []string{memDir, child, own} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, d := range []string{child, own, memDir} {
+			if err := os.Remove(d); err != nil {
+				t.Errorf("remove cgroup %s: %v", d, err)
+			}
+		}
+	})
+	if parent.Version == 2 {
+		if err := os.WriteFile(filepath.Join(memDir, "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(file string, n int) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(strconv.Itoa(n)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(memDir, limitFile), 192<<20)
+	write(filepath.Join(own, limitFile), 64<<20)
+
+	hostMem := hostMemTotal(t)
+	cgAt := func(dir string) Cgroup {
+		if parent.Version == 2 {
+			return Cgroup{Version: 2, Dir: dir}
+		}
+		return Cgroup{Version: 1, Memory: dir}
+	}
+	// The hierarchy's root has no limit on this machine, so a fresh top-level cgroup without
+	// one is bounded by the host.
+	top := filepath.Join(filepath.Dir(memDir), fmt.Sprintf("flowweight-memtest-top-%d", os.Getpid()))
+	if err := os.Mkdir(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.Remove(top); err != nil {
+			t.Errorf("remove cgroup %s: %v", top, err)
+		}
+	})
+	tests := []struct {
+		dir   string
+		bytes uint64
+		bound string
+	}{
+		{child, 192 << 20, MemBoundAncestor + memDir},
+		{own, 64 << 20, MemBoundCgroup},
+		{memDir, 192 << 20, MemBoundCgroup},
+		{top, hostMem, MemBoundHost},
+	}
+	for _, tt := range tests {
+		v, err := (&CgroupMem{Cgroup: cgAt(tt.dir), HostMem: hostMem}).Sample(context.Background())
+		t.Logf("%s: %d bytes, bound %s, util %.4f", tt.dir, v.MemBytes, v.MemBound, v.MemUtil)
+		if err != nil || v.MemBytes != tt.bytes || v.MemBound != tt.bound {
+			t.Errorf("%s: %+v %v, want %d bytes bound %q", tt.dir, v, err, tt.bytes, tt.bound)
+		}
+	}
+}
+
+// hostMemTotal is MemTotal from /proc/meminfo, in bytes.
+func hostMemTotal(t *testing.T) uint64 {
+	t.Helper()
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "MemTotal:" {
+			kb, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no MemTotal in /proc/meminfo")
+	return 0
+}
+
+// resolveAndPrint resolves the cgroup through PID 1 (LoadCgroup) and through HOSTPID, samples
+// it through the second, and prints one "name: result" line for each.
+func resolveAndPrint(arg string) int {
+	p, hostPID, _ := strings.Cut(arg, " ")
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	ms, _ := ParseMountInfo(mounts)
+	fmt.Printf("own-cgroup-mounts: %v\n", HasCgroupMount(ms))
+	cg, err := LoadCgroup(p)
+	fmt.Printf("pid1: %+v err=%v\n", cg, err)
+	cg, err = loadCgroup(p, hostPID)
+	fmt.Printf("host: %+v err=%v\n", cg, err)
+	if err != nil {
+		return 0
+	}
+	v, err := (&CgroupCPU{Cgroup: cg, HostCPUs: 2}).Sample(context.Background())
+	fmt.Printf("cpu_count: %v err=%v\n", v.CPUCount, err)
+	v, err = (&CgroupMem{Cgroup: cg, HostMem: 1 << 40}).Sample(context.Background())
+	fmt.Printf("mem_bytes: %d bound=%s err=%v\n", v.MemBytes, v.MemBound, err)
+	return 0
+}
+
+// TestCgroupUnderIPNetnsExec runs the probe's cgroup resolution in a network namespace the
+// test creates, entered two ways. Under `ip netns exec`, which remounts /sys, the probe's own
+// mount namespace has no cgroup mount: the cgroup is found among the mounts of a process in
+// the original mount namespace and read through its /proc/PID/root. PID 1 is that process in
+// production; on this machine PID 1 refuses the look into its root (permission denied even to
+// root), so the test also resolves through a sleeper it started before entering, and checks
+// that the PID 1 attempt either works or fails with the advice to use nsenter. Under `nsenter
+// --net`, which leaves the mounts alone, the ordinary resolution works.
+func TestCgroupUnderIPNetnsExec(t *testing.T) {
+	cg := makeCgroup(t)
+	ns := fmt.Sprintf("fwtest-cg-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v\n%s", ns, err, out)
+		}
+	})
+	sleeper := exec.Command("sleep", "120")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	pid := strconv.Itoa(sleeper.Process.Pid)
+	name := filepath.Base(cg.CPU)
+	for _, tt := range []struct {
+		name  string
+		enter []string
+		path  string
+		// want is what each output line must contain.
+		want map[string]string
+	}{
+		{"ip netns exec, absolute", []string{"ip", "netns", "exec", ns}, cg.CPU, map[string]string{
+			"own-cgroup-mounts": "false",
+			"host":              "Root:/proc/" + pid + "/root} err=<nil>",
+			"cpu_count":         "0.25 err=",
+			"mem_bytes":         fmt.Sprintf("%d bound=cgroup err=<nil>", 256<<20),
+		}},
+		{"ip netns exec, relative", []string{"ip", "netns", "exec", ns}, name, map[string]string{
+			"host":      "Memory:/proc/" + pid + "/root/sys/fs/cgroup/memory/" + name + " Root:/proc/" + pid + "/root} err=<nil>",
+			"cpu_count": "0.25 err=",
+		}},
+		{"nsenter --net", []string{"nsenter", "--net=/var/run/netns/" + ns}, cg.CPU, map[string]string{
+			"own-cgroup-mounts": "true",
+			"pid1":              "Root:} err=<nil>",
+		}},
+	} {
+		cmd := exec.Command(tt.enter[0], append(tt.enter[1:], os.Args[0], "-test.run=^$")...)
+		cmd.Env = append(os.Environ(), resolveEnv+"="+tt.path+" "+pid)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tt.name, err, out)
+		}
+		t.Logf("%s:\n%s", tt.name, out)
+		lines := map[string]string{}
+		for line := range strings.Lines(string(out)) {
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), ": "); ok {
+				lines[k] = v
+			}
+		}
+		for k, want := range tt.want {
+			if !strings.Contains(lines[k], want) {
+				t.Errorf("%s: %s = %q, want it to contain %q", tt.name, k, lines[k], want)
+			}
+		}
+		if strings.HasPrefix(tt.name, "ip netns exec") {
+			// Through PID 1: found, or refused with the advice to enter the network namespace only.
+			if l := lines["pid1"]; !strings.Contains(l, "Root:/proc/1/root} err=<nil>") && !strings.Contains(l, "nsenter --net=/var/run/netns/NAME") {
+				t.Errorf("%s: pid1 = %q, want the cgroup or the nsenter advice", tt.name, l)
+			}
+		}
+	}
 }

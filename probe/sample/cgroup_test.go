@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -260,6 +261,19 @@ func TestCgroupMem(t *testing.T) {
 	v1 := treeReader(t, "v1", "/sys/fs/cgroup")
 	v2 := treeReader(t, "v2", "/cg")
 	const hostMem = 1 << 34
+	// nested builds a tree whose directories hold the given limit files (nearest last).
+	nested := func(usage string, files map[string]string) map[string][]byte {
+		m := map[string][]byte{}
+		for k, v := range files {
+			m[k] = []byte(v)
+		}
+		for k := range files {
+			m[path.Join(path.Dir(k), "memory.usage_in_bytes")] = []byte(usage)
+			m[path.Join(path.Dir(k), "memory.current")] = []byte(usage)
+		}
+		return m
+	}
+	const unlimitedV1 = "9223372036854771712\n"
 	tests := []struct {
 		name      string
 		files     map[string][]byte
@@ -267,15 +281,54 @@ func TestCgroupMem(t *testing.T) {
 		hostMem   uint64
 		wantBytes uint64
 		wantUsed  uint64 // working set
+		wantBound string
 		err       string
 	}{
-		{"v1 limited", v1, Cgroup{Version: 1, Memory: "/sys/fs/cgroup/memory/fwfixture"}, hostMem, 268435456, 20860928 - 20000768, ""},
-		{"v1 unlimited clamps to host", v1, Cgroup{Version: 1, Memory: "/sys/fs/cgroup/memory/unlimited"}, hostMem, hostMem, 0, ""},
-		{"v1 limit above host", v1, Cgroup{Version: 1, Memory: "/sys/fs/cgroup/memory/fwfixture"}, 1 << 20, 1 << 20, 20860928 - 20000768, ""},
-		{"v2 limited", v2, Cgroup{Version: 2, Dir: "/cg/web1"}, hostMem, 536870912, 104857600 - 31457280, ""},
-		{"v2 unknown host", map[string][]byte{"/x/memory.current": []byte("1\n"), "/x/memory.max": []byte("max\n")}, Cgroup{Version: 2, Dir: "/x"}, 0, 0, 0, "host memory unknown"},
-		{"v2 missing current", map[string][]byte{}, Cgroup{Version: 2, Dir: "/x"}, hostMem, 0, 0, "memory.current"},
-		{"v2 bad max", map[string][]byte{"/x/memory.current": []byte("1\n"), "/x/memory.max": []byte("lots\n")}, Cgroup{Version: 2, Dir: "/x"}, hostMem, 0, 0, "/x/memory.max"},
+		{"v1 limited", v1, Cgroup{Version: 1, Memory: "/sys/fs/cgroup/memory/fwfixture"}, hostMem, 268435456, 20860928 - 20000768, MemBoundCgroup, ""},
+		{"v1 unlimited clamps to host", v1, Cgroup{Version: 1, Memory: "/sys/fs/cgroup/memory/unlimited"}, hostMem, hostMem, 0, MemBoundHost, ""},
+		{"v1 limit above host", v1, Cgroup{Version: 1, Memory: "/sys/fs/cgroup/memory/fwfixture"}, 1 << 20, 1 << 20, 20860928 - 20000768, MemBoundHost, ""},
+		{"v2 limited", v2, Cgroup{Version: 2, Dir: "/cg/web1"}, hostMem, 536870912, 104857600 - 31457280, MemBoundCgroup, ""},
+		// The lab's case: a backend cgroup without a limit of its own.
+		{"v1 unlimited, limited parent", nested("1048576\n", map[string]string{
+			"/m/memory.limit_in_bytes":         unlimitedV1,
+			"/m/lab/memory.limit_in_bytes":     "67108864\n",
+			"/m/lab/be1/memory.limit_in_bytes": unlimitedV1,
+		}), Cgroup{Version: 1, Memory: "/m/lab/be1"}, hostMem, 64 << 20, 1 << 20, MemBoundAncestor + "/m/lab", ""},
+		{"v1 tighter grandparent", nested("1048576\n", map[string]string{
+			"/m/memory.limit_in_bytes":         "33554432\n",
+			"/m/lab/memory.limit_in_bytes":     "67108864\n",
+			"/m/lab/be1/memory.limit_in_bytes": "134217728\n",
+		}), Cgroup{Version: 1, Memory: "/m/lab/be1"}, hostMem, 32 << 20, 1 << 20, MemBoundAncestor + "/m", ""},
+		{"v1 parent not hierarchical", func() map[string][]byte {
+			m := nested("1048576\n", map[string]string{
+				"/m/lab/memory.limit_in_bytes":     "67108864\n",
+				"/m/lab/be1/memory.limit_in_bytes": unlimitedV1,
+			})
+			m["/m/lab/memory.use_hierarchy"] = []byte("0\n")
+			m["/m/lab/be1/memory.use_hierarchy"] = []byte("0\n")
+			return m
+		}(), Cgroup{Version: 1, Memory: "/m/lab/be1"}, hostMem, hostMem, 1 << 20, MemBoundHost, ""},
+		{"v1 nothing limited", nested("1048576\n", map[string]string{
+			"/m/memory.limit_in_bytes":         unlimitedV1,
+			"/m/lab/be1/memory.limit_in_bytes": unlimitedV1,
+		}), Cgroup{Version: 1, Memory: "/m/lab/be1"}, hostMem, hostMem, 1 << 20, MemBoundHost, ""},
+		{"v1 equal limits: the nearest", nested("1048576\n", map[string]string{
+			"/m/lab/memory.limit_in_bytes":     "67108864\n",
+			"/m/lab/be1/memory.limit_in_bytes": "67108864\n",
+		}), Cgroup{Version: 1, Memory: "/m/lab/be1"}, hostMem, 64 << 20, 1 << 20, MemBoundCgroup, ""},
+		{"v2 unlimited, limited parent", nested("2097152\n", map[string]string{
+			"/cg/sys.slice/memory.max":     "16777216\n",
+			"/cg/sys.slice/web/memory.max": "max\n",
+		}), Cgroup{Version: 2, Dir: "/cg/sys.slice/web"}, hostMem, 16 << 20, 2 << 20, MemBoundAncestor + "/cg/sys.slice", ""},
+		{"v2 bad ancestor", nested("1\n", map[string]string{
+			"/cg/a/memory.max":   "lots\n",
+			"/cg/a/b/memory.max": "max\n",
+		}), Cgroup{Version: 2, Dir: "/cg/a/b"}, hostMem, 0, 0, "", "/cg/a/memory.max"},
+		{"v2 limit 0", nested("0\n", map[string]string{"/cg/a/memory.max": "0\n"}), Cgroup{Version: 2, Dir: "/cg/a"}, hostMem, 0, 0, "", "is 0 bytes"},
+		{"v2 unknown host", map[string][]byte{"/x/memory.current": []byte("1\n"), "/x/memory.max": []byte("max\n")}, Cgroup{Version: 2, Dir: "/x"}, 0, 0, 0, "", "host memory unknown"},
+		{"v2 missing current", map[string][]byte{}, Cgroup{Version: 2, Dir: "/x"}, hostMem, 0, 0, "", "memory.current"},
+		{"v2 bad max", map[string][]byte{"/x/memory.current": []byte("1\n"), "/x/memory.max": []byte("lots\n")}, Cgroup{Version: 2, Dir: "/x"}, hostMem, 0, 0, "", "/x/memory.max"},
+		{"v2 missing max", map[string][]byte{"/x/memory.current": []byte("1\n")}, Cgroup{Version: 2, Dir: "/x"}, hostMem, 0, 0, "", "/x/memory.max"},
 	}
 	for _, tt := range tests {
 		s := &CgroupMem{Cgroup: tt.cg, HostMem: tt.hostMem, Read: mapReader(tt.files)}
@@ -290,6 +343,9 @@ func TestCgroupMem(t *testing.T) {
 			t.Errorf("%s: %v", tt.name, err)
 			continue
 		}
+		if v.MemBound != tt.wantBound {
+			t.Errorf("%s: bound %q, want %q", tt.name, v.MemBound, tt.wantBound)
+		}
 		if tt.name == "v1 unlimited clamps to host" {
 			// The root's working set is whatever the machine had; check only the size.
 			if v.MemBytes != tt.wantBytes {
@@ -300,6 +356,33 @@ func TestCgroupMem(t *testing.T) {
 		want := float64(tt.wantUsed) / float64(tt.wantBytes)
 		if !v.Has(FieldMemUtil|FieldMemBytes) || v.MemBytes != tt.wantBytes || math.Abs(v.MemUtil-want) > 1e-12 {
 			t.Errorf("%s: %+v, want bytes %d util %v", tt.name, v, tt.wantBytes, want)
+		}
+	}
+}
+
+func TestMemBound(t *testing.T) {
+	lim := func(dir string, b uint64) MemLimit { return MemLimit{Dir: dir, Bytes: b, Limited: true} }
+	free := func(dir string) MemLimit { return MemLimit{Dir: dir} }
+	tests := []struct {
+		name   string
+		limits []MemLimit
+		host   uint64
+		size   uint64
+		bound  string
+	}{
+		{"none", nil, 100, 100, MemBoundHost},
+		{"own", []MemLimit{lim("/a/b", 10), free("/a")}, 100, 10, MemBoundCgroup},
+		{"parent", []MemLimit{free("/a/b"), lim("/a", 10)}, 100, 10, MemBoundAncestor + "/a"},
+		{"tightest wins", []MemLimit{lim("/a/b", 50), lim("/a", 20), lim("/", 30)}, 100, 20, MemBoundAncestor + "/a"},
+		{"above host", []MemLimit{lim("/a/b", 500)}, 100, 100, MemBoundHost},
+		{"equal to host", []MemLimit{lim("/a/b", 100)}, 100, 100, MemBoundHost},
+		{"host unknown", []MemLimit{free("/a/b"), lim("/a", 7)}, 0, 7, MemBoundAncestor + "/a"},
+		{"nothing known", []MemLimit{free("/a/b")}, 0, 0, MemBoundHost},
+	}
+	for _, tt := range tests {
+		size, bound := MemBound(tt.limits, tt.host)
+		if size != tt.size || bound != tt.bound {
+			t.Errorf("%s: %d %q, want %d %q", tt.name, size, bound, tt.size, tt.bound)
 		}
 	}
 }
@@ -322,5 +405,67 @@ func TestEvalExisting(t *testing.T) {
 		if got := evalExisting(tt.in); got != tt.want {
 			t.Errorf("evalExisting(%s) = %s, want %s", tt.in, got, tt.want)
 		}
+	}
+}
+
+// evalIn resolves links as seen from another root: an absolute target is under that root.
+func TestEvalIn(t *testing.T) {
+	root := t.TempDir()
+	cg := filepath.Join(root, "sys", "fs", "cgroup")
+	if err := os.MkdirAll(filepath.Join(cg, "cpu,cpuacct", "web1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]string{
+		"cpu":   "cpu,cpuacct",                // relative, as systemd makes them
+		"abs":   "/sys/fs/cgroup/cpu,cpuacct", // absolute: from root, not from /
+		"up":    "../cgroup/cpu",              // relative with .., through another link
+		"loop1": "loop2",
+		"loop2": "loop1",
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(cg, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct{ in, want, err string }{
+		{"/sys/fs/cgroup/cpu/web1", "/sys/fs/cgroup/cpu,cpuacct/web1", ""},
+		{"/sys/fs/cgroup/abs/web1", "/sys/fs/cgroup/cpu,cpuacct/web1", ""},
+		{"/sys/fs/cgroup/up/web1", "/sys/fs/cgroup/cpu,cpuacct/web1", ""},
+		{"/sys/fs/cgroup/cpu/new/deeper", "/sys/fs/cgroup/cpu,cpuacct/new/deeper", ""}, // not created yet
+		{"/sys/fs/cgroup/./cpu/../cpu/web1/", "/sys/fs/cgroup/cpu,cpuacct/web1", ""},
+		{"/sys/fs/cgroup/loop1/x", "", "too many symbolic links"},
+		{"/", "/", ""},
+	}
+	for _, tt := range tests {
+		got, err := evalIn(root, tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("evalIn(%s) = %q %v, want error %q", tt.in, got, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("evalIn(%s) = %q %v, want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestCgroupUnder(t *testing.T) {
+	v1 := Cgroup{Version: 1, CPU: "/sys/fs/cgroup/cpu/a", CPUAcct: "/sys/fs/cgroup/cpuacct/a", Memory: "/sys/fs/cgroup/memory/a"}
+	want := Cgroup{Version: 1, CPU: "/proc/1/root/sys/fs/cgroup/cpu/a", CPUAcct: "/proc/1/root/sys/fs/cgroup/cpuacct/a",
+		Memory: "/proc/1/root/sys/fs/cgroup/memory/a", Root: "/proc/1/root"}
+	if got := v1.Under("/proc/1/root"); got != want {
+		t.Errorf("v1: %+v", got)
+	}
+	if got := (Cgroup{Version: 2, Dir: "/sys/fs/cgroup/a"}).Under("/r"); got != (Cgroup{Version: 2, Dir: "/r/sys/fs/cgroup/a", Root: "/r"}) {
+		t.Errorf("v2: %+v", got)
+	}
+	ms, _ := ParseMountInfo([]byte("1 0 0:1 / / rw - ext4 /dev/sda rw\n22 1 0:20 / /sys rw - sysfs sysfs rw\n"))
+	if HasCgroupMount(ms) {
+		t.Error("no cgroup mount, as under ip netns exec, but HasCgroupMount")
+	}
+	ms, _ = ParseMountInfo(fixture(t, "mountinfo_hybrid_v1"))
+	if !HasCgroupMount(ms) {
+		t.Error("hybrid mounts: HasCgroupMount false")
 	}
 }

@@ -73,6 +73,9 @@ type Cgroup struct {
 	// CPU, CPUAcct and Memory are the directories under each v1 controller's mount; on a
 	// host that co-mounts cpu and cpuacct they are the same.
 	CPU, CPUAcct, Memory string
+	// Root is "" when the directories are in the probe's own mount namespace, or the
+	// /proc/PID/root they are reached through (see LoadCgroup).
+	Root string
 }
 
 // ResolveCgroup finds the directories of the cgroup p given the mounts.

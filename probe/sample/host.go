@@ -114,6 +114,9 @@ func ParseCPUList(s string) (int, error) {
 	return n, nil
 }
 
+// Provides implements Provider.
+func (h *HostCPU) Provides() Field { return FieldCPUUtil | FieldCPUCount }
+
 // Sample implements Sampler.
 func (h *HostCPU) Sample(ctx context.Context) (Values, error) {
 	var v Values
@@ -153,6 +156,9 @@ type HostMem struct {
 // NewHostMem returns a HostMem reading /proc/meminfo through gopsutil.
 func NewHostMem() *HostMem { return &HostMem{Memory: mem.VirtualMemoryWithContext} }
 
+// Provides implements Provider.
+func (h *HostMem) Provides() Field { return FieldMemUtil | FieldMemBytes }
+
 // Sample implements Sampler.
 func (h *HostMem) Sample(ctx context.Context) (Values, error) {
 	m, err := h.Memory(ctx)
@@ -167,5 +173,6 @@ func (h *HostMem) Sample(ctx context.Context) (Values, error) {
 		Known:    FieldMemUtil | FieldMemBytes,
 		MemUtil:  clamp01(used / float64(m.Total)),
 		MemBytes: m.Total,
+		MemBound: MemBoundHost,
 	}, nil
 }

@@ -78,7 +78,7 @@ func TestHostMem(t *testing.T) {
 	}{
 		// Free is small because of page cache; Available is what counts.
 		{"available not free", &mem.VirtualMemoryStat{Total: 1000, Available: 750, Free: 10}, nil,
-			Values{Known: FieldMemUtil | FieldMemBytes, MemUtil: 0.25, MemBytes: 1000}},
+			Values{Known: FieldMemUtil | FieldMemBytes, MemUtil: 0.25, MemBytes: 1000, MemBound: MemBoundHost}},
 		{"zero total", &mem.VirtualMemoryStat{}, nil, Values{}},
 		{"error", nil, errors.New("meminfo"), Values{}},
 	}

@@ -26,6 +26,9 @@ type NIC struct {
 	hasPrev        bool
 }
 
+// Provides implements Provider.
+func (n *NIC) Provides() Field { return FieldNetUtil }
+
 // Sample implements Sampler.
 func (n *NIC) Sample(ctx context.Context) (Values, error) {
 	read, now := orRead(n.Read), orClock(n.Now)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // PortSet is a set of TCP ports, a bitmap so that a lookup per socket line costs nothing.
@@ -104,8 +106,15 @@ func parseHex(b []byte) (uint32, bool) {
 
 // Conns counts established TCP connections on the service ports, IPv4 and IPv6. It sees the
 // network namespace the probe runs in.
+//
+// With Diag set (NewConns) it asks the kernel through sock_diag and reads the /proc tables
+// only when that fails; after diagFailLimit failures in a row, or at once when the kernel or
+// the probe's privileges rule netlink out, it stays with /proc. Values.ConnsVia says which
+// was used and why.
 type Conns struct {
 	Ports *PortSet
+	// Diag counts through netlink; nil reads only the /proc tables.
+	Diag ConnCounter
 	// Tables default to /proc/net/tcp (skipped when /proc/net/sockstat counts no "TCP"
 	// socket) and /proc/net/tcp6 (skipped when /proc/net/sockstat6 counts no "TCP6" socket,
 	// or is missing because IPv6 is disabled). Reading a table costs a walk of the kernel's
@@ -115,8 +124,27 @@ type Conns struct {
 	// Read defaults to reading into a buffer kept between samples.
 	Read ReadFileFunc
 
-	buf []byte
+	buf       []byte
+	diagFails int
+	diagErr   error // why Diag is no longer used, once it is not
 }
+
+// ConnCounter counts established TCP sockets on ports (SockDiag).
+type ConnCounter interface {
+	Count(ports *PortSet) (uint32, error)
+}
+
+// NewConns counts the ports' connections through sock_diag, with /proc as the fallback.
+func NewConns(ports *PortSet) *Conns { return &Conns{Ports: ports, Diag: &SockDiag{}} }
+
+// diagFailLimit is how many sock_diag failures in a row make Conns keep to /proc.
+const diagFailLimit = 3
+
+// Ways of counting, in Values.ConnsVia.
+const (
+	ConnsViaNetlink = "sock_diag"
+	ConnsViaProc    = "proc"
+)
 
 // Table is one socket table and the sockstat line that says whether it can hold any socket.
 type Table struct {
@@ -132,8 +160,34 @@ var DefaultTables = []Table{
 	{File: "/proc/net/tcp6", Sockstat: "/proc/net/sockstat6", Proto: "TCP6"},
 }
 
+// Provides implements Provider.
+func (c *Conns) Provides() Field { return FieldConns }
+
 // Sample implements Sampler.
 func (c *Conns) Sample(ctx context.Context) (Values, error) {
+	if c.Diag != nil && c.diagErr == nil {
+		n, err := c.Diag.Count(c.Ports)
+		if err == nil {
+			c.diagFails = 0
+			return Values{Known: FieldConns, Conns: n, ConnsVia: ConnsViaNetlink}, nil
+		}
+		c.diagFails++
+		if c.diagFails >= diagFailLimit || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) ||
+			errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.EAFNOSUPPORT) {
+			c.diagErr = err
+		}
+		v, perr := c.sampleProc()
+		v.ConnsVia = fmt.Sprintf("%s (sock_diag failed: %v)", ConnsViaProc, err)
+		return v, perr
+	}
+	v, err := c.sampleProc()
+	if c.diagErr != nil {
+		v.ConnsVia = fmt.Sprintf("%s (sock_diag given up: %v)", ConnsViaProc, c.diagErr)
+	}
+	return v, err
+}
+
+func (c *Conns) sampleProc() (Values, error) {
 	tables := c.Tables
 	if tables == nil {
 		tables = DefaultTables
@@ -174,7 +228,7 @@ func (c *Conns) Sample(ctx context.Context) (Values, error) {
 		}
 		total += n
 	}
-	return Values{Known: FieldConns, Conns: total}, nil
+	return Values{Known: FieldConns, Conns: total, ConnsVia: ConnsViaProc}, nil
 }
 
 // ParseSockstatInUse finds "PROTO: inuse N ..." in /proc/net/sockstat or sockstat6 and
