@@ -33,8 +33,8 @@ type fakeSwitch struct {
 	helloBitmap   uint32 // 0: send no bitmap element
 	answerBarrier atomic.Bool
 	answerEcho    atomic.Bool
-	descParts     [][]byte // GROUP_DESC reply payloads, one part each
-	replyType     uint16   // when set, multipart replies claim this type instead of the request's
+	descParts     [][]byte                              // GROUP_DESC reply payloads, one part each
+	replyType     uint16                                // when set, multipart replies claim this type instead of the request's
 	dial          func(addr net.Addr) (net.Conn, error) // when set, replaces a plain dial (TLS)
 
 	mu     sync.Mutex

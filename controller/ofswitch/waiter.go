@@ -29,14 +29,14 @@ type waiter struct {
 	lim    Limit
 
 	mu     sync.Mutex
-	frames []frame          // waitApply
-	seen   map[uint32]bool  // waitApply: xids that already delivered a frame
-	buf    []byte           // waitMultipart: payloads so far
-	parts  int              // waitMultipart
-	last   bool             // waitMultipart: the final part arrived
-	err    error            // waitMultipart: the reply was refused
-	errF   *frame           // waitMultipart: the switch answered with OFPT_ERROR
-	closed bool             // finished: anything more is unsolicited
+	frames []frame         // waitApply
+	seen   map[uint32]bool // waitApply: xids that already delivered a frame
+	buf    []byte          // waitMultipart: payloads so far
+	parts  int             // waitMultipart
+	last   bool            // waitMultipart: the final part arrived
+	err    error           // waitMultipart: the reply was refused
+	errF   *frame          // waitMultipart: the switch answered with OFPT_ERROR
+	closed bool            // finished: anything more is unsolicited
 }
 
 func newWaiter(k waitKind) *waiter {

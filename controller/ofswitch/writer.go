@@ -19,7 +19,7 @@ import (
 // they have a budget of their own, and a peer that makes us owe it more than that without
 // reading is not a switch worth keeping, so the session ends with ErrPeerNotReading.
 type outQueue struct {
-	mu       sync.Mutex
+	mu      sync.Mutex
 	items   []queued
 	msgs    int // queued plus being written
 	bytes   int
