@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strconv"
@@ -18,7 +19,8 @@ import (
 func (b *Balancer) PacketIn(sw *ofswitch.Switch, pi ofswitch.PacketIn) {
 	vips := b.vipTable()
 	if reply, ok, err := arp.Reply(pi.Data, func(ip netip.Addr) (net.HardwareAddr, bool) { m, ok := vips[ip]; return m, ok }); err != nil {
-		b.log.Debug("packet-in is not a valid ARP frame", "dpid", sw.String(), "in_port", pi.InPort, "err", err)
+		b.metrics.arpFault(arpInvalidFrame)
+		b.plog.Debug(arpInvalidFrame, "packet-in is not a valid ARP frame", "dpid", sw.String(), "in_port", pi.InPort, "err", err)
 		return
 	} else if ok {
 		ctx, cancel := context.WithTimeout(b.context(), b.Config().Controller.BarrierTimeout)
@@ -27,7 +29,8 @@ func (b *Balancer) PacketIn(sw *ofswitch.Switch, pi ofswitch.PacketIn) {
 		err := sw.PacketOut(ctx, uint32(ofp.PortController), ofp.Actions{&ofp.ActionOutput{Port: ofp.PortNo(pi.InPort), MaxLen: ofp.ContentLenNoBuffer}}, reply)
 		cancel()
 		if err != nil {
-			b.log.Warn("ARP reply not sent", "dpid", sw.String(), "err", err)
+			b.metrics.arpFault(arpReplyNotSent)
+			b.plog.Warn(arpReplyNotSent, "ARP reply not sent", "dpid", sw.String(), "err", err)
 		}
 		b.metrics.arpReplies.Inc()
 	}
@@ -77,7 +80,9 @@ func (b *Balancer) learn(sw *ofswitch.Switch, ip netip.Addr, mac net.HardwareAdd
 	}
 	b.mu.Unlock()
 	if changed {
-		b.log.Info("backend located", "dpid", sw.String(), "ip", ip.String(), "mac", mac.String(), "port", port)
+		// Keyed by backend (a configured, bounded set): a peer flapping one backend's port
+		// cannot flood the log, and backends located together are each logged.
+		b.plog.Log(slog.LevelInfo, "located "+ip.String(), "backend located", "dpid", sw.String(), "ip", ip.String(), "mac", mac.String(), "port", port)
 		b.events.add(Event{Time: b.now(), Kind: "arp", Text: "learned " + ip.String() + " at " + mac.String() + " on port " + strconv.FormatUint(uint64(port), 10)})
 		b.Kick()
 	}
@@ -117,7 +122,8 @@ func (b *Balancer) resolveBackends(ctx context.Context, switches []*switchState)
 			err = st.sw.PacketOut(cctx, uint32(ofp.PortController), ofp.Actions{&ofp.ActionOutput{Port: ofp.PortFlood, MaxLen: ofp.ContentLenNoBuffer}}, frame)
 			cancel()
 			if err != nil {
-				b.log.Debug("ARP request not sent", "dpid", st.sw.String(), "target", w.ip.String(), "err", err)
+				b.metrics.arpFault(arpRequestNotSent)
+				b.plog.Debug(arpRequestNotSent, "ARP request not sent", "dpid", st.sw.String(), "target", w.ip.String(), "err", err)
 			}
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"flowweight/controller/config"
 	"flowweight/controller/dataplane"
 	"flowweight/controller/ofswitch"
+	"flowweight/controller/ratelog"
 )
 
 // Options are the parts of a Balancer that do not come from the config file.
@@ -34,6 +35,7 @@ type Options struct {
 // Balancer is the running controller. Create it with New, start it with Run.
 type Balancer struct {
 	log     *slog.Logger
+	plog    *ratelog.Limiter // per-packet-in lines: at most one per reason per ratelog.Every
 	now     func() time.Time
 	metrics *Metrics
 	pool    *collector.Pool
@@ -99,6 +101,7 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 	b := &Balancer{log: opt.Logger, now: opt.Now, metrics: opt.Metrics, events: newEventLog(200),
 		kick: make(chan struct{}, 1), switches: map[uint64]*switchState{}, learned: map[hostKey]host{},
 		pollers: map[string]*snmpSource{}, hist: history{max: 360}, owned: map[uint32]bool{}, started: opt.Now()}
+	b.plog = ratelog.New(b.log, func() time.Time { return b.now() })
 	b.pool = collector.NewPool(b.poolConfig(cfg))
 	if err := b.install(cfg); err != nil {
 		return nil, err
@@ -253,7 +256,7 @@ func (b *Balancer) keyFor(id string) ([]byte, bool) {
 func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error {
 	cfg := b.Config()
 	ofcfg := ofswitch.Config{Listen: cfg.Controller.Listen, EchoInterval: cfg.Controller.EchoInterval,
-		BarrierTimeout: cfg.Controller.BarrierTimeout, Logger: b.log}
+		BarrierTimeout: cfg.Controller.BarrierTimeout, Logger: b.log, CertNamesDatapath: cfg.Controller.TLSNamesDPID}
 	if b.tls.Load() != nil {
 		ofcfg.TLS = b.listenerTLS()
 	}
@@ -309,7 +312,10 @@ func (b *Balancer) Disconnected(sw *ofswitch.Switch, err error) {
 		delete(b.switches, sw.DatapathID())
 	}
 	b.mu.Unlock()
-	b.metrics.switchUp.WithLabelValues(sw.String()).Set(0)
+	// The series goes with the switch: datapath ids are chosen by whoever connects, and a
+	// series per id ever seen would grow without bound. The session table refuses a second
+	// live session of an id, so no newer session of this id has set it yet.
+	b.metrics.forgetSwitch(sw.String())
 	b.events.add(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " disconnected"})
 	b.log.Warn("switch disconnected", "dpid", sw.String(), "err", err)
 }
