@@ -301,7 +301,9 @@ func (b *Balancer) Connected(sw *ofswitch.Switch) {
 	b.mu.Unlock()
 	b.metrics.switchUp.WithLabelValues(sw.String()).Set(1)
 	b.events.add(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " connected from " + sw.RemoteAddr().String()})
-	b.log.Info("switch connected", "dpid", sw.String(), "remote", sw.RemoteAddr().String())
+	// Rate-limited per datapath id: a peer reconnecting in a loop cannot flood the log, and
+	// distinct switches each get their line (ratelog bounds the ids it tracks).
+	b.plog.Log(slog.LevelInfo, "connect "+sw.String(), "switch connected", "dpid", sw.String(), "remote", sw.RemoteAddr().String())
 	b.Kick()
 }
 
@@ -317,7 +319,7 @@ func (b *Balancer) Disconnected(sw *ofswitch.Switch, err error) {
 	// live session of an id, so no newer session of this id has set it yet.
 	b.metrics.forgetSwitch(sw.String())
 	b.events.add(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " disconnected"})
-	b.log.Warn("switch disconnected", "dpid", sw.String(), "err", err)
+	b.plog.Warn("disconnect "+sw.String(), "switch disconnected", "dpid", sw.String(), "err", err)
 }
 
 // Switches lists the connected datapaths.

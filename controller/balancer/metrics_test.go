@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"flowweight/controller/ratelog"
 )
 
 // runWithMetrics starts a Balancer on cfg with its metrics on a fresh registry and log into
@@ -27,7 +29,9 @@ func runWithMetrics(t *testing.T, logw io.Writer) (*Balancer, *prometheus.Regist
 	if err := m.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(testConfig(t, ""), Options{Metrics: m,
+	// A frozen clock: the rate-limited log lines counted here all fall in one window.
+	clk := &fakeClock{time.Unix(1_800_000_000, 0)}
+	b, err := New(testConfig(t, ""), Options{Metrics: m, Now: clk.now,
 		Logger: slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
@@ -129,9 +133,11 @@ func gathered(t *testing.T, reg *prometheus.Registry, name, label string) map[st
 }
 
 // TestSwitchSeriesRemovedOnDisconnect: 300 short-lived switches with distinct datapath ids
-// leave no flowweight_switch_connected series behind (before the fix: 300 series at 0).
+// leave no flowweight_switch_connected series behind (before the fix: 300 series at 0), and
+// their connect and disconnect lines are bounded (before: 602 lines).
 func TestSwitchSeriesRemovedOnDisconnect(t *testing.T) {
-	b, reg, addr := runWithMetrics(t, io.Discard)
+	var logs lockedBuf
+	b, reg, addr := runWithMetrics(t, &logs)
 	stay := dialSwitch(t, addr, 0xaaaa)
 	defer stay.Close()
 	waitCond(t, "first switch connected", func() bool { return slices.Contains(b.Switches(), 0xaaaa) })
@@ -147,6 +153,9 @@ func TestSwitchSeriesRemovedOnDisconnect(t *testing.T) {
 	if got := gathered(t, reg, "flowweight_switch_connected", "dpid"); got["000000000000aaaa"] != 1 {
 		t.Errorf("series = %v, want only the connected switch at 1", got)
 	}
+	if n := logs.count("switch connected") + logs.count("switch disconnected"); n > ratelog.MaxKeys+1 {
+		t.Errorf("%d connect/disconnect lines for 301 switches in one window, want at most %d", n, ratelog.MaxKeys+1)
+	}
 }
 
 type lockedBuf struct {
@@ -160,13 +169,15 @@ func (l *lockedBuf) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+// count counts the Balancer's lines with msg (ofswitch's own Debug lines of the same name
+// carry no "suppressed").
 func (l *lockedBuf) count(msg string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	for _, line := range strings.Split(l.b.String(), "\n") {
 		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg && m["suppressed"] != nil {
 			n++
 		}
 	}

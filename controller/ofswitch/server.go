@@ -266,7 +266,8 @@ func (s *Server) handle(c net.Conn) {
 		defer loops.Done()
 		sw.keepalive()
 	}()
-	sw.log.Info("switch connected", "tables", sw.features.NumTables, "buffers", sw.features.NumBuffers)
+	// Debug: the Handler logs the session (rate-limited); these add the table details.
+	sw.log.Debug("switch connected", "tables", sw.features.NumTables, "buffers", sw.features.NumBuffers)
 	s.h.Connected(sw)
 	var piWG sync.WaitGroup
 	piWG.Add(1)
@@ -283,7 +284,7 @@ func (s *Server) handle(c net.Conn) {
 	}
 	s.mu.Unlock()
 	err = sw.Err()
-	sw.log.Info("switch disconnected", "err", err)
+	sw.log.Debug("switch disconnected", "err", err)
 	s.h.Disconnected(sw, err)
 	close(sw.stopped)
 }

@@ -2,9 +2,11 @@
 // one line per key per Every and reports how many it held back as "suppressed" on the next
 // line of that key (the scheme collector/push uses for rejected reports).
 //
-// It owns no policy: callers choose the keys, and should use a small fixed set (reasons, not
-// peer addresses or datapath ids). A Limiter holds at most MaxKeys keys; lines of further
-// keys share one overflow slot, so memory stays bounded whatever the keys.
+// It owns no policy: callers choose the keys, preferably a small fixed set (reasons). A
+// Limiter holds at most MaxKeys keys: when full, a key whose window is over and that
+// suppressed nothing makes room, and otherwise lines of new keys share one overflow slot, so
+// memory stays bounded whatever the keys, and a flood of new keys yields at most about
+// MaxKeys lines per Every.
 package ratelog
 
 import (
@@ -56,7 +58,7 @@ func (l *Limiter) Log(level slog.Level, key, msg string, args ...any) bool {
 	l.mu.Lock()
 	s, ok := l.slots[key]
 	if !ok {
-		if len(l.slots) >= MaxKeys {
+		if len(l.slots) >= MaxKeys && !l.evictLocked(now) {
 			key = overflowKey
 			s = l.slots[key]
 		}
@@ -77,6 +79,19 @@ func (l *Limiter) Log(level slog.Level, key, msg string, args ...any) bool {
 	l.mu.Unlock()
 	l.log.Log(context.Background(), level, msg, append(args, "suppressed", n)...)
 	return true
+}
+
+// evictLocked drops one slot that holds nothing worth keeping (its window is over and it
+// suppressed nothing), so keys that come and go (datapath ids of switches that connected
+// once) do not crowd out later ones. It reports whether it made room.
+func (l *Limiter) evictLocked(now time.Time) bool {
+	for k, s := range l.slots {
+		if k != overflowKey && s.suppressed == 0 && now.Sub(s.last) >= Every {
+			delete(l.slots, k)
+			return true
+		}
+	}
+	return false
 }
 
 // Warn is Log at slog.LevelWarn.

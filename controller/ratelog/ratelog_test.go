@@ -91,3 +91,24 @@ func TestLimiterDisabledLevelCostsNothing(t *testing.T) {
 		t.Errorf("disabled level touched state: %d slots, %q", len(l.slots), buf.String())
 	}
 }
+
+// TestLimiterReusesIdleKeys: keys that come and go (one per short-lived switch) do not end in
+// the shared overflow slot forever: once their window is over, new keys take their place.
+func TestLimiterReusesIdleKeys(t *testing.T) {
+	var buf bytes.Buffer
+	clk := &clock{time.Unix(1_800_000_000, 0)}
+	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), clk.now)
+	for i := 0; i < MaxKeys; i++ {
+		l.Warn(fmt.Sprint("old", i), "line")
+	}
+	l.Warn("new-now", "line") // all windows still open: overflow
+	clk.t = clk.t.Add(Every)
+	for i := 0; i < MaxKeys; i++ {
+		if !l.Warn(fmt.Sprint("new", i), "line") {
+			t.Fatalf("new key %d suppressed although every old key's window is over", i)
+		}
+	}
+	if _, ok := l.slots["new0"]; !ok || len(l.slots) > MaxKeys+1 {
+		t.Errorf("slots %d, new0 present %v", len(l.slots), ok)
+	}
+}
