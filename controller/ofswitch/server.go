@@ -389,7 +389,7 @@ func (s *Server) handshake(c net.Conn) (*Switch, error) {
 	if err := send(of.TypeHello, sw.nextXID(), helloBody()); err != nil {
 		return nil, fmt.Errorf("send HELLO: %w", err)
 	}
-	f, err := readFrame(sw.br)
+	f, err := readHandshakeFrame(sw.br)
 	if err != nil {
 		return nil, fmt.Errorf("read HELLO: %w", err)
 	}
@@ -413,7 +413,7 @@ func (s *Server) handshake(c net.Conn) (*Switch, error) {
 		return nil, fmt.Errorf("send FEATURES_REQUEST: %w", err)
 	}
 	for {
-		f, err := readFrame(sw.br)
+		f, err := readHandshakeFrame(sw.br)
 		if err != nil {
 			return nil, fmt.Errorf("read FEATURES_REPLY: %w", err)
 		}
