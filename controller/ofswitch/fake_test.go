@@ -225,6 +225,18 @@ func (c *manualClock) Advance(d time.Duration) {
 	c.timers = keep
 }
 
+// waitTimer returns the duration of the next timer the code under test starts.
+func (c *manualClock) waitTimer(t *testing.T) time.Duration {
+	t.Helper()
+	select {
+	case d := <-c.added:
+		return d
+	case <-time.After(guard):
+		t.Fatalf("no timer started within %v", guard)
+	}
+	return 0
+}
+
 // tick delivers one keepalive tick to whichever session takes it.
 func (c *manualClock) tick(t *testing.T) {
 	t.Helper()

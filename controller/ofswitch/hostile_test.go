@@ -519,14 +519,18 @@ func TestDuplicateDatapath(t *testing.T) {
 		a.answerEcho.Store(false)
 		b := newFake(t, 11)
 		b.connect(srv.Addr())
-		if d := <-clk.added; d != 3*time.Second {
+		if d := clk.waitTimer(t); d != 3*time.Second {
 			t.Fatalf("probe timer %v, want ProbeTimeout 3s", d)
 		}
 		a.next(of.TypeEchoRequest) // the probe reached the old session
 		// While the probe runs, a third claim is refused at once.
 		c := newFake(t, 11)
 		c.connect(srv.Addr())
-		<-c.eof
+		select {
+		case <-c.eof:
+		case <-time.After(guard):
+			t.Fatal("third claim not refused while the probe runs")
+		}
 		clk.Advance(3 * time.Second)
 		ev := h.wait(t, "disconnected")
 		if ev.sw != swA || !errors.Is(ev.err, ErrReplaced) {
@@ -571,7 +575,11 @@ func TestMaxSwitches(t *testing.T) {
 	connectFake(t, srv, h, 2)
 	f := newFake(t, 3)
 	f.connect(srv.Addr())
-	<-f.eof
+	select {
+	case <-f.eof:
+	case <-time.After(guard):
+		t.Fatal("switch beyond MaxSwitches not refused")
+	}
 	if n := srv.Stats().Faults[FaultTooManySwitches]; n != 1 || srv.Stats().Switches != 2 {
 		t.Errorf("too_many_switches = %d, switches %d; want 1 and 2", n, srv.Stats().Switches)
 	}
