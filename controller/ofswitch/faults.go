@@ -25,6 +25,7 @@ const (
 	FaultTooManySwitches                    // Config.MaxSwitches datapaths were already connected
 	FaultDuplicateDatapath                  // a second connection claimed a live datapath id
 	FaultIdentityMismatch                   // a datapath id claimed with a certificate it is not bound to
+	FaultMalformedHeader                    // a header whose length cannot hold it: the stream is lost
 	numFaults
 )
 
@@ -33,7 +34,7 @@ var faultNames = [numFaults]string{
 	"packet_in_queue_full", "unsolicited_reply", "multipart_type_mismatch",
 	"multipart_too_large", "malformed_reply", "ignored_message", "bad_version",
 	"write_queue_full", "write_timeout", "handshake_failed", "too_many_handshakes",
-	"too_many_switches", "duplicate_datapath", "identity_mismatch",
+	"too_many_switches", "duplicate_datapath", "identity_mismatch", "malformed_header",
 }
 
 // String is the fault's metric label value.

@@ -680,3 +680,21 @@ func BenchmarkEchoFlood(b *testing.B) {
 		<-done
 	}
 }
+
+// TestBadHeaderClosesSession: a header whose length cannot hold the header itself leaves
+// the stream unreadable; the session ends with an error naming the switch, counted.
+func TestBadHeaderClosesSession(t *testing.T) {
+	h := newRecHandler()
+	srv, _ := testServer(t, Config{}, h)
+	f, _ := connectFake(t, srv, h, 0x400)
+	f.wmu.Lock()
+	f.conn.Write([]byte{version13, byte(of.TypeEchoRequest), 0, 4, 0, 0, 0, 9})
+	f.wmu.Unlock()
+	ev := h.wait(t, "disconnected")
+	if !errors.Is(ev.err, ErrMalformed) || !strings.Contains(ev.err.Error(), "0000000000000400") {
+		t.Fatalf("disconnected with %v, want ErrMalformed naming the switch", ev.err)
+	}
+	if n := srv.Stats().Faults[FaultMalformedHeader]; n != 1 {
+		t.Errorf("malformed_header = %d, want 1", n)
+	}
+}

@@ -32,7 +32,7 @@ func (sw *Switch) readLoop() {
 		h, err := parseHeader(hb[:])
 		if err != nil {
 			// Without a usable length the stream cannot be followed any further.
-			sw.fault(FaultMalformedReply, "unreadable message header, closing", "err", err)
+			sw.fault(FaultMalformedHeader, "unreadable message header, closing", "err", err)
 			sw.close(fmt.Errorf("switch %s at %s: %w", sw, sw.remote, err))
 			return
 		}
