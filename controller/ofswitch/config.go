@@ -75,7 +75,9 @@ type Config struct {
 	// CertNamesDatapath, with TLS client certificates, requires each switch's certificate to
 	// name the datapath id it claims: its subject CN, or one of its DNS SANs, is the id as
 	// 16 hex digits (e.g. "0000feedface0001", or "dpid:0000feedface0001" as the CN).
-	// Without it, a datapath id is bound to the first certificate identity that claims it.
+	// One Open vSwitch certificate serves all bridges of a host: list each bridge's id as a
+	// DNS SAN. Without this option, a datapath id is bound to the first certificate
+	// identity that claims it, for the life of the process.
 	CertNamesDatapath bool
 	// Logger receives session events and rate-limited fault lines. Default slog.Default().
 	Logger *slog.Logger

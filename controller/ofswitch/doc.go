@@ -43,7 +43,9 @@
 // restarts, is Config.CertNamesDatapath: the certificate must then name the id it claims, its
 // subject CN being the datapath id as 16 hex digits ("0000feedface0001", as ovs-ofctl show
 // prints after "dpid:", with or without that prefix) or one of its DNS SANs being those 16
-// digits. Operators issue such a certificate per switch from their switch CA, e.g.
+// digits. Open vSwitch presents one certificate (ovs-vsctl set-ssl) for all bridges of a
+// host, so a host with several bridges needs each bridge's id as a DNS SAN. Operators issue
+// such a certificate per switch host from their switch CA, e.g.
 // `openssl req -new -subj /CN=$(ovs-vsctl get bridge br0 datapath_id | tr -d '"') ...`,
 // and should fix the bridge's id (ovs-vsctl set bridge br0 other-config:datapath-id=...) so it
 // does not change with the bridge's MAC.

@@ -698,3 +698,48 @@ func TestBadHeaderClosesSession(t *testing.T) {
 		t.Errorf("malformed_header = %d, want 1", n)
 	}
 }
+
+// TestHandshakeReadsOnlyWhatItUses: during HELLO/FEATURES an oversized HELLO fails the
+// handshake (counted), and bodies of messages the handshake does not use are skipped.
+func TestHandshakeReadsOnlyWhatItUses(t *testing.T) {
+	t.Run("oversized HELLO", func(t *testing.T) {
+		h := newRecHandler()
+		srv, _ := testServer(t, Config{}, h)
+		c, err := net.Dial("tcp", srv.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		hello, _ := encodeMessage(of.TypeHello, 1, rawBody(make([]byte, maxHandshakeBody+1)))
+		c.Write(hello)
+		io.Copy(io.Discard, c) // until the controller closes
+		if st := srv.Stats(); st.HandshakeFailure != 1 || st.Faults[FaultHandshakeFailed] != 1 {
+			t.Errorf("handshake failures %d, fault %d; want 1 and 1", st.HandshakeFailure, st.Faults[FaultHandshakeFailed])
+		}
+	})
+	t.Run("unused bodies skipped", func(t *testing.T) {
+		var stream bytes.Buffer
+		hello, _ := encodeMessage(of.TypeHello, 1, helloBody())
+		junk, _ := encodeMessage(of.TypePortStatus, 2, rawBody(make([]byte, maxMsgLen-headerLen)))
+		stream.Write(hello)
+		for range 100 {
+			stream.Write(junk)
+		}
+		br := bufio.NewReader(&stream)
+		if f, err := readHandshakeFrame(br); err != nil || f.h.Type != of.TypeHello || len(f.body) != 8 {
+			t.Fatalf("HELLO: %v %v %d", f.h.Type, err, len(f.body))
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 100 {
+			if f, err := readHandshakeFrame(br); err != nil || f.body != nil {
+				t.Fatalf("port status: %v, body %d bytes", err, len(f.body))
+			}
+		}
+		runtime.ReadMemStats(&after)
+		if per := (after.TotalAlloc - before.TotalAlloc) / 100; per > 1024 {
+			t.Errorf("%d bytes allocated per skipped 64 KiB message", per)
+		}
+	})
+}
