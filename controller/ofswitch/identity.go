@@ -48,7 +48,10 @@ func describeIdentity(id string) string {
 // subject CN is the id as 16 hex digits, optionally prefixed "dpid:" (how ovs-ofctl prints
 // it), or a DNS SAN is the 16 hex digits. Case is ignored.
 func certNamesDatapath(c net.Conn, dpid uint64) bool {
-	leaf := peerLeaf(c)
+	return leafNamesDatapath(peerLeaf(c), dpid)
+}
+
+func leafNamesDatapath(leaf *x509.Certificate, dpid uint64) bool {
 	if leaf == nil {
 		return false
 	}

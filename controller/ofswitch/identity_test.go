@@ -171,3 +171,34 @@ func TestPinsBounded(t *testing.T) {
 		t.Error("a bound id refused for its own certificate")
 	}
 }
+
+func TestLeafNamesDatapath(t *testing.T) {
+	const dpid = 0xfe00_0000_00ab_cdef
+	tests := []struct {
+		name string
+		cn   string
+		dns  []string
+		want bool
+	}{
+		{"CN is the id", "fe00000000abcdef", nil, true},
+		{"CN with dpid: prefix", "dpid:fe00000000abcdef", nil, true},
+		{"CN upper case", "FE00000000ABCDEF", nil, true},
+		{"one of several DNS SANs (bridges of one host)", "ovs-host-1", []string{"localhost", "0000000000000001", "fe00000000abcdef"}, true},
+		{"another id", "fe00000000abcdee", []string{"0000000000000001"}, false},
+		{"id without leading zeros", "abcdef", nil, false},
+		{"id inside a longer name", "sw-fe00000000abcdef", nil, false},
+		{"nothing", "", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			leaf := &x509.Certificate{DNSNames: tt.dns}
+			leaf.Subject.CommonName = tt.cn
+			if got := leafNamesDatapath(leaf, dpid); got != tt.want {
+				t.Errorf("CN %q DNS %v names %016x: %v, want %v", tt.cn, tt.dns, uint64(dpid), got, tt.want)
+			}
+		})
+	}
+	if leafNamesDatapath(nil, dpid) {
+		t.Error("no certificate names a datapath")
+	}
+}
