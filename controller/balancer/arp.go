@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
 	"time"
 
 	"flowweight/controller/arp"
@@ -26,7 +25,8 @@ func (b *Balancer) PacketIn(sw *ofswitch.Switch, pi ofswitch.PacketIn) {
 		err := sw.PacketOut(ctx, uint32(ofp.PortController), ofp.Actions{&ofp.ActionOutput{Port: ofp.PortNo(pi.InPort), MaxLen: ofp.ContentLenNoBuffer}}, reply)
 		cancel()
 		if err != nil {
-			b.log.Warn("ARP reply not sent", "dpid", sw.String(), "err", err)
+			b.metrics.arpFault(arpReplyNotSent)
+			b.plog.Warn(arpReplyNotSent, "ARP reply not sent", "dpid", sw.String(), "err", err)
 		}
 		b.metrics.arpReplies.Inc()
 	}
@@ -109,16 +109,15 @@ func (b *Balancer) askARP(ctx context.Context, sw *ofswitch.Switch, ip netip.Add
 		return
 	case err != nil:
 		b.metrics.arpRequestsDropped.Inc()
-		if ok, n := b.arpLog.allow("request:table_full", b.now()); ok {
-			b.log.Warn("ARP request not sent", "dpid", sw.String(), "target", ip.String(), "err", err, "suppressed", n)
-		}
+		b.plog.Warn("arp:request:table_full", "ARP request not sent", "dpid", sw.String(), "target", ip.String(), "err", err)
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.Config().Controller.BarrierTimeout)
 	err = sw.PacketOut(cctx, uint32(ofp.PortController), ofp.Actions{&ofp.ActionOutput{Port: ofp.PortFlood, MaxLen: ofp.ContentLenNoBuffer}}, frame)
 	cancel()
 	if err != nil {
-		b.log.Debug("ARP request not sent", "dpid", sw.String(), "target", ip.String(), "err", err)
+		b.metrics.arpFault(arpRequestNotSent)
+		b.plog.Debug(arpRequestNotSent, "ARP request not sent", "dpid", sw.String(), "target", ip.String(), "err", err)
 		return
 	}
 	b.metrics.arpRequests.Inc()
@@ -195,40 +194,9 @@ func (b *Balancer) expireARP() {
 	}
 }
 
-// refusedARP counts a refused frame and logs it, one line per reason per arpLogEvery.
+// refusedARP counts a refused frame and logs it, one line per reason per ratelog.Every.
 func (b *Balancer) refusedARP(dpid string, r arp.Reason, ip netip.Addr, loc arp.Location, now time.Time) {
 	b.metrics.arpRefused.WithLabelValues(string(r)).Inc()
-	if ok, n := b.arpLog.allow(string(r), now); ok {
-		b.log.Warn("ARP frame not learnt from", "reason", string(r), "dpid", dpid, "ip", ip.String(),
-			"mac", loc.MAC.String(), "in_port", loc.Port, "suppressed", n)
-	}
-}
-
-// arpLogEvery is how often each refusal reason may log: a flood of spoofed ARP must not
-// become a flood of log lines, but the first of each kind is always seen.
-const arpLogEvery = 10 * time.Second
-
-// arpLogLimiter lets one line per key through per arpLogEvery and counts the rest.
-type arpLogLimiter struct {
-	mu         sync.Mutex
-	last       map[string]time.Time
-	suppressed map[string]int
-}
-
-func newARPLogLimiter() *arpLogLimiter {
-	return &arpLogLimiter{last: map[string]time.Time{}, suppressed: map[string]int{}}
-}
-
-// allow reports whether a line for key may be logged now, and how many were suppressed since
-// the last one that was. Keys come from a fixed set, so the maps stay small.
-func (l *arpLogLimiter) allow(key string, now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if last, seen := l.last[key]; seen && now.Sub(last) < arpLogEvery {
-		l.suppressed[key]++
-		return false, 0
-	}
-	n := l.suppressed[key]
-	l.last[key], l.suppressed[key] = now, 0
-	return true, n
+	b.plog.Warn("arp:"+string(r), "ARP frame not learnt from", "reason", string(r), "dpid", dpid, "ip", ip.String(),
+		"mac", loc.MAC.String(), "in_port", loc.Port)
 }

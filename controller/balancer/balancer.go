@@ -21,6 +21,7 @@ import (
 	"flowweight/controller/config"
 	"flowweight/controller/dataplane"
 	"flowweight/controller/ofswitch"
+	"flowweight/controller/ratelog"
 )
 
 // Options are the parts of a Balancer that do not come from the config file.
@@ -33,6 +34,7 @@ type Options struct {
 // Balancer is the running controller. Create it with New, start it with Run.
 type Balancer struct {
 	log     *slog.Logger
+	plog    *ratelog.Limiter // per-packet-in lines: at most one per reason per ratelog.Every
 	now     func() time.Time
 	metrics *Metrics
 	pool    *collector.Pool
@@ -62,7 +64,6 @@ type Balancer struct {
 	// arpl owns backends' locations per switch and our outstanding ARP requests (it has its
 	// own lock); arpExpiry, under mu, is when the pending round-closing timer fires.
 	arpl      *arp.Learner
-	arpLog    *arpLogLimiter
 	arpExpiry time.Time
 }
 
@@ -90,8 +91,9 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 		opt.Metrics = NewMetrics()
 	}
 	b := &Balancer{log: opt.Logger, now: opt.Now, metrics: opt.Metrics, events: newEventLog(200),
-		kick: make(chan struct{}, 1), switches: map[uint64]*switchState{}, arpl: arp.NewLearner(arp.LearnerConfig{}), arpLog: newARPLogLimiter(),
+		kick: make(chan struct{}, 1), switches: map[uint64]*switchState{}, arpl: arp.NewLearner(arp.LearnerConfig{}),
 		pollers: map[string]*snmpSource{}, hist: history{max: 360}, owned: map[uint32]bool{}, started: opt.Now()}
+	b.plog = ratelog.New(b.log, func() time.Time { return b.now() })
 	b.pool = collector.NewPool(b.poolConfig(cfg))
 	if err := b.install(cfg); err != nil {
 		return nil, err
@@ -242,7 +244,7 @@ func (b *Balancer) keyFor(id string) ([]byte, bool) {
 func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error {
 	cfg := b.Config()
 	ofcfg := ofswitch.Config{Listen: cfg.Controller.Listen, EchoInterval: cfg.Controller.EchoInterval,
-		BarrierTimeout: cfg.Controller.BarrierTimeout, Logger: b.log}
+		BarrierTimeout: cfg.Controller.BarrierTimeout, Logger: b.log, CertNamesDatapath: cfg.Controller.TLSNamesDPID}
 	if b.tls.Load() != nil {
 		ofcfg.TLS = b.listenerTLS()
 	}
@@ -287,7 +289,9 @@ func (b *Balancer) Connected(sw *ofswitch.Switch) {
 	b.mu.Unlock()
 	b.metrics.switchUp.WithLabelValues(sw.String()).Set(1)
 	b.events.add(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " connected from " + sw.RemoteAddr().String()})
-	b.log.Info("switch connected", "dpid", sw.String(), "remote", sw.RemoteAddr().String())
+	// Rate-limited per datapath id: a peer reconnecting in a loop cannot flood the log, and
+	// distinct switches each get their line (ratelog bounds the ids it tracks).
+	b.plog.Log(slog.LevelInfo, "connect "+sw.String(), "switch connected", "dpid", sw.String(), "remote", sw.RemoteAddr().String())
 	b.Kick()
 }
 
@@ -298,9 +302,12 @@ func (b *Balancer) Disconnected(sw *ofswitch.Switch, err error) {
 		delete(b.switches, sw.DatapathID())
 	}
 	b.mu.Unlock()
-	b.metrics.switchUp.WithLabelValues(sw.String()).Set(0)
+	// The series goes with the switch: datapath ids are chosen by whoever connects, and a
+	// series per id ever seen would grow without bound. The session table refuses a second
+	// live session of an id, so no newer session of this id has set it yet.
+	b.metrics.forgetSwitch(sw.String())
 	b.events.add(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " disconnected"})
-	b.log.Warn("switch disconnected", "dpid", sw.String(), "err", err)
+	b.plog.Warn("disconnect "+sw.String(), "switch disconnected", "dpid", sw.String(), "err", err)
 }
 
 // Switches lists the connected datapaths.

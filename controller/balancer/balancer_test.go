@@ -304,32 +304,6 @@ func TestReloadChangesWeightsAndBuckets(t *testing.T) {
 	}
 }
 
-func TestARPLogLimiter(t *testing.T) {
-	l := newARPLogLimiter()
-	at := func(s float64) time.Time { return time.Unix(1e9, 0).Add(time.Duration(s * float64(time.Second))) }
-	steps := []struct {
-		key  string
-		t    float64
-		ok   bool
-		supp int
-	}{
-		{"unsolicited", 0, true, 0},
-		{"unsolicited", 1, false, 0},
-		{"unsolicited", 9.9, false, 0},
-		{"wrong_port", 5, true, 0}, // each reason has its own window
-		{"unsolicited", 10, true, 2},
-		{"unsolicited", 10.5, false, 0},
-		{"unsolicited", 30, true, 1},
-		{"unsolicited", 41, true, 0},
-	}
-	for i, s := range steps {
-		ok, n := l.allow(s.key, at(s.t))
-		if ok != s.ok || n != s.supp {
-			t.Errorf("step %d (%s at %vs): allow = %v, %d; want %v, %d", i, s.key, s.t, ok, n, s.ok, s.supp)
-		}
-	}
-}
-
 // TestRefusedARPCounted: refusals show in /metrics by reason, every reason from the start.
 func TestRefusedARPCounted(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1e9, 0)}

@@ -19,6 +19,7 @@ type Metrics struct {
 	arpRefused, arpChanges              *prometheus.CounterVec
 	clamped                             *prometheus.GaugeVec
 	clamps                              *prometheus.CounterVec
+	arpFaults                           *prometheus.CounterVec
 	barrierRTT                          prometheus.Histogram
 	push                                *pushCollector
 }
@@ -42,7 +43,7 @@ func NewMetrics() *Metrics {
 		snmpErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "snmp_poll_errors_total",
 			Help: "Failed SNMP polls, by backend."}, []string{"backend"}),
 		switchUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "flowweight", Name: "switch_connected",
-			Help: "1 while the switch with this datapath id is connected."}, []string{"dpid"}),
+			Help: "1 while the switch with this datapath id is connected; the series is removed when it disconnects."}, []string{"dpid"}),
 		rewrites: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "flowweight", Name: "rewrites_total",
 			Help: "Plans applied to a switch and confirmed by barrier replies."}),
 		rewriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "flowweight", Name: "rewrite_errors_total",
@@ -64,6 +65,8 @@ func NewMetrics() *Metrics {
 			[]string{"service", "backend", "resource"}),
 		clamps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "capacity_clamps_total",
 			Help: "Transitions of a backend into clamped reported capacity, by resource (cpu, mem)."}, []string{"resource"}),
+		arpFaults: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "arp_faults_total",
+			Help: "Packet-ins that were not valid ARP, and ARP packet-outs that could not be sent, by reason."}, []string{"reason"}),
 		barrierRTT: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flowweight", Name: "barrier_rtt_seconds",
 			Help: "Time from sending a stage of messages to its barrier reply.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		push: &pushCollector{},
@@ -77,7 +80,7 @@ func NewMetrics() *Metrics {
 // Register adds every collector to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
-		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.barrierRTT, m.push,
+		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.arpFaults, m.barrierRTT, m.push, &ofCollector{m.push},
 		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps} {
 		if err := reg.Register(c); err != nil {
 			return err
@@ -87,6 +90,18 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 }
 
 func (m *Metrics) bind(b *Balancer) { m.push.b = b }
+
+// ARP fault reasons, the fixed label set of flowweight_arp_faults_total.
+const (
+	arpReplyNotSent   = "reply_not_sent"
+	arpRequestNotSent = "request_not_sent"
+)
+
+// arpFault counts one ARP fault; the log line is the caller's, rate-limited.
+func (m *Metrics) arpFault(reason string) { m.arpFaults.WithLabelValues(reason).Inc() }
+
+// forgetSwitch removes a disconnected switch's per-datapath series.
+func (m *Metrics) forgetSwitch(dpid string) { m.switchUp.DeleteLabelValues(dpid) }
 
 var stateNames = []string{"unknown", "warming", "up", "down", "stale", "drained"}
 
@@ -134,5 +149,29 @@ func (p *pushCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(pushAccepted, prometheus.CounterValue, float64(srv.Accepted()))
 	for reason, n := range srv.Rejected() {
 		ch <- prometheus.MustNewConstMetric(pushRejected, prometheus.CounterValue, float64(n), string(reason))
+	}
+}
+
+// ofCollector exposes the OpenFlow listener's fault counters at scrape time. The reason label
+// takes the fixed set ofswitch.Faults, never a datapath id or address.
+type ofCollector struct{ p *pushCollector } // shares the Balancer binding
+
+var ofFaults = prometheus.NewDesc("flowweight_openflow_faults_total",
+	"Messages and connections from OpenFlow peers that were refused, dropped or logged as faults, by reason.", []string{"reason"}, nil)
+
+func (o *ofCollector) Describe(ch chan<- *prometheus.Desc) { ch <- ofFaults }
+
+func (o *ofCollector) Collect(ch chan<- prometheus.Metric) {
+	if o.p.b == nil {
+		return
+	}
+	o.p.b.mu.Lock()
+	srv := o.p.b.ofsrv
+	o.p.b.mu.Unlock()
+	if srv == nil {
+		return
+	}
+	for f, n := range srv.Stats().Faults {
+		ch <- prometheus.MustNewConstMetric(ofFaults, prometheus.CounterValue, float64(n), f.String())
 	}
 }

@@ -40,6 +40,7 @@ type Controller struct {
 	TLSCert        string        `toml:"tls_cert"`        // optional PEM certificate; with tls_key enables TLS
 	TLSKey         string        `toml:"tls_key"`         // optional PEM key, not readable by others
 	TLSCA          string        `toml:"tls_ca"`          // optional PEM CA bundle: switches must present a certificate it signed
+	TLSNamesDPID   bool          `toml:"tls_names_dpid"`  // with tls_ca: a switch's certificate CN (or a DNS SAN) must be its datapath id in 16 hex digits; default false (the id is bound to the first certificate that claims it)
 	UpdatePeriod   time.Duration `toml:"update_period"`   // how often weights are recomputed; default "5s"
 	ReadbackPeriod time.Duration `toml:"readback_period"` // how often groups are read back to repair drift; default "30s"
 	BarrierTimeout time.Duration `toml:"barrier_timeout"` // wait for a barrier reply; default "5s"
@@ -284,6 +285,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Controller.TLSCA != "" && c.Controller.TLSCert == "" {
 		p.Addf("controller.tls_ca", "verifying switch certificates needs TLS: set tls_cert and tls_key too")
+	}
+	if c.Controller.TLSNamesDPID && c.Controller.TLSCA == "" {
+		p.Addf("controller.tls_names_dpid", "checking that certificates name the datapath needs switch certificates: set tls_ca too")
 	}
 	if strings.HasPrefix(c.Controller.Listen, "unix:") && c.Controller.TLSCert != "" {
 		p.Addf("controller.tls_cert", "TLS over a unix socket listener (%q) is not supported: Open vSwitch's unix: target is plain", c.Controller.Listen)

@@ -96,6 +96,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"duplicate service", good + strings.Replace(strings.Replace(strings.Replace(good[strings.Index(good, "[[service]]"):], `"a"`, `"c"`, 1), `"b"`, `"d"`, 1), "10.0.0.100", "10.0.0.101", 1), []string{`service "web".name`, "duplicate service name", `service "web".group_id`}},
 		{"tls cert without key", "[controller]\ntls_cert = \"/c.crt\"\n" + good, []string{"controller.tls_cert", "together"}},
 		{"tls ca without cert", "[controller]\ntls_ca = \"/ca.crt\"\n" + good, []string{"controller.tls_ca", "needs TLS"}},
+		{"tls names dpid without ca", "[controller]\ntls_names_dpid = true\n" + good, []string{"controller.tls_names_dpid", "tls_ca"}},
 		{"tls on a unix socket", "[controller]\nlisten = \"unix:/run/of.sock\"\ntls_cert = \"/c\"\ntls_key = \"/k\"\n" + good, []string{"controller.tls_cert", "unix socket"}},
 		{"syntax error", good + "\n[[service]\n", []string{"t.toml:"}},
 	}

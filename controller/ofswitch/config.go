@@ -18,6 +18,16 @@ const (
 	DefaultWriteTimeout     = 5 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultPacketInQueue    = 256
+	DefaultProbeTimeout     = 2 * time.Second
+	// DefaultMaxPacketInBytes bounds a PACKET_IN body: a full 1500-byte Ethernet frame
+	// with its OXM match fits; the controller only needs ARP.
+	DefaultMaxPacketInBytes   = 2048
+	DefaultMaxMultipartBytes  = 4 << 20
+	DefaultMaxMultipartParts  = 1024
+	DefaultWriteQueueMessages = 1024
+	DefaultWriteQueueBytes    = 4 << 20
+	DefaultMaxHandshakes      = 64
+	DefaultMaxSwitches        = 256
 )
 
 // Config configures a Server. Zero fields take the documented defaults.
@@ -41,7 +51,35 @@ type Config struct {
 	// PacketInQueue is the number of packet-ins buffered per switch between the reader
 	// and the Handler; when it is full, packet-ins are dropped and counted. Default 256.
 	PacketInQueue int
-	// Logger receives session events and every OFPT_ERROR. Default slog.Default().
+	// ProbeTimeout bounds the liveness probe (an ECHO_REQUEST) of an established session
+	// when another connection claims its datapath id. Default 2s.
+	ProbeTimeout time.Duration
+	// MaxPacketInBytes is the largest PACKET_IN body kept; larger ones are discarded
+	// unread and counted. Default 2048.
+	MaxPacketInBytes int
+	// MaxMultipartBytes and MaxMultipartParts bound one multipart reply unless the call
+	// gives its own Limit. Defaults 4 MiB and 1024 parts.
+	MaxMultipartBytes int
+	MaxMultipartParts int
+	// WriteQueueMessages and WriteQueueBytes bound what waits to be written to one switch.
+	// Our own requests wait for room; replies the switch provokes (ECHO_REPLY) get a quarter
+	// of each on top, and a switch that makes us owe more than that without reading is
+	// closed with ErrPeerNotReading. Defaults 1024 messages and 4 MiB.
+	WriteQueueMessages int
+	WriteQueueBytes    int
+	// MaxHandshakes bounds connections in HELLO/FEATURES at once; more are closed at
+	// accept. Default 64.
+	MaxHandshakes int
+	// MaxSwitches bounds connected datapaths; further datapath ids are refused. Default 256.
+	MaxSwitches int
+	// CertNamesDatapath, with TLS client certificates, requires each switch's certificate to
+	// name the datapath id it claims: its subject CN, or one of its DNS SANs, is the id as
+	// 16 hex digits (e.g. "0000feedface0001", or "dpid:0000feedface0001" as the CN).
+	// One Open vSwitch certificate serves all bridges of a host: list each bridge's id as a
+	// DNS SAN. Without this option, a datapath id is bound to the first certificate
+	// identity that claims it, for the life of the process.
+	CertNamesDatapath bool
+	// Logger receives session events and rate-limited fault lines. Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -68,6 +106,21 @@ func (c Config) withDefaults() Config {
 	if c.PacketInQueue == 0 {
 		c.PacketInQueue = DefaultPacketInQueue
 	}
+	if c.ProbeTimeout == 0 {
+		c.ProbeTimeout = DefaultProbeTimeout
+	}
+	setInt := func(p *int, d int) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	setInt(&c.MaxPacketInBytes, DefaultMaxPacketInBytes)
+	setInt(&c.MaxMultipartBytes, DefaultMaxMultipartBytes)
+	setInt(&c.MaxMultipartParts, DefaultMaxMultipartParts)
+	setInt(&c.WriteQueueMessages, DefaultWriteQueueMessages)
+	setInt(&c.WriteQueueBytes, DefaultWriteQueueBytes)
+	setInt(&c.MaxHandshakes, DefaultMaxHandshakes)
+	setInt(&c.MaxSwitches, DefaultMaxSwitches)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -90,6 +143,23 @@ func (c Config) Validate() error {
 	pos("HandshakeTimeout", c.HandshakeTimeout)
 	if c.EchoInterval > 0 && c.EchoTimeout > 0 && c.EchoTimeout <= c.EchoInterval {
 		errs = append(errs, fmt.Errorf("ofswitch config: EchoTimeout (%v) must exceed EchoInterval (%v), or a healthy switch is closed between two echoes", c.EchoTimeout, c.EchoInterval))
+	}
+	pos("ProbeTimeout", c.ProbeTimeout)
+	atLeast := func(name string, v, lo int, why string) {
+		if v < lo {
+			errs = append(errs, fmt.Errorf("ofswitch config: %s must be >= %d (%s), got %d", name, lo, why, v))
+		}
+	}
+	atLeast("MaxPacketInBytes", c.MaxPacketInBytes, 20, "the fixed PACKET_IN fields and an empty match")
+	atLeast("MaxMultipartBytes", c.MaxMultipartBytes, 1, "one byte")
+	atLeast("MaxMultipartParts", c.MaxMultipartParts, 1, "one reply part")
+	atLeast("WriteQueueMessages", c.WriteQueueMessages, 4, "a quarter of it is the reply budget")
+	atLeast("WriteQueueBytes", c.WriteQueueBytes, 4*maxMsgLen, "the reply budget, a quarter, must hold one largest message")
+	atLeast("MaxHandshakes", c.MaxHandshakes, 1, "one connection")
+	atLeast("MaxSwitches", c.MaxSwitches, 1, "one switch")
+	if c.CertNamesDatapath && c.TLS == nil {
+		// Without TLS no switch could ever present a certificate, so none could connect.
+		errs = append(errs, errors.New("ofswitch config: CertNamesDatapath needs TLS with verified client certificates (ClientCAs and RequireAndVerifyClientCert)"))
 	}
 	if c.PacketInQueue < 0 {
 		errs = append(errs, fmt.Errorf("ofswitch config: PacketInQueue must be >= 0, got %d", c.PacketInQueue))

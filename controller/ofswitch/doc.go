@@ -3,4 +3,50 @@
 // Barrier reply, reading back group and flow state, and delivering packet-ins.
 //
 // It must not decide what to install (that is controller/dataplane) nor parse probe reports.
+//
+// # A peer is not trusted to be a switch
+//
+// Anyone who can reach the OpenFlow port can claim to be a switch, so everything a peer can
+// make the session hold is bounded, and every refusal is counted by Fault (Stats.Faults, a
+// fixed set) and logged at most once per 10 s per session and fault (controller/ratelog):
+//
+//   - Writes: one writer goroutine per session drains a queue bounded in messages and bytes
+//     (Config.WriteQueueMessages, WriteQueueBytes). Our own requests wait for room; replies
+//     the peer provokes (ECHO_REPLY) have a quarter of each on top and never wait, and a peer
+//     that owes us more than that without reading is closed with ErrPeerNotReading, as is one
+//     that does not take a write within Config.WriteTimeout (set before each write).
+//   - Reads: the header comes first; a body nobody waits for (unsolicited replies, message
+//     types the session does not use, packet-ins over Config.MaxPacketInBytes) is skipped in
+//     the read buffer without being allocated, and an OFPT_ERROR keeps 1 KiB of its data.
+//   - Replies: each request takes only the replies it asked for, once per xid; a multipart
+//     reply is bounded by a Limit (per call, default Config.MaxMultipartBytes and
+//     MaxMultipartParts) and one over it, or of another type than asked, fails that request
+//     alone (ErrReplyTooLarge, ErrMalformed) while the rest of it is discarded.
+//   - Connections: Config.MaxHandshakes bounds connections still in HELLO/FEATURES (more are
+//     closed at accept) and Config.MaxSwitches the connected datapath ids.
+//
+// # Who owns a datapath id
+//
+// The established session wins unless it is dead. When a second connection claims a
+// connected datapath id, the existing session is probed: if nothing was received from it for
+// Config.EchoTimeout it is dead; otherwise it is sent an ECHO_REQUEST, and if that is answered
+// within Config.ProbeTimeout the newcomer is refused (ErrDuplicateDatapath, counted, logged
+// rate-limited) and closed. If it is not answered, the old session is closed (ErrReplaced)
+// and the newcomer takes over. Only one claim per id is probed at a time; others meanwhile
+// are refused.
+//
+// With TLS client certificates, the id is also bound to a certificate. By default the first
+// session of an id pins the identity of its certificate (subject and issuer names, which a
+// renewal by the same CA keeps, or the SHA-256 of the public key when the subject is empty),
+// and a later claim of that id with another identity is refused (ErrIdentityMismatch) even
+// when the old session is dead, for the life of the process. Stronger, and surviving
+// restarts, is Config.CertNamesDatapath: the certificate must then name the id it claims, its
+// subject CN being the datapath id as 16 hex digits ("0000feedface0001", as ovs-ofctl show
+// prints after "dpid:", with or without that prefix) or one of its DNS SANs being those 16
+// digits. Open vSwitch presents one certificate (ovs-vsctl set-ssl) for all bridges of a
+// host, so a host with several bridges needs each bridge's id as a DNS SAN. Operators issue
+// such a certificate per switch host from their switch CA, e.g.
+// `openssl req -new -subj /CN=$(ovs-vsctl get bridge br0 datapath_id | tr -d '"') ...`,
+// and should fix the bridge's id (ovs-vsctl set bridge br0 other-config:datapath-id=...) so it
+// does not change with the bridge's MAC.
 package ofswitch

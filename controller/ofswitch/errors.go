@@ -13,8 +13,19 @@ var (
 	ErrReplyTimeout = errors.New("multipart reply timed out")
 	// ErrEchoTimeout: the switch sent nothing, not even an ECHO_REPLY, for EchoTimeout.
 	ErrEchoTimeout = errors.New("switch silent past echo timeout")
-	// ErrReplaced: the same datapath id connected again; the older session is closed.
+	// ErrReplaced: the same datapath id connected again while this session did not answer
+	// a liveness probe; this (older) session is closed and the new one takes over.
 	ErrReplaced = errors.New("session replaced by a new connection of the same datapath")
+	// ErrDuplicateDatapath: a connection claimed a datapath id whose live session answered
+	// a probe; the newcomer is refused (the established session wins).
+	ErrDuplicateDatapath = errors.New("datapath id already connected")
+	// ErrIdentityMismatch: a connection claimed a datapath id that its TLS certificate is
+	// not bound to (see Config.CertNamesDatapath and the package doc); it is refused.
+	ErrIdentityMismatch = errors.New("certificate not bound to the claimed datapath id")
+	// ErrTooManySwitches: Config.MaxSwitches datapaths are connected already.
+	ErrTooManySwitches = errors.New("too many switches connected")
+	// ErrReplyTooLarge: a multipart reply exceeded its Limit; that request failed.
+	ErrReplyTooLarge = errors.New("multipart reply over its limit")
 	// ErrServerClosed: the Server's context ended.
 	ErrServerClosed = errors.New("ofswitch server closed")
 	// ErrHelloFailed: the switch does not offer OpenFlow 1.3.

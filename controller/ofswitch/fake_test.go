@@ -33,7 +33,9 @@ type fakeSwitch struct {
 	helloBitmap   uint32 // 0: send no bitmap element
 	answerBarrier atomic.Bool
 	answerEcho    atomic.Bool
-	descParts     [][]byte // GROUP_DESC reply payloads, one part each
+	descParts     [][]byte                              // GROUP_DESC reply payloads, one part each
+	replyType     uint16                                // when set, multipart replies claim this type instead of the request's
+	dial          func(addr net.Addr) (net.Conn, error) // when set, replaces a plain dial (TLS)
 
 	mu     sync.Mutex
 	groups map[uint32]bool
@@ -52,7 +54,11 @@ func newFake(t *testing.T, dpid uint64) *fakeSwitch {
 
 // connect dials the server and serves until the connection ends.
 func (f *fakeSwitch) connect(addr net.Addr) {
-	c, err := net.Dial(addr.Network(), addr.String())
+	dial := f.dial
+	if dial == nil {
+		dial = func(a net.Addr) (net.Conn, error) { return net.Dial(a.Network(), a.String()) }
+	}
+	c, err := dial(addr)
 	if err != nil {
 		f.t.Fatalf("fake switch %x: dial %v: %v", f.dpid, addr, err)
 	}
@@ -118,6 +124,9 @@ func (f *fakeSwitch) serve() {
 				}
 				body := make([]byte, 8, 8+len(p))
 				copy(body, fr.body[0:2])
+				if f.replyType != 0 {
+					binary.BigEndian.PutUint16(body, f.replyType)
+				}
 				binary.BigEndian.PutUint16(body[2:], flags)
 				f.send(of.TypeMultipartReply, fr.h.Xid, append(body, p...))
 			}
@@ -216,6 +225,18 @@ func (c *manualClock) Advance(d time.Duration) {
 	c.timers = keep
 }
 
+// waitTimer returns the duration of the next timer the code under test starts.
+func (c *manualClock) waitTimer(t *testing.T) time.Duration {
+	t.Helper()
+	select {
+	case d := <-c.added:
+		return d
+	case <-time.After(guard):
+		t.Fatalf("no timer started within %v", guard)
+	}
+	return 0
+}
+
 // tick delivers one keepalive tick to whichever session takes it.
 func (c *manualClock) tick(t *testing.T) {
 	t.Helper()
@@ -279,9 +300,11 @@ func (h *recHandler) waitFor(t testing.TB, kind string, d time.Duration) event {
 func testServer(t *testing.T, cfg Config, h Handler) (*Server, *manualClock) {
 	t.Helper()
 	cfg.Listen = "127.0.0.1:0"
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		cfg.Logger = slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if cfg.Logger == nil { // a test that reads the log brings its own
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		if testing.Verbose() {
+			cfg.Logger = slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
 	}
 	srv, err := NewServer(cfg, h)
 	if err != nil {

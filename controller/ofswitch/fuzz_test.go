@@ -1,8 +1,10 @@
 package ofswitch
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/hex"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -113,4 +115,55 @@ func TestPacketInDecode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzSessionReader feeds arbitrary bytes through the session's header-first reader with an
+// Apply stage, a multipart request and a probe waiting, and through the handshake reader.
+// Neither may panic; what a waiter holds stays within its bounds.
+func FuzzSessionReader(f *testing.F) {
+	for _, s := range seedMessages(f) {
+		f.Add(s)
+	}
+	f.Add(bytes.Join(seedMessages(f), nil))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sw := bareSwitch(bytes.NewReader(data), Config{MaxMultipartBytes: 64, MaxMultipartParts: 3})
+		apply, mp, echo := newWaiter(waitApply), newWaiter(waitMultipart), newWaiter(waitEcho)
+		mp.mptype, mp.lim = ofp.MultipartTypeGroupDescription, Limit{MaxBytes: 64, MaxParts: 3}
+		sw.register(apply, 3, 4)
+		sw.register(mp, 5)
+		sw.register(echo, 6)
+		for {
+			var hb [headerLen]byte
+			if _, err := io.ReadFull(sw.br, hb[:]); err != nil {
+				break
+			}
+			h, err := parseHeader(hb[:])
+			if err != nil {
+				break
+			}
+			if sw.route(h, int(h.Length)-headerLen) != nil {
+				break
+			}
+			select {
+			case <-sw.packetIns:
+			default:
+			}
+		}
+		if n := len(apply.take()); n > 2 {
+			t.Fatalf("apply waiter took %d frames for 2 xids", n)
+		}
+		if out, parts, _, _, _ := mp.multipartState(); len(out) > 64 || parts > 3 {
+			t.Fatalf("multipart waiter holds %d bytes in %d parts, limit 64 in 3", len(out), parts)
+		}
+		hr := bufio.NewReader(bytes.NewReader(data))
+		for {
+			fr, err := readHandshakeFrame(hr)
+			if err != nil {
+				break
+			}
+			if len(fr.body) > int(fr.h.Length)-headerLen {
+				t.Fatalf("handshake frame body %d bytes, header length %d", len(fr.body), fr.h.Length)
+			}
+		}
+	})
 }

@@ -15,6 +15,8 @@ import (
 
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
+
+	"flowweight/controller/ratelog"
 )
 
 // Handler receives session events. Connected runs on the session's goroutine with the
@@ -41,9 +43,13 @@ type Server struct {
 	mu       sync.Mutex
 	switches map[uint64]*Switch
 	shaking  map[net.Conn]struct{} // connections still in the handshake
+	claiming map[uint64]bool       // datapath ids whose established session is being probed
+	pins     map[uint64]string     // datapath id -> the certificate identity that first claimed it
 	closed   bool
 	wg       sync.WaitGroup
 
+	lim            *ratelog.Limiter // server-wide fault lines (before a session exists)
+	faults         [numFaults]atomic.Uint64
 	packetInDrops  atomic.Uint64
 	errorsReceived atomic.Uint64
 	handshakeFails atomic.Uint64
@@ -55,6 +61,9 @@ type Stats struct {
 	PacketInDrops    uint64 // packet-ins dropped because a Handler fell behind
 	ErrorsReceived   uint64 // OFPT_ERROR messages from switches, solicited or not
 	HandshakeFailure uint64 // connections closed during HELLO/FEATURES
+	// Faults counts, per Fault (every one present, zeros too), what peers did that was
+	// refused, dropped or logged; the set of keys is fixed.
+	Faults map[Fault]uint64
 }
 
 // NewServer validates cfg (after defaults) and starts listening, so Addr is known before
@@ -81,7 +90,7 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, cfg.TLS)
 	}
-	return &Server{
+	srv := &Server{
 		cfg: cfg, h: h, ln: ln,
 		now:   time.Now,
 		after: time.After,
@@ -91,7 +100,23 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		},
 		switches: make(map[uint64]*Switch),
 		shaking:  make(map[net.Conn]struct{}),
-	}, nil
+		claiming: make(map[uint64]bool),
+		pins:     make(map[uint64]string),
+	}
+	srv.lim = ratelog.New(cfg.Logger, func() time.Time { return srv.now() })
+	return srv, nil
+}
+
+// maxPins bounds the datapath-to-certificate bindings kept for the process's life. When it
+// is full, new datapath ids presenting a certificate are refused rather than evicting a
+// binding (evicting would let a certificate holder unbind a dead switch's id by claiming
+// many ids, then take that one).
+func (s *Server) maxPins() int { return 4 * s.cfg.MaxSwitches }
+
+// fault counts f and logs msg for it, at most once per ratelog.Every server-wide per fault.
+func (s *Server) fault(f Fault, msg string, args ...any) {
+	s.faults[f].Add(1)
+	s.lim.Log(f.level(), f.String(), msg, append(args, "reason", f.String())...)
 }
 
 // Addr is the listening address.
@@ -102,7 +127,12 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	n := len(s.switches)
 	s.mu.Unlock()
-	return Stats{Switches: n, PacketInDrops: s.packetInDrops.Load(), ErrorsReceived: s.errorsReceived.Load(), HandshakeFailure: s.handshakeFails.Load()}
+	faults := make(map[Fault]uint64, numFaults)
+	for f := range numFaults {
+		faults[f] = s.faults[f].Load()
+	}
+	return Stats{Switches: n, PacketInDrops: s.packetInDrops.Load(), ErrorsReceived: s.errorsReceived.Load(),
+		HandshakeFailure: s.handshakeFails.Load(), Faults: faults}
 }
 
 // Switch returns the live session of a datapath.
@@ -143,6 +173,19 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 			break
 		}
+		s.mu.Lock()
+		busy := len(s.shaking) >= s.cfg.MaxHandshakes
+		s.mu.Unlock()
+		if busy {
+			// Before any goroutine or buffer: a connection flood costs an accept and a close.
+			s.fault(FaultTooManyHandshakes, "connection refused: too many handshakes in progress",
+				"remote", c.RemoteAddr().String(), "limit", s.cfg.MaxHandshakes)
+			c.Close()
+			continue
+		}
+		s.mu.Lock()
+		s.shaking[c] = struct{}{}
+		s.mu.Unlock()
 		s.wg.Add(1)
 		go s.handle(c)
 	}
@@ -164,17 +207,19 @@ func (s *Server) Serve(ctx context.Context) error {
 	return serveErr
 }
 
-// handle runs one connection: handshake, registration, and the session until it ends.
+// handle runs one connection: handshake, the datapath claim, and the session until it
+// ends. The accept loop has put c in s.shaking.
 func (s *Server) handle(c net.Conn) {
 	defer s.wg.Done()
-	log := s.cfg.Logger.With("remote", c.RemoteAddr().String())
+	remote := c.RemoteAddr().String()
+	log := s.cfg.Logger.With("remote", remote)
 	s.mu.Lock()
 	if s.closed {
+		delete(s.shaking, c)
 		s.mu.Unlock()
 		c.Close()
 		return
 	}
-	s.shaking[c] = struct{}{}
 	s.mu.Unlock()
 	sw, err := s.handshake(c)
 	s.mu.Lock()
@@ -182,35 +227,47 @@ func (s *Server) handle(c net.Conn) {
 	s.mu.Unlock()
 	if err != nil {
 		s.handshakeFails.Add(1)
-		log.Warn("switch handshake failed", "err", err)
+		s.fault(FaultHandshakeFailed, "switch handshake failed", "remote", remote, "err", err)
 		c.Close()
 		return
 	}
 	sw.log = log.With("dpid", sw.String())
-
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	sw.lim = ratelog.New(sw.log, func() time.Time { return s.now() })
+	if err := s.claim(sw); err != nil {
+		f := FaultDuplicateDatapath
+		switch {
+		case errors.Is(err, ErrIdentityMismatch):
+			f = FaultIdentityMismatch
+		case errors.Is(err, ErrTooManySwitches):
+			f = FaultTooManySwitches
+		}
+		if !errors.Is(err, ErrServerClosed) {
+			s.fault(f, "switch refused", "remote", remote, "dpid", sw.String(), "err", err)
+		}
 		c.Close()
 		return
 	}
-	old := s.switches[sw.DatapathID()]
-	s.switches[sw.DatapathID()] = sw
-	s.mu.Unlock()
-	if old != nil {
-		sw.log.Info("switch reconnected, closing older session", "old_remote", old.RemoteAddr().String())
-		old.close(ErrReplaced)
-		<-old.stopped
-	}
 
 	sw.lastRx.Store(s.now().UnixNano())
+	var loops sync.WaitGroup
 	readerDone := make(chan struct{})
+	loops.Add(2)
 	go func() {
+		defer loops.Done()
 		defer close(readerDone)
 		sw.readLoop()
 	}()
-	go sw.keepalive()
-	sw.log.Info("switch connected", "tables", sw.features.NumTables, "buffers", sw.features.NumBuffers)
+	go func() {
+		defer loops.Done()
+		sw.writeLoop()
+	}()
+	loops.Add(1)
+	go func() {
+		defer loops.Done()
+		sw.keepalive()
+	}()
+	// Debug: the Handler logs the session (rate-limited); these add the table details.
+	sw.log.Debug("switch connected", "tables", sw.features.NumTables, "buffers", sw.features.NumBuffers)
 	s.h.Connected(sw)
 	var piWG sync.WaitGroup
 	piWG.Add(1)
@@ -219,15 +276,81 @@ func (s *Server) handle(c net.Conn) {
 	<-readerDone
 	close(sw.packetIns) // only the reader sends on it
 	piWG.Wait()
+	sw.close(nil) // the reader ended it already; this makes sure writer and keepalive stop
+	loops.Wait()
 	s.mu.Lock()
 	if s.switches[sw.DatapathID()] == sw {
 		delete(s.switches, sw.DatapathID())
 	}
 	s.mu.Unlock()
 	err = sw.Err()
-	sw.log.Info("switch disconnected", "err", err)
+	sw.log.Debug("switch disconnected", "err", err)
 	s.h.Disconnected(sw, err)
 	close(sw.stopped)
+}
+
+// claim registers sw under its datapath id, or refuses it. The policy (see the package doc):
+// a certificate must be bound to the id; an established session of the id wins unless it
+// fails a liveness probe, in which case it is closed and sw takes over; one claim per id is
+// probed at a time, and a claim while another is probed is refused.
+func (s *Server) claim(sw *Switch) error {
+	dpid := sw.DatapathID()
+	if s.cfg.CertNamesDatapath && !certNamesDatapath(sw.conn, dpid) {
+		return fmt.Errorf("switch %s at %s: %w: its certificate (%s) names another datapath or none; issue it with CN or a DNS SAN %016x",
+			sw, sw.remote, ErrIdentityMismatch, sw.identity, dpid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrServerClosed
+	}
+	if pin, ok := s.pins[dpid]; ok && pin != sw.identity {
+		return fmt.Errorf("switch %s at %s: %w: datapath first connected with certificate %s, this one is %s",
+			sw, sw.remote, ErrIdentityMismatch, pin, describeIdentity(sw.identity))
+	}
+	if s.claiming[dpid] {
+		return fmt.Errorf("switch %s at %s: %w: another connection's claim of it is being checked", sw, sw.remote, ErrDuplicateDatapath)
+	}
+	old := s.switches[dpid]
+	if old == nil {
+		if len(s.switches) >= s.cfg.MaxSwitches {
+			return fmt.Errorf("switch %s at %s: %w: %d connected, limit %d", sw, sw.remote, ErrTooManySwitches, len(s.switches), s.cfg.MaxSwitches)
+		}
+		return s.registerLocked(sw)
+	}
+	s.claiming[dpid] = true
+	s.mu.Unlock()
+	alive := old.probe()
+	if !alive {
+		sw.log.Info("switch reconnected, closing the older session that did not answer a probe", "old_remote", old.remote)
+		old.close(fmt.Errorf("switch %s at %s: %w (new connection from %s)", old, old.remote, ErrReplaced, sw.remote))
+		<-old.stopped
+	}
+	s.mu.Lock()
+	delete(s.claiming, dpid)
+	if alive {
+		return fmt.Errorf("switch %s at %s: %w from %s, which answered a probe", sw, sw.remote, ErrDuplicateDatapath, old.remote)
+	}
+	if s.closed {
+		return ErrServerClosed
+	}
+	if cur := s.switches[dpid]; cur != nil && cur != old {
+		return fmt.Errorf("switch %s at %s: %w from %s", sw, sw.remote, ErrDuplicateDatapath, cur.remote)
+	}
+	return s.registerLocked(sw)
+}
+
+// registerLocked makes sw the session of its datapath and binds the id to its certificate.
+func (s *Server) registerLocked(sw *Switch) error {
+	dpid := sw.DatapathID()
+	if _, ok := s.pins[dpid]; !ok && sw.identity != "" {
+		if len(s.pins) >= s.maxPins() {
+			return fmt.Errorf("switch %s at %s: %w: %d datapath bindings kept already, limit %d", sw, sw.remote, ErrTooManySwitches, len(s.pins), s.maxPins())
+		}
+		s.pins[dpid] = sw.identity
+	}
+	s.switches[dpid] = sw
+	return nil
 }
 
 // handshake exchanges HELLO (1.3 only), asks FEATURES for the datapath id, and sets the
@@ -247,7 +370,9 @@ func (s *Server) handshake(c net.Conn) (*Switch, error) {
 		}
 	}
 	sw := &Switch{
-		srv: s, cfg: s.cfg, conn: c, br: bufio.NewReader(c), log: s.cfg.Logger,
+		srv: s, cfg: s.cfg, conn: c, remote: c.RemoteAddr().String(), br: bufio.NewReader(c), log: s.cfg.Logger,
+		identity:  peerIdentity(c),
+		out:       newOutQueue(s.cfg),
 		pending:   make(map[uint32]*waiter),
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
@@ -264,7 +389,7 @@ func (s *Server) handshake(c net.Conn) (*Switch, error) {
 	if err := send(of.TypeHello, sw.nextXID(), helloBody()); err != nil {
 		return nil, fmt.Errorf("send HELLO: %w", err)
 	}
-	f, err := readFrame(sw.br)
+	f, err := readHandshakeFrame(sw.br)
 	if err != nil {
 		return nil, fmt.Errorf("read HELLO: %w", err)
 	}
@@ -288,7 +413,7 @@ func (s *Server) handshake(c net.Conn) (*Switch, error) {
 		return nil, fmt.Errorf("send FEATURES_REQUEST: %w", err)
 	}
 	for {
-		f, err := readFrame(sw.br)
+		f, err := readHandshakeFrame(sw.br)
 		if err != nil {
 			return nil, fmt.Errorf("read FEATURES_REPLY: %w", err)
 		}

@@ -16,6 +16,8 @@ import (
 
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
+
+	"flowweight/controller/ratelog"
 )
 
 // Switch is one live OpenFlow 1.3 session with a datapath. All methods are safe for
@@ -25,12 +27,15 @@ type Switch struct {
 	srv      *Server
 	cfg      Config
 	conn     net.Conn
+	remote   string
 	br       *bufio.Reader
 	log      *slog.Logger
+	lim      *ratelog.Limiter // this session's per-fault log lines
 	features ofp.SwitchFeatures
+	identity string // TLS peer identity the datapath id is bound to ("" without a certificate)
 
 	xid atomic.Uint32
-	wmu sync.Mutex // one writer at a time keeps messages whole on the stream
+	out *outQueue // the only way to the connection once the handshake is over
 
 	mu      sync.Mutex
 	pending map[uint32]*waiter
@@ -44,6 +49,8 @@ type Switch struct {
 	packetIns     chan PacketIn
 	packetInDrops atomic.Uint64
 	echoRTT       atomic.Int64
+	echoXid       atomic.Uint32 // xid of our last keepalive ECHO_REQUEST
+	echoSent      atomic.Int64  // when it was queued, srv.now() in Unix nanoseconds
 }
 
 // Result reports a successful Apply.
@@ -107,81 +114,11 @@ func (sw *Switch) closedErr() error {
 	return fmt.Errorf("switch %s: %w: %w", sw, ErrSessionClosed, sw.Err())
 }
 
-// write sends b in one write with a deadline (the library sets its deadline only after
-// writing, and buffers until Flush; we do neither). A failed or partial write leaves the
-// stream out of step, so it ends the session.
-func (sw *Switch) write(ctx context.Context, b []byte) error {
-	select {
-	case <-sw.done:
-		return sw.closedErr()
-	default:
-	}
-	sw.wmu.Lock()
-	defer sw.wmu.Unlock()
-	deadline := time.Now().Add(sw.cfg.WriteTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	if err := sw.conn.SetWriteDeadline(deadline); err != nil {
-		sw.close(fmt.Errorf("set write deadline: %w", err))
-		return sw.closedErr()
-	}
-	if _, err := sw.conn.Write(b); err != nil {
-		err = fmt.Errorf("write %d bytes to switch %s: %w", len(b), sw, err)
-		sw.close(err)
-		return err
-	}
-	return nil
-}
-
-// waiter collects the frames the reader routes to one request, without ever blocking
-// the reader.
-type waiter struct {
-	mu     sync.Mutex
-	frames []frame
-	notify chan struct{}
-}
-
-func newWaiter() *waiter { return &waiter{notify: make(chan struct{}, 1)} }
-
-func (w *waiter) deliver(f frame) {
-	w.mu.Lock()
-	w.frames = append(w.frames, f)
-	w.mu.Unlock()
-	select {
-	case w.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (w *waiter) take() []frame {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	f := w.frames
-	w.frames = nil
-	return f
-}
-
-func (sw *Switch) register(w *waiter, xids ...uint32) {
-	sw.mu.Lock()
-	for _, x := range xids {
-		sw.pending[x] = w
-	}
-	sw.mu.Unlock()
-}
-
-func (sw *Switch) unregister(xids ...uint32) {
-	sw.mu.Lock()
-	for _, x := range xids {
-		delete(sw.pending, x)
-	}
-	sw.mu.Unlock()
-}
-
-func (sw *Switch) waiterFor(xid uint32) *waiter {
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	return sw.pending[xid]
+// fault counts f on the server and logs msg for it, at most once per ratelog.Every per
+// session and fault.
+func (sw *Switch) fault(f Fault, msg string, args ...any) {
+	sw.srv.faults[f].Add(1)
+	sw.lim.Log(f.level(), f.String(), msg, append(args, "reason", f.String())...)
 }
 
 // Apply writes the stages in order. Each stage's messages go out with fresh xids in one
@@ -222,11 +159,11 @@ func (sw *Switch) applyStage(ctx context.Context, stage int, msgs []Message) (ti
 		return 0, err
 	}
 
-	w := newWaiter()
+	w := newWaiter(waitApply)
 	sw.register(w, xids...)
 	defer sw.unregister(xids...)
 	start := sw.srv.now()
-	if err := sw.write(ctx, buf.Bytes()); err != nil {
+	if err := sw.send(ctx, buf.Bytes()); err != nil {
 		return 0, fmt.Errorf("stage %d: %w", stage, err)
 	}
 	timeout := sw.srv.after(sw.cfg.BarrierTimeout)
@@ -269,11 +206,34 @@ func (sw *Switch) applyStage(ctx context.Context, stage int, msgs []Message) (ti
 	}
 }
 
+// Limit bounds one multipart reply: what a request can legitimately produce, so a switch
+// cannot make the controller hold an unbounded reply in memory. Zero fields take
+// Config.MaxMultipartBytes and Config.MaxMultipartParts.
+type Limit struct {
+	MaxBytes int // sum of the reply parts' bodies
+	MaxParts int // number of MULTIPART_REPLY messages
+}
+
 // Multipart sends one MULTIPART_REQUEST and returns the bodies of all reply parts
 // concatenated (following OFPMPF_REPLY_MORE), undecoded: decoding GROUP_DESC or
 // FLOW_STATS is the planner's business. body may be nil for requests without one
-// (GROUP_DESC, PORT_DESC). Each part must arrive within Config.BarrierTimeout.
+// (GROUP_DESC, PORT_DESC). Each part must arrive within Config.BarrierTimeout. The reply is
+// bounded by Config.MaxMultipartBytes and Config.MaxMultipartParts; MultipartLimit sets
+// other bounds for one request.
 func (sw *Switch) Multipart(ctx context.Context, typ ofp.MultipartType, body io.WriterTo) ([]byte, error) {
+	return sw.MultipartLimit(ctx, typ, body, Limit{})
+}
+
+// MultipartLimit is Multipart with the reply bounded by lim. A reply over the bound fails
+// with ErrReplyTooLarge naming the switch and the type; its remaining parts are read and
+// discarded (the stream stays in step), so the session and other requests carry on.
+func (sw *Switch) MultipartLimit(ctx context.Context, typ ofp.MultipartType, body io.WriterTo, lim Limit) ([]byte, error) {
+	if lim.MaxBytes <= 0 {
+		lim.MaxBytes = sw.cfg.MaxMultipartBytes
+	}
+	if lim.MaxParts <= 0 {
+		lim.MaxParts = sw.cfg.MaxMultipartParts
+	}
 	req, err := multipartRequestBody(typ, body)
 	if err != nil {
 		return nil, fmt.Errorf("switch %s: %w", sw, err)
@@ -283,44 +243,37 @@ func (sw *Switch) Multipart(ctx context.Context, typ ofp.MultipartType, body io.
 	if err != nil {
 		return nil, fmt.Errorf("switch %s: %w", sw, err)
 	}
-	w := newWaiter()
+	w := newWaiter(waitMultipart)
+	w.mptype, w.lim = typ, lim
 	sw.register(w, xid)
 	defer sw.unregister(xid)
-	if err := sw.write(ctx, b); err != nil {
+	if err := sw.send(ctx, b); err != nil {
 		return nil, err
 	}
-	out := []byte{}
-	parts := 0
 	timeout := sw.srv.after(sw.cfg.BarrierTimeout)
+	seen := 0
 	for {
 		select {
 		case <-w.notify:
-			for _, f := range w.take() {
-				switch f.h.Type {
-				case of.TypeError:
-					em, err := parseError(f.body)
-					if err != nil {
-						return nil, fmt.Errorf("switch %s %v request: %w", sw, typ, err)
-					}
-					m := Message{Type: of.TypeMultipartRequest, Body: body, Desc: fmt.Sprintf("multipart %v request", typ)}
-					return nil, newOpError(sw.DatapathID(), xid, m, em)
-				case of.TypeMultipartReply:
-					rtyp, flags, payload, err := parseMultipartReply(f.body)
-					if err != nil {
-						return nil, fmt.Errorf("switch %s %v reply part %d: %w", sw, typ, parts, err)
-					}
-					if rtyp != typ {
-						return nil, fmt.Errorf("switch %s: %w: asked for %v, reply part %d is %v", sw, ErrMalformed, typ, parts, rtyp)
-					}
-					out = append(out, payload...)
-					parts++
-					if flags&replyMore == 0 {
-						return out, nil
-					}
-					timeout = sw.srv.after(sw.cfg.BarrierTimeout)
+			out, parts, last, ferr, errFrame := w.multipartState()
+			switch {
+			case errFrame != nil:
+				em, err := parseError(errFrame.body)
+				if err != nil {
+					return nil, fmt.Errorf("switch %s %v request: %w", sw, typ, err)
 				}
+				m := Message{Type: of.TypeMultipartRequest, Body: body, Desc: fmt.Sprintf("multipart %v request", typ)}
+				return nil, newOpError(sw.DatapathID(), xid, m, em)
+			case ferr != nil:
+				return nil, ferr
+			case last:
+				return out, nil
+			case parts > seen:
+				seen = parts
+				timeout = sw.srv.after(sw.cfg.BarrierTimeout)
 			}
 		case <-timeout:
+			_, parts, _, _, _ := w.multipartState()
 			return nil, fmt.Errorf("switch %s %v after %d parts: %w after %v", sw, typ, parts, ErrReplyTimeout, sw.cfg.BarrierTimeout)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("switch %s %v: %w", sw, typ, ctx.Err())
@@ -341,82 +294,13 @@ func (sw *Switch) PacketOut(ctx context.Context, inPort uint32, actions ofp.Acti
 	if err != nil {
 		return fmt.Errorf("switch %s packet-out: %w", sw, err)
 	}
-	return sw.write(ctx, b)
-}
-
-// readLoop is the one reader of the session: it routes replies by xid and queues
-// packet-ins, and returns when the connection fails or is closed.
-func (sw *Switch) readLoop() {
-	for {
-		// A real-time backstop: the keepalive closes silent sessions first.
-		sw.conn.SetReadDeadline(time.Now().Add(sw.cfg.EchoTimeout + sw.cfg.EchoInterval))
-		f, err := readFrame(sw.br)
-		if err != nil {
-			sw.close(fmt.Errorf("read from switch %s: %w", sw, err))
-			return
-		}
-		sw.lastRx.Store(sw.srv.now().UnixNano())
-		if f.h.Version != version13 {
-			sw.close(fmt.Errorf("switch %s: %w: version %d message (%v) after negotiating 1.3", sw, ErrMalformed, f.h.Version, f.h.Type))
-			return
-		}
-		sw.dispatch(f)
-	}
-}
-
-func (sw *Switch) dispatch(f frame) {
-	switch f.h.Type {
-	case of.TypeEchoRequest:
-		// Written off the reader so that a reader never waits on a writer.
-		b, _ := encodeMessage(of.TypeEchoReply, f.h.Xid, rawBody(f.body))
-		go sw.write(context.Background(), b)
-		return
-	case of.TypeEchoReply:
-		if len(f.body) == 8 {
-			sent := int64(binary.BigEndian.Uint64(f.body))
-			sw.echoRTT.Store(sw.srv.now().UnixNano() - sent)
-		}
-		return
-	case of.TypePacketIn:
-		pi, err := parsePacketIn(f.body)
-		if err != nil {
-			sw.log.Warn("bad packet-in", "err", err)
-			return
-		}
-		select {
-		case sw.packetIns <- pi:
-		default:
-			sw.packetInDrops.Add(1)
-			sw.srv.packetInDrops.Add(1)
-		}
-		return
-	case of.TypeError:
-		sw.logError(f)
-	}
-	if w := sw.waiterFor(f.h.Xid); w != nil {
-		w.deliver(f)
-		return
-	}
-	if f.h.Type != of.TypeError {
-		sw.log.Debug("unsolicited message", "type", f.h.Type.String(), "xid", f.h.Xid)
-	}
-}
-
-// logError logs every OFPT_ERROR with its names, solicited or not.
-func (sw *Switch) logError(f frame) {
-	sw.srv.errorsReceived.Add(1)
-	em, err := parseError(f.body)
-	if err != nil {
-		sw.log.Warn("bad error message", "xid", f.h.Xid, "err", err)
-		return
-	}
-	tn, cn := ErrorName(em.Type, em.Code)
-	solicited := sw.waiterFor(f.h.Xid) != nil
-	sw.log.Warn("switch error", "type", tn, "code", cn, "xid", f.h.Xid, "solicited", solicited, "data_len", len(em.Data))
+	return sw.send(ctx, b)
 }
 
 // keepalive sends an ECHO_REQUEST every EchoInterval carrying the send time, and closes
-// the session when nothing at all has been read for EchoTimeout.
+// the session when nothing at all has been read for EchoTimeout. An echo that finds our
+// share of the write queue full is skipped: the queue is busy, and the idle check still
+// catches a dead switch.
 func (sw *Switch) keepalive() {
 	tick, stop := sw.srv.ticker(sw.cfg.EchoInterval)
 	defer stop()
@@ -428,16 +312,42 @@ func (sw *Switch) keepalive() {
 			now := sw.srv.now()
 			idle := now.Sub(time.Unix(0, sw.lastRx.Load()))
 			if idle >= sw.cfg.EchoTimeout {
-				sw.close(fmt.Errorf("switch %s: %w: nothing received for %v", sw, ErrEchoTimeout, idle))
+				sw.close(fmt.Errorf("switch %s at %s: %w: nothing received for %v", sw, sw.remote, ErrEchoTimeout, idle))
 				return
 			}
 			var ts [8]byte
 			binary.BigEndian.PutUint64(ts[:], uint64(now.UnixNano()))
-			b, _ := encodeMessage(of.TypeEchoRequest, sw.nextXID(), rawBody(ts[:]))
-			if err := sw.write(context.Background(), b); err != nil {
-				return
-			}
+			xid := sw.nextXID()
+			b, _ := encodeMessage(of.TypeEchoRequest, xid, rawBody(ts[:]))
+			sw.echoXid.Store(xid)
+			sw.echoSent.Store(now.UnixNano())
+			sw.trySend(b)
 		}
+	}
+}
+
+// probe asks whether the session is alive: an ECHO_REQUEST answered within
+// Config.ProbeTimeout. A session silent for EchoTimeout already counts as dead.
+func (sw *Switch) probe() bool {
+	if sw.srv.now().Sub(time.Unix(0, sw.lastRx.Load())) >= sw.cfg.EchoTimeout {
+		return false
+	}
+	xid := sw.nextXID()
+	w := newWaiter(waitEcho)
+	sw.register(w, xid)
+	defer sw.unregister(xid)
+	b, _ := encodeMessage(of.TypeEchoRequest, xid, nil)
+	if !sw.trySend(b) {
+		return false
+	}
+	timeout := sw.srv.after(sw.cfg.ProbeTimeout)
+	select {
+	case <-w.notify:
+		return true
+	case <-timeout:
+		return false
+	case <-sw.done:
+		return false
 	}
 }
 

@@ -423,39 +423,6 @@ func TestPacketOut(t *testing.T) {
 	}
 }
 
-func TestReconnectReplaces(t *testing.T) {
-	h := newRecHandler()
-	srv, _ := testServer(t, Config{}, h)
-	a, swA := connectFake(t, srv, h, 10)
-	b := newFake(t, 10)
-	b.connect(srv.Addr())
-	ev := h.wait(t, "disconnected")
-	if ev.sw != swA || !errors.Is(ev.err, ErrReplaced) {
-		t.Fatalf("disconnected %v with %v, want the old session with ErrReplaced", ev.sw, ev.err)
-	}
-	swB := h.wait(t, "connected").sw
-	if swB == swA {
-		t.Fatal("new connection reused the old session")
-	}
-	select {
-	case <-a.eof:
-	case <-time.After(guard):
-		t.Fatal("old connection not closed")
-	}
-	if got, _ := srv.Switch(10); got != swB {
-		t.Error("Server.Switch does not return the new session")
-	}
-	if _, err := swA.Apply(context.Background(), []Message{groupMod(ofp.GroupAdd, 1, 1)}); !errors.Is(err, ErrSessionClosed) {
-		t.Errorf("Apply on replaced session: %v, want ErrSessionClosed", err)
-	}
-	if _, err := swB.Apply(context.Background(), []Message{groupMod(ofp.GroupAdd, 1, 1)}); err != nil {
-		t.Errorf("Apply on new session: %v", err)
-	}
-	if n := srv.Stats().Switches; n != 1 {
-		t.Errorf("Stats.Switches = %d, want 1", n)
-	}
-}
-
 func TestSeveralSwitches(t *testing.T) {
 	h := newRecHandler()
 	srv, _ := testServer(t, Config{}, h)

@@ -94,3 +94,57 @@ func TestOVSSessionTLS(t *testing.T) {
 		t.Errorf("ovs-vsctl list controller: target and is_connected %q, want %q", status, want)
 	}
 }
+
+// TestOVSCertNamesDatapath: with CertNamesDatapath, a real Open vSwitch whose certificate
+// the CA signed but which does not name its datapath id is refused after the handshake, and
+// the same switch connects once its certificate's CN is its datapath id as 16 hex digits (the
+// form ovs-vsctl shows in the bridge's datapath_id column).
+func TestOVSCertNamesDatapath(t *testing.T) {
+	m, err := pki.NewMutual(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(m.Controller.CertFile, m.Controller.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(m.CA.CertFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	tc := &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	h := newRecHandler()
+	srv, port := serverOnFreePort(t, h, Config{TLS: tc, CertNamesDatapath: true})
+	lab := startOVSLabTarget(t, fmt.Sprintf("ssl:127.0.0.1:%d", port),
+		"set-ssl", m.Switch.KeyFile, m.Switch.CertFile, m.CA.CertFile)
+	deadline := time.Now().Add(ovsConnect)
+	for srv.Stats().Faults[FaultIdentityMismatch] == 0 && time.Now().Before(deadline) {
+		select {
+		case ev := <-h.events:
+			t.Fatalf("switch whose certificate does not name its datapath: handler got %s", ev.kind)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if srv.Stats().Faults[FaultIdentityMismatch] == 0 {
+		t.Fatalf("no identity_mismatch within %v (faults %v)", ovsConnect, srv.Stats().Faults)
+	}
+	dpidCol := strings.Trim(strings.TrimSpace(lab.vsctl("get", "bridge", lab.bridge, "datapath_id")), `"`)
+	if want := fmt.Sprintf("%016x", lab.dpid); dpidCol != want {
+		t.Fatalf("bridge datapath_id %q, want %q", dpidCol, want)
+	}
+	leaf, err := m.CA.Issue(dpidCol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab.vsctl("set-ssl", leaf.KeyFile, leaf.CertFile, m.CA.CertFile)
+	sw := h.waitFor(t, "connected", ovsConnect).sw
+	if sw.DatapathID() != lab.dpid {
+		t.Fatalf("DatapathID %016x, want %016x", sw.DatapathID(), lab.dpid)
+	}
+	if _, err := sw.Apply(context.Background(), []Message{selectGroup(ofp.GroupAdd, 4, []uint16{1, 1})}); err != nil {
+		t.Fatalf("Apply over TLS with a certificate naming the datapath: %v", err)
+	}
+}

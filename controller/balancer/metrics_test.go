@@ -1,0 +1,218 @@
+package balancer
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"flowweight/controller/ratelog"
+)
+
+// runWithMetrics starts a Balancer on cfg with its metrics on a fresh registry and log into
+// logw, and returns it with the OpenFlow listener's address.
+func runWithMetrics(t *testing.T, logw io.Writer) (*Balancer, *prometheus.Registry, net.Addr) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m := NewMetrics()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	// A frozen clock: the rate-limited log lines counted here all fall in one window.
+	clk := &fakeClock{time.Unix(1_800_000_000, 0)}
+	b, err := New(testConfig(t, ""), Options{Metrics: m, Now: clk.now,
+		Logger: slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx, func(of, _ net.Addr) { ready <- of }) }()
+	var addr net.Addr
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("controller did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+	return b, reg, addr
+}
+
+// ofMsg encodes one OpenFlow 1.3 message.
+func ofMsg(typ uint8, xid uint32, body []byte) []byte {
+	b := make([]byte, 8, 8+len(body))
+	b[0], b[1] = 4, typ
+	binary.BigEndian.PutUint16(b[2:], uint16(8+len(body)))
+	binary.BigEndian.PutUint32(b[4:], xid)
+	return append(b, body...)
+}
+
+// dialSwitch does HELLO and FEATURES as datapath dpid and then only drains what the
+// controller sends.
+func dialSwitch(t *testing.T, addr net.Addr, dpid uint64) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := []byte{0, 1, 0, 8, 0, 0, 0, 1 << 4}
+	c.Write(ofMsg(0, 1, hello))
+	br := bufio.NewReader(c)
+	for {
+		var h [8]byte
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			t.Fatalf("switch %x handshake: %v", dpid, err)
+		}
+		body := make([]byte, int(binary.BigEndian.Uint16(h[2:]))-8)
+		if _, err := io.ReadFull(br, body); err != nil {
+			t.Fatal(err)
+		}
+		switch h[1] {
+		case 5: // FEATURES_REQUEST
+			f := make([]byte, 24)
+			binary.BigEndian.PutUint64(f, dpid)
+			c.Write(ofMsg(6, binary.BigEndian.Uint32(h[4:]), f))
+		case 9: // SET_CONFIG: the handshake is done
+			go io.Copy(io.Discard, br)
+			return c
+		}
+	}
+}
+
+func waitCond(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// gathered returns the gathered series of one metric family as label value -> value.
+func gathered(t *testing.T, reg *prometheus.Registry, name, label string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label {
+					out[l.GetValue()] = v
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestSwitchSeriesRemovedOnDisconnect: 300 short-lived switches with distinct datapath ids
+// leave no flowweight_switch_connected series behind (before the fix: 300 series at 0), and
+// their connect and disconnect lines are bounded (before: 602 lines).
+func TestSwitchSeriesRemovedOnDisconnect(t *testing.T) {
+	var logs lockedBuf
+	b, reg, addr := runWithMetrics(t, &logs)
+	stay := dialSwitch(t, addr, 0xaaaa)
+	defer stay.Close()
+	waitCond(t, "first switch connected", func() bool { return slices.Contains(b.Switches(), 0xaaaa) })
+	for dpid := uint64(1); dpid <= 300; dpid++ {
+		c := dialSwitch(t, addr, dpid)
+		waitCond(t, "switch connected", func() bool { return slices.Contains(b.Switches(), dpid) })
+		c.Close()
+		waitCond(t, "switch gone", func() bool { return !slices.Contains(b.Switches(), dpid) })
+	}
+	waitCond(t, "series of gone switches removed", func() bool {
+		return len(gathered(t, reg, "flowweight_switch_connected", "dpid")) == 1
+	})
+	if got := gathered(t, reg, "flowweight_switch_connected", "dpid"); got["000000000000aaaa"] != 1 {
+		t.Errorf("series = %v, want only the connected switch at 1", got)
+	}
+	if n := logs.count("switch connected") + logs.count("switch disconnected"); n > ratelog.MaxKeys+1 {
+		t.Errorf("%d connect/disconnect lines for 301 switches in one window, want at most %d", n, ratelog.MaxKeys+1)
+	}
+}
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// count counts the Balancer's lines with msg (ofswitch's own Debug lines of the same name
+// carry no "suppressed").
+func (l *lockedBuf) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg && m["suppressed"] != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPacketInFaultsCountedAndRateLimited: 1,000 packet-ins that are not ARP are each
+// counted in flowweight_arp_refused_total{reason="malformed"} but logged once (before: a line each), and the
+// OpenFlow fault counters are exported with their fixed reason set.
+func TestPacketInFaultsCountedAndRateLimited(t *testing.T) {
+	var logs lockedBuf
+	_, reg, addr := runWithMetrics(t, &logs)
+	c := dialSwitch(t, addr, 0xbbbb)
+	defer c.Close()
+	// PACKET_IN: buffer_id, total_len, reason, table, cookie, OXM match with in_port 1, pad,
+	// then a frame too short to be Ethernet.
+	pi := make([]byte, 16)
+	binary.BigEndian.PutUint32(pi, 0xffffffff)
+	match := []byte{0, 1, 0, 12, 0x80, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0}
+	pi = append(append(pi, match...), "not a frame"...)
+	const n = 1000
+	for range n {
+		if _, err := c.Write(ofMsg(10, 0, pi)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCond(t, "every packet-in counted (as a refused ARP frame or a queue drop)", func() bool {
+		arp := gathered(t, reg, "flowweight_arp_refused_total", "reason")["malformed"]
+		drops := gathered(t, reg, "flowweight_openflow_faults_total", "reason")["packet_in_queue_full"]
+		return arp+drops == n
+	})
+	if got := logs.count("ARP frame not learnt from"); got != 1 {
+		t.Errorf("%d log lines for %d bad packet-ins, want 1", got, n)
+	}
+	if got := len(gathered(t, reg, "flowweight_openflow_faults_total", "reason")); got < 10 {
+		t.Errorf("flowweight_openflow_faults_total has %d reasons, want the whole fixed set", got)
+	}
+}
