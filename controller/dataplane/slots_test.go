@@ -174,7 +174,7 @@ func TestApportion(t *testing.T) {
 		{[]uint16{600, 400}, 256, []int{154, 102}},
 		{[]uint16{1, 1, 1}, 256, []int{86, 85, 85}},
 		{[]uint16{970, 20, 10}, 256, []int{248, 5, 3}},
-		{[]uint16{1000, 1}, 256, []int{255, 1}},          // lifted from 0.26 slots to 1
+		{[]uint16{1000, 1}, 256, []int{255, 1}},           // lifted from 0.26 slots to 1
 		{[]uint16{1000, 1, 1, 1}, 16, []int{13, 1, 1, 1}}, // three lifts
 		{[]uint16{0, 5, 0}, 64, []int{0, 64, 0}},
 		{[]uint16{1, 1, 1}, 2, []int{1, 1, 0}}, // more live than slots: no minimum
