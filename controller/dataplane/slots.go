@@ -168,3 +168,14 @@ func OVSSlots(weights []uint16, v OVSVersion) SlotTable {
 	}
 	return t
 }
+
+// SwitchVersion reads the Open vSwitch version from a switch's OFPMP_DESC hardware and
+// software descriptions ("Open vSwitch", "3.1.0"). Any other switch, or a software
+// description that is not a version, is unknown: the error says why, for the one log line
+// that explains the 64-slot layout.
+func SwitchVersion(hardware, software string) (OVSVersion, error) {
+	if strings.TrimSpace(hardware) != "Open vSwitch" {
+		return OVSVersion{}, fmt.Errorf("switch hardware %q is not Open vSwitch", hardware)
+	}
+	return ParseOVSVersion(software)
+}

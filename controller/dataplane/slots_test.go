@@ -401,3 +401,15 @@ func TestGroupModSize(t *testing.T) {
 		t.Logf("%s: %d buckets, GROUP_MOD %d bytes", mode, len(d.Groups[0].Buckets), len(b)+8)
 	}
 }
+
+func TestSwitchVersion(t *testing.T) {
+	if v, err := SwitchVersion("Open vSwitch", "3.1.0"); err != nil || v != ovs310 {
+		t.Errorf("SwitchVersion(Open vSwitch, 3.1.0) = %v, %v", v, err)
+	}
+	if v, err := SwitchVersion("Acme Switch", "3.1.0"); err == nil || v.Known() || !strings.Contains(err.Error(), "Acme Switch") {
+		t.Errorf("SwitchVersion(Acme Switch, 3.1.0) = %v, %v; want unknown naming the hardware", v, err)
+	}
+	if v, err := SwitchVersion("Open vSwitch", "custom build"); err == nil || v.Known() {
+		t.Errorf("SwitchVersion(Open vSwitch, custom build) = %v, %v; want unknown", v, err)
+	}
+}

@@ -210,6 +210,7 @@ func (s *Server) handle(c net.Conn) {
 		sw.readLoop()
 	}()
 	go sw.keepalive()
+	sw.loadDesc()
 	sw.log.Info("switch connected", "tables", sw.features.NumTables, "buffers", sw.features.NumBuffers)
 	s.h.Connected(sw)
 	var piWG sync.WaitGroup

@@ -28,6 +28,7 @@ type Switch struct {
 	br       *bufio.Reader
 	log      *slog.Logger
 	features ofp.SwitchFeatures
+	desc     Desc // set once before Connected (desc.go)
 
 	xid atomic.Uint32
 	wmu sync.Mutex // one writer at a time keeps messages whole on the stream
