@@ -413,3 +413,24 @@ func TestSwitchVersion(t *testing.T) {
 		t.Errorf("SwitchVersion(Open vSwitch, custom build) = %v, %v; want unknown", v, err)
 	}
 }
+
+type benchVector struct {
+	name    string
+	weights []uint16
+}
+
+// benchVectors are the share vectors of docs/benchmarks.md, "Exact shares".
+func benchVectors() []benchVector {
+	ten := make([]uint16, 10)
+	for i := range ten {
+		ten[i] = uint16(i + 1)
+	}
+	return []benchVector{
+		{"60:40", []uint16{600, 400}},
+		{"70:20:10", []uint16{700, 200, 100}},
+		{"1:2:4", []uint16{1, 2, 4}},
+		{"97:2:1", []uint16{970, 20, 10}},
+		{"1..10", ten},
+		{"64 equal", slices.Repeat([]uint16{1}, 64)},
+	}
+}
