@@ -15,6 +15,7 @@ type Metrics struct {
 	arpReplies                          prometheus.Counter
 	barrierRTT                          prometheus.Histogram
 	push                                *pushCollector
+	shares                              *shareCollector // slots.go
 }
 
 // NewMetrics creates unregistered collectors.
@@ -47,14 +48,15 @@ func NewMetrics() *Metrics {
 			Help: "ARP replies sent for VIPs."}),
 		barrierRTT: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flowweight", Name: "barrier_rtt_seconds",
 			Help: "Time from sending a stage of messages to its barrier reply.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
-		push: &pushCollector{},
+		push:   &pushCollector{},
+		shares: &shareCollector{},
 	}
 }
 
 // Register adds every collector to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
-		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.barrierRTT, m.push} {
+		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.barrierRTT, m.push, m.shares} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -62,7 +64,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	return nil
 }
 
-func (m *Metrics) bind(b *Balancer) { m.push.b = b }
+func (m *Metrics) bind(b *Balancer) { m.push.b, m.shares.b = b, b }
 
 var stateNames = []string{"unknown", "warming", "up", "down", "stale", "drained"}
 

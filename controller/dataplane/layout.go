@@ -3,6 +3,7 @@ package dataplane
 import (
 	"cmp"
 	"fmt"
+	"net"
 	"slices"
 )
 
@@ -311,4 +312,22 @@ func unitWeights(g Group) bool {
 		}
 	}
 	return len(g.Buckets) > 0
+}
+
+// SlotsFor returns the slots of the switch's table that each of the computed weights (in
+// order) gets under the controller's layout on Open vSwitch v, and the table's size — what
+// Layout reports for a service whose backends are all reachable. The simulator uses it so
+// that its dispatch is exactly what the switch would do.
+func SlotsFor(weights []uint16, v OVSVersion) (slots []int, n int) {
+	s := Service{Name: "sim", Mode: ModeConntrack}
+	for i, w := range weights {
+		s.Backends = append(s.Backends, Backend{Index: uint16(i), Weight: w, SwitchPort: uint32(i + 1),
+			MAC: net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)}})
+	}
+	l := Layout(s, Options{OVS: v})
+	slots = make([]int, len(weights))
+	for _, b := range l.Backends {
+		slots[b.Index] = b.Slots
+	}
+	return slots, l.Table.NHash
 }

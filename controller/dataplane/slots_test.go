@@ -434,3 +434,26 @@ func benchVectors() []benchVector {
 		{"64 equal", slices.Repeat([]uint16{1}, 64)},
 	}
 }
+
+func TestSlotsFor(t *testing.T) {
+	cases := []struct {
+		w     []uint16
+		v     OVSVersion
+		slots []int
+		n     int
+	}{
+		{[]uint16{700, 200, 100}, ovs310, []int{179, 51, 26}, 256},
+		{[]uint16{334, 333, 333}, ovs310, []int{86, 85, 85}, 256},
+		{[]uint16{0, 500, 500}, ovs310, []int{0, 128, 128}, 256},
+		{[]uint16{1, 999}, ovs310, []int{1, 255}, 256},
+		{[]uint16{700, 200, 100}, ovs216, []int{45, 13, 6}, 64},
+		{[]uint16{5}, ovs310, []int{16}, 16}, // one bucket: the switch's smallest table, all to it
+		{[]uint16{0, 0}, ovs310, []int{0, 0}, 0},
+	}
+	for _, c := range cases {
+		slots, n := SlotsFor(c.w, c.v)
+		if !slices.Equal(slots, c.slots) || n != c.n {
+			t.Errorf("SlotsFor(%v, %v) = %v of %d, want %v of %d", c.w, c.v, slots, n, c.slots, c.n)
+		}
+	}
+}

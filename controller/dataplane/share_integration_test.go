@@ -1,0 +1,289 @@
+//go:build integration
+
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"flowweight/controller/ofswitch"
+	"flowweight/e2e/lab"
+
+	"github.com/netrack/openflow/ofp"
+)
+
+// shareLab is a real Open vSwitch bridge with backend and client hosts (network namespaces)
+// and one service planned by Desired for the switch's own version.
+type shareLab struct {
+	t        *testing.T
+	br       *lab.Bridge
+	o        *ofConn
+	v        OVSVersion
+	backends []*lab.Host
+	clients  []*lab.Host
+	accepted []atomic.Int64
+	svc      Service
+	current  State
+
+	mu   sync.Mutex
+	used map[[2]int]bool // client index, source port: never reused (TIME_WAIT)
+	rng  *rand.Rand
+}
+
+var (
+	shareVIP    = netip.MustParseAddr("10.9.255.1")
+	shareVIPMAC = net.HardwareAddr{2, 0, 0, 0, 0xff, 1}
+)
+
+// newShareLab starts the switch and nBackends + nClients hosts; every backend accepts on
+// port 80 and counts its connections.
+func newShareLab(t *testing.T, nBackends, nClients int) *shareLab {
+	l := lab.ForTest(t)
+	ovs, err := l.StartOVS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	br, err := ovs.AddBridge("sh", fmt.Sprintf("ptcp:%d:127.0.0.1", port), "secure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &shareLab{t: t, br: br, accepted: make([]atomic.Int64, nBackends)}
+	s.o = (&ovsLab{t: t, port: port}).dial()
+	desc, err := ofswitch.ParseDesc(s.o.multipart(ofp.MultipartTypeDescription, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.v, err = SwitchVersion(desc.Hardware, desc.Software); err != nil {
+		t.Fatal(err)
+	}
+	for i := range nBackends {
+		h, err := br.AddHost(fmt.Sprintf("b%d", i), netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 9, 0, byte(10 + i)}), 16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.backends = append(s.backends, h)
+		ln, err := h.Listen("tcp", h.Addr().String()+":80")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				s.accepted[i].Add(1)
+				c.Close()
+			}
+		}()
+	}
+	for i := range nClients {
+		h, err := br.AddHost(fmt.Sprintf("c%d", i), netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 9, 1, byte(10 + i)}), 16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The VIP's MAC is answered by the controller's ARP responder in production; here
+		// the clients know it statically.
+		if _, err := h.Run(context.Background(), "ip", "neigh", "replace", shareVIP.String(), "lladdr", shareVIPMAC.String(),
+			"dev", lab.HostIface, "nud", "permanent"); err != nil {
+			t.Fatal(err)
+		}
+		s.clients = append(s.clients, h)
+	}
+	return s
+}
+
+// install plans the service with weights w in mode and brings the switch to it (KeepSlots
+// against what the switch holds, as the controller does).
+func (s *shareLab) install(mode Mode, w []uint16) GroupLayout {
+	s.t.Helper()
+	s.svc = Service{Name: "share", Index: 1, VIP: shareVIP, VIPMAC: shareVIPMAC, Protocol: "tcp", Port: 80,
+		Mode: mode, GroupID: 1, Zone: 9}
+	for i, h := range s.backends {
+		var wi uint16
+		if i < len(w) {
+			wi = w[i]
+		}
+		s.svc.Backends = append(s.svc.Backends, Backend{Name: h.Name, Index: uint16(i), IP: h.Addr(), MAC: h.MAC,
+			SwitchPort: h.OFPort, Weight: wi})
+	}
+	opt := Options{Normal: true, OVS: s.v}
+	d := KeepSlots(Desired([]Service{s.svc}, opt), s.current)
+	if err := s.o.apply(Plan(d, s.current)); err != nil {
+		s.t.Fatalf("applying the plan: %v", err)
+	}
+	s.current = d
+	return Layout(s.svc, opt)
+}
+
+// dial connects client c (index ci) to the VIP. With randomPorts (the default) the source
+// port is drawn at random and never reused in the lab's life: real clients come from many
+// addresses and ports, while one client's kernel hands out near-sequential ports, whose hashes
+// are not a uniform sample of the slot table (FLOWWEIGHT_SHARE_PORTS=kernel measures that).
+func (s *shareLab) dial(ctx context.Context, c *lab.Host, ci int) (net.Conn, error) {
+	if os.Getenv("FLOWWEIGHT_SHARE_PORTS") == "kernel" {
+		return c.DialContext(ctx, "tcp", shareVIP.String()+":80")
+	}
+	for {
+		s.mu.Lock()
+		if s.used == nil {
+			s.used = map[[2]int]bool{}
+			s.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+		}
+		var port int
+		for {
+			port = 1024 + s.rng.IntN(65536-1024)
+			if !s.used[[2]int{ci, port}] {
+				break
+			}
+		}
+		s.used[[2]int{ci, port}] = true
+		s.mu.Unlock()
+		conn, err := c.DialFromPort(ctx, "tcp", shareVIP.String()+":80", uint16(port))
+		if errors.Is(err, syscall.EADDRINUSE) {
+			continue // a port the kernel holds for itself
+		}
+		return conn, err
+	}
+}
+
+// connect opens n new connections through the VIP, spread over the clients, each closed at
+// once, and returns how many each backend accepted.
+func (s *shareLab) connect(n int) ([]int64, int) {
+	s.t.Helper()
+	before := make([]int64, len(s.accepted))
+	for i := range s.accepted {
+		before[i] = s.accepted[i].Load()
+	}
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	const perClient = 4
+	for ci, c := range s.clients {
+		for range perClient {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for next.Add(1) <= int64(n) {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					conn, err := s.dial(ctx, c, ci)
+					cancel()
+					if err != nil {
+						if failed.Add(1) <= 3 {
+							s.t.Logf("dial: %v", err)
+						}
+						continue
+					}
+					conn.Close()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	ok := int64(n) - failed.Load()
+	got := make([]int64, len(s.accepted))
+	err := lab.Poll(10*time.Second, func() error {
+		var sum int64
+		for i := range s.accepted {
+			got[i] = s.accepted[i].Load() - before[i]
+			sum += got[i]
+		}
+		if sum < ok {
+			return fmt.Errorf("backends accepted %d of %d connections", sum, ok)
+		}
+		return nil
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return got, int(failed.Load())
+}
+
+func shareConns(t *testing.T, def int) int {
+	if v := os.Getenv("FLOWWEIGHT_SHARE_CONNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 100 {
+			t.Fatalf("FLOWWEIGHT_SHARE_CONNS=%q: want a number of connections >= 100", v)
+		}
+		return n
+	}
+	return def
+}
+
+// TestOVSRealisedShares sends new connections from several clients through a real Open
+// vSwitch for each benchmark vector and checks every backend's realised share against its
+// slot share (within 4 binomial standard deviations) and the slot share against the computed
+// one (within one slot). FLOWWEIGHT_SHARE_CONNS sets the connections per vector (default
+// 3000; docs/benchmarks.md uses 20000); FLOWWEIGHT_SHARE_MODE=stateless measures that mode.
+func TestOVSRealisedShares(t *testing.T) {
+	n := shareConns(t, 3000)
+	mode := ModeConntrack
+	if os.Getenv("FLOWWEIGHT_SHARE_MODE") == string(ModeStateless) {
+		mode = ModeStateless
+	}
+	vectors := benchVectors()
+	if only := os.Getenv("FLOWWEIGHT_SHARE_VECTORS"); only != "" {
+		var keep []benchVector
+		for _, v := range vectors {
+			if strings.Contains(","+only+",", ","+v.name+",") {
+				keep = append(keep, v)
+			}
+		}
+		vectors = keep
+	}
+	most := 0
+	for _, v := range vectors {
+		most = max(most, len(v.weights))
+	}
+	s := newShareLab(t, most, 8)
+	t.Logf("Open vSwitch %v, %s mode, %d connections per vector from %d clients", s.v, mode, n, len(s.clients))
+	for _, vec := range vectors {
+		lay := s.install(mode, vec.weights)
+		start := time.Now()
+		got, failed := s.connect(n)
+		took := time.Since(start)
+		total := 0.0
+		for _, g := range got {
+			total += float64(g)
+		}
+		worst, worstSlot := 0.0, 0.0
+		var line []string
+		for i, b := range lay.Backends {
+			real := float64(got[i]) / total
+			slot, comp := lay.Realised(i), lay.Computed(i)
+			sd := math.Sqrt(slot * (1 - slot) / total)
+			if math.Abs(real-slot) > 4*sd+1e-9 {
+				t.Errorf("%s: backend %s realised %.2f%% of %d connections, slot share %.2f%% (4 sd = %.2f points)",
+					vec.name, b.Name, 100*real, int(total), 100*slot, 400*sd)
+			}
+			if math.Abs(slot-comp) >= 1/float64(lay.N) {
+				t.Errorf("%s: backend %s slot share %.3f%%, computed %.3f%%: more than one slot apart", vec.name, b.Name, 100*slot, 100*comp)
+			}
+			worst = max(worst, math.Abs(real-comp))
+			worstSlot = max(worstSlot, math.Abs(slot-comp))
+			if len(lay.Backends) <= 10 {
+				line = append(line, fmt.Sprintf("%.1f/%.1f", 100*comp, 100*real))
+			}
+		}
+		if failed > n/100 {
+			t.Errorf("%s: %d of %d connections failed", vec.name, failed, n)
+		}
+		t.Logf("RESULT %s: %d ok, %d failed, %v; computed/realised %% %s; worst |realised-computed| %.2f pt (slot layout %.2f pt)",
+			vec.name, int(total), failed, took.Round(100*time.Millisecond), strings.Join(line, " "), 100*worst, 100*worstSlot)
+	}
+}
