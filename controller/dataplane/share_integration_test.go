@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -61,6 +62,11 @@ func newShareLab(t *testing.T, nBackends, nClients int) *shareLab {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The test's bare OpenFlow connection answers echo requests only while it reads: no
+	// inactivity probe, so a long traffic run does not cost it the connection.
+	if _, err := ovs.Vsctl("set", "controller", br.Name, "inactivity_probe=0"); err != nil {
+		t.Fatal(err)
+	}
 	s := &shareLab{t: t, br: br, accepted: make([]atomic.Int64, nBackends)}
 	s.o = (&ovsLab{t: t, port: port}).dial()
 	desc, err := ofswitch.ParseDesc(s.o.multipart(ofp.MultipartTypeDescription, nil))
@@ -88,7 +94,12 @@ func newShareLab(t *testing.T, nBackends, nClients int) *shareLab {
 					return
 				}
 				s.accepted[i].Add(1)
-				c.Close()
+				// Echo until the client closes: short connections close at once, the long
+				// ones of the reweight test are probed through it.
+				go func() {
+					defer c.Close()
+					_, _ = io.Copy(c, c)
+				}()
 			}
 		}()
 	}
@@ -110,7 +121,10 @@ func newShareLab(t *testing.T, nBackends, nClients int) *shareLab {
 
 // install plans the service with weights w in mode and brings the switch to it (KeepSlots
 // against what the switch holds, as the controller does).
-func (s *shareLab) install(mode Mode, w []uint16) GroupLayout {
+func (s *shareLab) install(mode Mode, w []uint16) GroupLayout { return s.installKeep(mode, w, true) }
+
+// installKeep is install, with KeepSlots only when keep is set (the canonical layout else).
+func (s *shareLab) installKeep(mode Mode, w []uint16, keep bool) GroupLayout {
 	s.t.Helper()
 	s.svc = Service{Name: "share", Index: 1, VIP: shareVIP, VIPMAC: shareVIPMAC, Protocol: "tcp", Port: 80,
 		Mode: mode, GroupID: 1, Zone: 9}
@@ -123,7 +137,10 @@ func (s *shareLab) install(mode Mode, w []uint16) GroupLayout {
 			SwitchPort: h.OFPort, Weight: wi})
 	}
 	opt := Options{Normal: true, OVS: s.v}
-	d := KeepSlots(Desired([]Service{s.svc}, opt), s.current)
+	d := Desired([]Service{s.svc}, opt)
+	if keep {
+		d = KeepSlots(d, s.current)
+	}
 	if err := s.o.apply(Plan(d, s.current)); err != nil {
 		s.t.Fatalf("applying the plan: %v", err)
 	}
@@ -285,5 +302,82 @@ func TestOVSRealisedShares(t *testing.T) {
 		}
 		t.Logf("RESULT %s: %d ok, %d failed, %v; computed/realised %% %s; worst |realised-computed| %.2f pt (slot layout %.2f pt)",
 			vec.name, int(total), failed, took.Round(100*time.Millisecond), strings.Join(line, " "), 100*worst, 100*worstSlot)
+	}
+}
+
+// openLong opens n connections through the VIP and checks each answers an echo.
+func (s *shareLab) openLong(n int) []net.Conn {
+	s.t.Helper()
+	var conns []net.Conn
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := s.dial(ctx, s.clients[i%len(s.clients)], i%len(s.clients))
+		cancel()
+		if err != nil {
+			s.t.Fatalf("long connection %d: %v", i, err)
+		}
+		s.t.Cleanup(func() { c.Close() })
+		if !echoes(c) {
+			s.t.Fatalf("long connection %d does not echo", i)
+		}
+		conns = append(conns, c)
+	}
+	return conns
+}
+
+// echoes reports whether one round trip still works on c: a connection moved to another
+// backend meets a reset (stateless mode) instead.
+func echoes(c net.Conn) bool {
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return false
+	}
+	buf := make([]byte, 5)
+	_, err := io.ReadFull(c, buf)
+	return err == nil && string(buf) == "ping\n"
+}
+
+// TestOVSStatelessReweightMovesFewSlots: in stateless mode a reweight breaks the connections
+// whose slots change backend. 60:30:10 -> 50:30:20 moves 10% of the share (26 of 256 slots,
+// from the first backend to the third); KeepSlots rewrites only those slots, so about 10% of
+// 100 long connections break. Without it (the canonical layout, slots in backend order) the
+// middle backend's slots shift too and about twice as many break: the second subtest measures
+// that, as the figure the first is compared with.
+func TestOVSStatelessReweightMovesFewSlots(t *testing.T) {
+	const n = 100
+	before, after := []uint16{600, 300, 100}, []uint16{500, 300, 200}
+	s := newShareLab(t, 3, 4)
+	for _, keep := range []bool{true, false} {
+		s.current = s.o.readBack()
+		s.installKeep(ModeStateless, before, keep)
+		conns := s.openLong(n)
+		held := s.current
+		s.installKeep(ModeStateless, after, keep)
+		d := s.current
+		moved := 0
+		for i, b := range d.Groups[0].Buckets {
+			if b != held.Groups[0].Buckets[i] {
+				moved++
+			}
+		}
+		broken := 0
+		for _, c := range conns {
+			if !echoes(c) {
+				broken++
+			}
+			c.Close()
+		}
+		t.Logf("RESULT stateless reweight %v -> %v, KeepSlots=%v: %d of 256 slots moved (%.1f%%), %d of %d long connections broken",
+			before, after, keep, moved, 100*float64(moved)/256, broken, n)
+		if keep {
+			if moved != 26 {
+				t.Errorf("KeepSlots moved %d slots, want the 26 that must move", moved)
+			}
+			// About 10 expected; 4 binomial standard deviations (12) above 0.1 × n.
+			if broken > 22 {
+				t.Errorf("%d of %d connections broken for a 10%% share move", broken, n)
+			}
+		}
 	}
 }

@@ -311,6 +311,24 @@ func TestLayoutRandom(t *testing.T) {
 			for _, v := range []OVSVersion{{}, ovs310, ovs350} {
 				checkLayout(t, liveService(mode, w), Options{OVS: v})
 			}
+			// The 64-slot layout (unknown version) on a switch with the 4·n_buckets term: the
+			// table grows by a power of two and every backend's slots scale with it.
+			s := liveService(mode, w)
+			l := Layout(s, Options{})
+			g := Desired([]Service{s}, Options{})
+			tab := OVSSlots(weightsOf(g.Groups[0]), ovs350)
+			if tab.Fallback || tab.NHash%64 != 0 {
+				t.Fatalf("64-slot layout of %v on 3.5.0: %d slots, fallback %v", w, tab.NHash, tab.Fallback)
+			}
+			per := map[string]int{}
+			for i, h := range tab.Hits {
+				per[g.Groups[0].Buckets[i].Actions] += h
+			}
+			for i, a := range distinctActions(g.Groups[0]) {
+				if per[a] != l.Backends[i].Slots*tab.NHash/64 {
+					t.Fatalf("64-slot layout of %v on 3.5.0: backend %d has %d of %d slots, want %d of 64", w, i, per[a], tab.NHash, l.Backends[i].Slots)
+				}
+			}
 		}
 	}
 }
