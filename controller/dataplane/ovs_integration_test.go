@@ -29,14 +29,14 @@ import (
 // ovsLab is one ovsdb-server + ovs-vswitchd (userspace datapath) in a temp dir with one
 // bridge listening for a controller on 127.0.0.1.
 type ovsLab struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	env    []string
 	bridge string
 	port   int
 }
 
-func need(t *testing.T, bins ...string) map[string]string {
+func need(t testing.TB, bins ...string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, b := range bins {
@@ -98,7 +98,7 @@ func (l *ovsLab) waitFor(what string, ok func() bool) {
 	l.t.Fatalf("timed out waiting for %s", what)
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func newOVSLab(t *testing.T) *ovsLab {
+func newOVSLab(t testing.TB) *ovsLab {
 	bins := need(t, "ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl")
 	release, err := lab.ClaimHost() // one userspace switch per host at a time (e2e/lab)
 	if err != nil {
@@ -176,7 +176,7 @@ func (l *ovsLab) ofctlQuiet(cmd string) string {
 
 // ofConn is a bare OpenFlow 1.3 connection to the bridge's passive controller listener.
 type ofConn struct {
-	t   *testing.T
+	t   testing.TB
 	c   net.Conn
 	r   *bufio.Reader
 	xid uint32
@@ -282,7 +282,7 @@ func (o *ofConn) apply(stages [][]ofswitch.Message) error {
 	return errors.Join(errs...)
 }
 
-func bodyBytes(t *testing.T, m ofswitch.Message) []byte {
+func bodyBytes(t testing.TB, m ofswitch.Message) []byte {
 	t.Helper()
 	if m.Body == nil {
 		return nil

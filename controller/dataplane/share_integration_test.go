@@ -39,9 +39,8 @@ type shareLab struct {
 	svc      Service
 	current  State
 
-	mu   sync.Mutex
-	used map[[2]int]bool // client index, source port: never reused (TIME_WAIT)
-	rng  *rand.Rand
+	mu  sync.Mutex
+	rng *rand.Rand // source ports
 }
 
 var (
@@ -148,32 +147,26 @@ func (s *shareLab) installKeep(mode Mode, w []uint16, keep bool) GroupLayout {
 	return Layout(s.svc, opt)
 }
 
-// dial connects client c (index ci) to the VIP. With randomPorts (the default) the source
-// port is drawn at random and never reused in the lab's life: real clients come from many
+// dial connects client c to the VIP. With randomPorts (the default) the source
+// port is drawn at random: real clients come from many
 // addresses and ports, while one client's kernel hands out near-sequential ports, whose hashes
 // are not a uniform sample of the slot table (FLOWWEIGHT_SHARE_PORTS=kernel measures that).
-func (s *shareLab) dial(ctx context.Context, c *lab.Host, ci int) (net.Conn, error) {
+func (s *shareLab) dial(ctx context.Context, c *lab.Host) (net.Conn, error) {
 	if os.Getenv("FLOWWEIGHT_SHARE_PORTS") == "kernel" {
 		return c.DialContext(ctx, "tcp", shareVIP.String()+":80")
 	}
 	for {
 		s.mu.Lock()
-		if s.used == nil {
-			s.used = map[[2]int]bool{}
+		if s.rng == nil {
 			s.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 		}
-		var port int
-		for {
-			port = 1024 + s.rng.IntN(65536-1024)
-			if !s.used[[2]int{ci, port}] {
-				break
-			}
-		}
-		s.used[[2]int{ci, port}] = true
+		port := 1024 + s.rng.IntN(65536-1024)
 		s.mu.Unlock()
 		conn, err := c.DialFromPort(ctx, "tcp", shareVIP.String()+":80", uint16(port))
 		if errors.Is(err, syscall.EADDRINUSE) {
-			continue // a port the kernel holds for itself
+			// Held by a socket, or in TIME_WAIT from an earlier connection of this client
+			// (so a 5-tuple is never reused while the switch's conntrack may remember it).
+			continue
 		}
 		return conn, err
 	}
@@ -191,14 +184,14 @@ func (s *shareLab) connect(n int) ([]int64, int) {
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	const perClient = 4
-	for ci, c := range s.clients {
+	for _, c := range s.clients {
 		for range perClient {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for next.Add(1) <= int64(n) {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					conn, err := s.dial(ctx, c, ci)
+					conn, err := s.dial(ctx, c)
 					cancel()
 					if err != nil {
 						if failed.Add(1) <= 3 {
@@ -311,7 +304,7 @@ func (s *shareLab) openLong(n int) []net.Conn {
 	var conns []net.Conn
 	for i := range n {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err := s.dial(ctx, s.clients[i%len(s.clients)], i%len(s.clients))
+		c, err := s.dial(ctx, s.clients[i%len(s.clients)])
 		cancel()
 		if err != nil {
 			s.t.Fatalf("long connection %d: %v", i, err)

@@ -183,3 +183,55 @@ func short[T any](v []T) string {
 	}
 	return fmt.Sprintf("%v … (%d)", v[:12], len(v))
 }
+
+// benchLayoutRewrite measures one reweight of a 64-backend service in the slot layout on the
+// real switch: the GROUP_MOD MODIFY Plan makes (conntrack: 64 or 65 buckets of ct+nat;
+// stateless: 256 one-slot buckets, KeepSlots applied) and its barrier, through a bare
+// OpenFlow connection. Weights rotate so every iteration is a real change.
+func benchLayoutRewrite(b *testing.B, mode Mode) {
+	l := newOVSLab(b)
+	o := l.dial()
+	desc, err := ofswitch.ParseDesc(o.multipart(ofp.MultipartTypeDescription, nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, err := SwitchVersion(desc.Hardware, desc.Software)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opt := Options{OVS: v}
+	weights := func(iter int) []uint16 {
+		w := make([]uint16, 64)
+		for i := range w {
+			w[i] = uint16(1 + (i*7+iter)%100)
+		}
+		return w
+	}
+	group := func(iter int, cur State) State {
+		d := Desired([]Service{liveService(mode, weights(iter))}, opt)
+		return KeepSlots(State{Groups: d.Groups}, cur)
+	}
+	cur := group(0, State{})
+	if err := o.apply(Plan(cur, State{})); err != nil {
+		b.Fatal(err)
+	}
+	var bytes int
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		next := group(i+1, cur)
+		plan := Plan(next, cur)
+		if len(plan) != 1 || len(plan[0]) != 1 {
+			b.Fatalf("plan of %d stages, want one MODIFY", len(plan))
+		}
+		bytes = len(bodyBytes(b, plan[0][0])) + 8
+		if err := o.apply(plan); err != nil {
+			b.Fatal(err)
+		}
+		cur = next
+	}
+	b.ReportMetric(float64(bytes), "msg-bytes")
+	b.ReportMetric(float64(len(cur.Groups[0].Buckets)), "buckets")
+}
+
+func BenchmarkOVSRewriteLayout64Conntrack(b *testing.B) { benchLayoutRewrite(b, ModeConntrack) }
+func BenchmarkOVSRewriteLayout64Stateless(b *testing.B) { benchLayoutRewrite(b, ModeStateless) }
