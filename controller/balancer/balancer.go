@@ -55,8 +55,8 @@ type Balancer struct {
 	srcWG    sync.WaitGroup
 	hist     history
 	owned    map[uint32]bool // group ids configured since start
-	// layoutNoted holds the slot-layout notes already logged (slots.go), so each is logged once.
-	layoutNoted map[string]bool
+	// layoutNoted holds, per service, the keys of the slot-layout notes logged (slots.go).
+	layoutNoted map[string]map[string]bool
 	started     time.Time
 
 	// tls is the OpenFlow listener's current TLS configuration (nil: plain TCP); a reload

@@ -33,20 +33,26 @@ func (b *Balancer) optionsLocked(dpid uint64) dataplane.Options {
 	return opt
 }
 
-// noteLayoutsLocked logs, once each, where a service's realised split differs from the
-// computed one by more than rounding (a backend lifted to one slot, backends left without a
-// slot). b.mu must be held.
+// noteLayoutsLocked logs a service's layout notes (a backend lifted to one slot, backends left
+// without a slot) when they appear: a note already present at the last plan is not logged
+// again, however its figures move, and the remembered set is per service, so it stays bounded.
+// b.mu must be held.
 func (b *Balancer) noteLayoutsLocked(svcs []dataplane.Service, opt dataplane.Options) {
+	if b.layoutNoted == nil {
+		b.layoutNoted = map[string]map[string]bool{}
+	}
 	for _, s := range svcs {
+		// Per table size too: two switches of different versions have different notes.
+		key := fmt.Sprintf("%s/%d", s.Name, dataplane.LayoutSlots(opt.OVS))
+		now := map[string]bool{}
 		for _, n := range dataplane.Layout(s, opt).Notes {
-			if b.layoutNoted == nil {
-				b.layoutNoted = map[string]bool{}
-			}
-			if !b.layoutNoted[n] {
-				b.layoutNoted[n] = true
-				b.log.Warn("realised split differs from the computed one", "service", s.Name, "note", n)
+			now[n.Key] = true
+			if !b.layoutNoted[key][n.Key] {
+				b.log.Warn("realised split differs from the computed one", "service", s.Name,
+					"slots", dataplane.LayoutSlots(opt.OVS), "note", n.Text)
 			}
 		}
+		b.layoutNoted[key] = now
 	}
 }
 

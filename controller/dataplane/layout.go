@@ -111,8 +111,17 @@ type GroupLayout struct {
 	// Backends lists the backends with a bucket (reachable, weight > 0) in Index order.
 	Backends []BackendSlots
 	// Notes say where the split differs from the computed one by more than rounding: a
-	// backend lifted to one slot, backends left without a slot. The controller logs each once.
-	Notes []string
+	// backend lifted to one slot, backends left without a slot. The controller logs a note when
+	// its Key appears.
+	Notes []Note
+}
+
+// Note is one remark on a layout. Key names the condition without the figures ("SERVICE
+// backend NAME lifted", "SERVICE starved"), so a caller can log it when it appears rather
+// than every time the shares move a little.
+type Note struct {
+	Key  string
+	Text string
 }
 
 // BackendSlots is one backend's part of its group's slot table.
@@ -152,7 +161,7 @@ func Layout(s Service, opt Options) GroupLayout {
 	return groupLayout(s, live, buckets, n, notes, opt)
 }
 
-func groupLayout(s Service, live []Backend, buckets []bucketPlan, n int, notes []string, opt Options) GroupLayout {
+func groupLayout(s Service, live []Backend, buckets []bucketPlan, n int, notes []Note, opt Options) GroupLayout {
 	w := make([]uint16, len(buckets))
 	for i, b := range buckets {
 		w[i] = b.weight
@@ -180,7 +189,7 @@ func liveBackends(s Service) []Backend {
 
 // layoutBuckets plans the buckets of s's group over its live backends; actionLen, when not
 // nil, gives each live backend's bucket action length (to check the GROUP_MOD size).
-func layoutBuckets(s Service, live []Backend, opt Options, actionLen func(i int) int) ([]bucketPlan, int, []string) {
+func layoutBuckets(s Service, live []Backend, opt Options, actionLen func(i int) int) ([]bucketPlan, int, []Note) {
 	if len(live) == 0 {
 		return nil, 0, nil
 	}
@@ -192,7 +201,7 @@ func layoutBuckets(s Service, live []Backend, opt Options, actionLen func(i int)
 		total += int(b.Weight)
 	}
 	slots, plain := Apportion(w, n), apportion(w, n, false)
-	var notes []string
+	var notes []Note
 	zero := 0
 	for i, b := range live {
 		exact := float64(b.Weight) / float64(total)
@@ -200,8 +209,9 @@ func layoutBuckets(s Service, live []Backend, opt Options, actionLen func(i int)
 		case slots[i] == 0:
 			zero++
 		case plain[i] == 0:
-			notes = append(notes, fmt.Sprintf("service %q backend %q: computed share %.2f%% is below one slot of %d; it gets one slot (%.2f%%)",
-				s.Name, b.Name, 100*exact, n, 100/float64(n)))
+			notes = append(notes, Note{Key: fmt.Sprintf("%s backend %s lifted", s.Name, b.Name),
+				Text: fmt.Sprintf("service %q backend %q: computed share %.2f%% is below one slot of %d; it gets one slot (%.2f%%)",
+					s.Name, b.Name, 100*exact, n, 100/float64(n))})
 		}
 	}
 	if zero > 0 {
@@ -209,8 +219,9 @@ func layoutBuckets(s Service, live []Backend, opt Options, actionLen func(i int)
 		for i, b := range live {
 			worst = max(worst, abs(float64(slots[i])/float64(n)-float64(b.Weight)/float64(total)))
 		}
-		notes = append(notes, fmt.Sprintf("service %q: %d live backends for %d slots: %d get no slot; largest share error %.2f points",
-			s.Name, len(live), n, zero, 100*worst))
+		notes = append(notes, Note{Key: s.Name + " starved",
+			Text: fmt.Sprintf("service %q: %d live backends for %d slots: %d get no slot; largest share error %.2f points",
+				s.Name, len(live), n, zero, 100*worst)})
 	}
 	perSlot := s.Mode == ModeStateless
 	if perSlot && actionLen != nil {

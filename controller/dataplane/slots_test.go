@@ -282,17 +282,17 @@ func TestLayoutExact(t *testing.T) {
 
 func TestLayoutNotes(t *testing.T) {
 	l := Layout(liveService(ModeConntrack, []uint16{1000, 1}), Options{OVS: ovs310})
-	if len(l.Notes) != 1 || !strings.Contains(l.Notes[0], `backend "b1"`) || !strings.Contains(l.Notes[0], "one slot") {
+	if len(l.Notes) != 1 || l.Notes[0].Key != "web backend b1 lifted" || !strings.Contains(l.Notes[0].Text, `backend "b1"`) || !strings.Contains(l.Notes[0].Text, "one slot") {
 		t.Errorf("notes %q, want one naming b1 lifted to one slot", l.Notes)
 	}
 	w := slices.Repeat([]uint16{10}, 70)
 	w[0] = 100
 	l = checkLayout(t, liveService(ModeConntrack, w), Options{})
-	if len(l.Notes) != 1 || !strings.Contains(l.Notes[0], "70 live backends for 64 slots") {
+	if len(l.Notes) != 1 || l.Notes[0].Key != "web starved" || !strings.Contains(l.Notes[0].Text, "70 live backends for 64 slots") {
 		t.Errorf("notes %q, want one about 70 backends for 64 slots", l.Notes)
 	}
 	for _, n := range Layout(liveService(ModeConntrack, []uint16{700, 200, 100}), Options{OVS: ovs310}).Notes {
-		t.Errorf("70:20:10 has a note: %s", n)
+		t.Errorf("70:20:10 has a note: %s", n.Text)
 	}
 }
 
