@@ -475,3 +475,33 @@ func TestSlotsFor(t *testing.T) {
 		}
 	}
 }
+
+// TestReadBackSlotLayout: both layouts survive the switch's encoding (EncodeGroupDesc →
+// DecodeGroupDesc) unchanged, and Locations finds every backend of a stateless group although
+// each has many buckets.
+func TestReadBackSlotLayout(t *testing.T) {
+	for _, mode := range []Mode{ModeConntrack, ModeStateless} {
+		s := liveService(mode, []uint16{700, 200, 100})
+		d := Desired([]Service{s}, Options{OVS: ovs310})
+		body, err := EncodeGroupDesc(d.Groups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeGroupDesc(body)
+		if err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		if !slices.EqualFunc(got, d.Groups, Group.Equal) {
+			t.Fatalf("%s: read-back groups differ", mode)
+		}
+		if mode != ModeStateless {
+			continue
+		}
+		locs := Locations(State{Groups: got})
+		for _, b := range s.Backends {
+			if l, ok := locs[b.IP]; !ok || l.Port != b.SwitchPort || l.MAC.String() != b.MAC.String() {
+				t.Errorf("backend %s: location %+v (found %v), want port %d mac %v", b.Name, l, ok, b.SwitchPort, b.MAC)
+			}
+		}
+	}
+}
