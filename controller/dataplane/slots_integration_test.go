@@ -187,7 +187,7 @@ func short[T any](v []T) string {
 // benchLayoutRewrite measures one reweight of a 64-backend service in the slot layout on the
 // real switch: the GROUP_MOD MODIFY Plan makes (conntrack: 64 or 65 buckets of ct+nat;
 // stateless: 256 one-slot buckets, KeepSlots applied) and its barrier, through a bare
-// OpenFlow connection. Weights rotate so every iteration is a real change.
+// OpenFlow connection.
 func benchLayoutRewrite(b *testing.B, mode Mode) {
 	l := newOVSLab(b)
 	o := l.dial()
@@ -200,10 +200,14 @@ func benchLayoutRewrite(b *testing.B, mode Mode) {
 		b.Fatal(err)
 	}
 	opt := Options{OVS: v}
+	// Two vectors in turn (backend i weighs i+1, then 64−i), so every MODIFY is a change.
 	weights := func(iter int) []uint16 {
 		w := make([]uint16, 64)
 		for i := range w {
-			w[i] = uint16(1 + (i*7+iter)%100)
+			w[i] = uint16(i + 1)
+			if iter%2 == 1 {
+				w[i] = uint16(64 - i)
+			}
 		}
 		return w
 	}
