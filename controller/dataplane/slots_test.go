@@ -505,3 +505,19 @@ func TestReadBackSlotLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestPerSlotFallsBackWhenTooBig: a stateless group whose 256 buckets would not fit one
+// OpenFlow message is laid out like a conntrack group (one bucket per backend) instead.
+func TestPerSlotFallsBackWhenTooBig(t *testing.T) {
+	s := liveService(ModeStateless, []uint16{700, 200, 100})
+	live := liveBackends(s)
+	for _, c := range []struct {
+		actionLen int
+		buckets   int
+	}{{64, 256}, {239, 256}, {240, 4}, {1000, 4}} {
+		plan, n, _ := layoutBuckets(s, live, Options{OVS: ovs310}, func(int) int { return c.actionLen })
+		if len(plan) != c.buckets || n != 256 {
+			t.Errorf("actions of %d bytes: %d buckets for %d slots, want %d", c.actionLen, len(plan), n, c.buckets)
+		}
+	}
+}
