@@ -14,10 +14,10 @@ import (
 //
 //   - conntrack mode, one bucket per live backend whose weight is its slot count; the counts
 //     sum to N. When every count is at least 2 the switch would build a smaller table (it sizes
-//     the table by total/smallest weight), so one slot of the backend with the most slots moves
-//     to an extra bucket of weight 1 at the end with the same action: total N, smallest 1, so
-//     the table has N slots and Webster gives every bucket exactly its weight. A group with a
-//     single live backend needs no extra bucket.
+//     the table by total/smallest weight), so one slot of the first backend moves to an extra
+//     bucket of weight 1 at the end with the same action: total N, smallest 1, so the table has
+//     N slots and Webster gives every bucket exactly its weight. A group with a single live
+//     backend needs no extra bucket.
 //   - stateless mode, N buckets of weight 1: Webster then maps slot i to bucket i, so the
 //     controller decides each slot's backend, and KeepSlots keeps every slot whose backend
 //     still has room when shares change — the fewest slots move, and connections hashed to
@@ -240,26 +240,22 @@ func layoutBuckets(s Service, live []Backend, opt Options, actionLen func(i int)
 		}
 		return out, n, notes
 	}
-	big, least := -1, 0
+	least := 0
 	for i := range live {
 		if slots[i] == 0 {
 			continue
 		}
 		out = append(out, bucketPlan{backend: i, weight: uint16(slots[i])})
-		if big < 0 || slots[i] > slots[big] {
-			big = i
-		}
 		if least == 0 || slots[i] < least {
 			least = slots[i]
 		}
 	}
 	if len(out) > 1 && least > 1 {
-		for j := range out {
-			if out[j].backend == big {
-				out[j].weight--
-			}
-		}
-		out = append(out, bucketPlan{backend: big, weight: 1})
+		// The first bucket's backend lends the slot: which backends have buckets, in which
+		// order, then stays the same while the shares move (a restarted controller finds the
+		// same bucket list), and every count is at least 2, so the lender keeps a slot.
+		out[0].weight--
+		out = append(out, bucketPlan{backend: out[0].backend, weight: 1})
 	}
 	return out, n, notes
 }

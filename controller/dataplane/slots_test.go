@@ -521,3 +521,31 @@ func TestPerSlotFallsBackWhenTooBig(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketListStable: while the same backends are live and each has two or more slots, the
+// conntrack group's bucket actions (which backend, in which order) do not depend on the
+// shares, so a controller that restarts with slightly different weights rewrites only bucket
+// weights.
+func TestBucketListStable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	actions := func(w []uint16) ([]string, bool) {
+		g := Desired([]Service{liveService(ModeConntrack, w)}, Options{OVS: ovs310}).Groups[0]
+		var a []string
+		for _, b := range g.Buckets {
+			a = append(a, b.Actions)
+		}
+		return a, len(g.Buckets) == len(w)+1
+	}
+	for range 200 {
+		k := 2 + rng.IntN(20)
+		w1, w2 := make([]uint16, k), make([]uint16, k)
+		for i := range k {
+			w1[i], w2[i] = uint16(100+rng.IntN(900)), uint16(100+rng.IntN(900))
+		}
+		a1, extra1 := actions(w1)
+		a2, extra2 := actions(w2)
+		if extra1 && extra2 && !slices.Equal(a1, a2) {
+			t.Fatalf("weights %v and %v give different bucket lists", w1, w2)
+		}
+	}
+}
