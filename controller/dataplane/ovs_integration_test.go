@@ -448,9 +448,10 @@ func TestOVSPlans(t *testing.T) {
 		messages int
 	}{
 		{"conntrack from empty", []Service{webService(ModeConntrack)}, DefaultOptions(), -1},
-		{"weights only", []Service{withBackends(webService(ModeConntrack), func(b *Backend) { b.Weight *= 3 })}, DefaultOptions(), 1},
+		// 100:50 → 100:100 changes the slots (64-slot layout: 42+1/21 → 31+1/32).
+		{"weights only", []Service{withBackends(webService(ModeConntrack), func(b *Backend) { b.Weight += 50 * b.Index })}, DefaultOptions(), 1},
 		{"backend c resolved", []Service{withBackends(webService(ModeConntrack), func(b *Backend) {
-			b.Weight *= 3
+			b.Weight += 50 * b.Index
 			if b.MAC == nil {
 				b.MAC, b.SwitchPort = mac("02:00:00:00:00:03"), 3
 			}
@@ -536,7 +537,9 @@ func TestOVSEncodesLikeUs(t *testing.T) {
 	l := newOVSLab(t)
 	o := l.dial()
 	o.t = t
-	groups := `group_id=10,type=select,bucket=weight:100,actions=ct(commit,zone=7,nat(dst=10.0.0.1:8080),table=2),bucket=weight:50,actions=ct(commit,zone=7,nat(dst=10.0.0.2:80),table=2)
+	// Weights 100:50 in the 64-slot layout (Options{}: unknown switch): 43/21 slots, one of the
+	// first backend's in the extra one-slot bucket at the end.
+	groups := `group_id=10,type=select,bucket=weight:42,actions=ct(commit,zone=7,nat(dst=10.0.0.1:8080),table=2),bucket=weight:21,actions=ct(commit,zone=7,nat(dst=10.0.0.2:80),table=2),bucket=weight:1,actions=ct(commit,zone=7,nat(dst=10.0.0.1:8080),table=2)
 `
 	flows := `cookie=0xf1e00001ffff0001,table=0,priority=300,arp,arp_tpa=10.0.0.100,actions=CONTROLLER:65535
 cookie=0xf1e00001ffff0002,table=0,priority=200,tcp,nw_dst=10.0.0.100,tp_dst=80,actions=ct(zone=7,nat,table=1)
