@@ -108,7 +108,8 @@ type GroupLayout struct {
 	N int
 	// Table is the slot table Open vSwitch builds for the buckets (OVSSlots).
 	Table SlotTable
-	// Backends lists the backends with a bucket (reachable, weight > 0) in Index order.
+	// Backends lists the live backends (reachable, weight > 0) in Index order. With more live
+	// backends than slots some have Slots 0 and no bucket.
 	Backends []BackendSlots
 	// Notes say where the split differs from the computed one by more than rounding: a
 	// backend lifted to one slot, backends left without a slot. The controller logs a note when
@@ -144,8 +145,9 @@ func (l GroupLayout) Computed(i int) float64 {
 	return float64(l.Backends[i].Weight) / float64(total)
 }
 
-// Realised is the backend's share of new connections: its slots of the switch's table, or
-// (when the switch falls back to its per-bucket score) NaN-free 0, with Table.Fallback set.
+// Realised is the backend's share of new connections: its slots over the switch's table. It
+// is 0 when there is no table (Table.Fallback: the switch's per-bucket score decides, and its
+// split is not proportional).
 func (l GroupLayout) Realised(i int) float64 {
 	if l.Table.NHash == 0 {
 		return 0
@@ -154,14 +156,15 @@ func (l GroupLayout) Realised(i int) float64 {
 }
 
 // Layout returns how service s's group divides the switch's slot table, as Desired lays it
-// out for opt (the switch's version in opt.OVS).
+// out for opt (the switch's version in opt.OVS). The per-backend slot counts do not depend on
+// the bucket actions' size, so Layout plans without them.
 func Layout(s Service, opt Options) GroupLayout {
 	live := liveBackends(s)
 	buckets, n, notes := layoutBuckets(s, live, opt, nil)
-	return groupLayout(s, live, buckets, n, notes, opt)
+	return groupLayout(live, buckets, n, notes, opt)
 }
 
-func groupLayout(s Service, live []Backend, buckets []bucketPlan, n int, notes []Note, opt Options) GroupLayout {
+func groupLayout(live []Backend, buckets []bucketPlan, n int, notes []Note, opt Options) GroupLayout {
 	w := make([]uint16, len(buckets))
 	for i, b := range buckets {
 		w[i] = b.weight
