@@ -46,9 +46,15 @@ func printStatus(w io.Writer, services []balancer.ServiceView) {
 		if s.Panic {
 			panic = "  PANIC: no live backend, serving evenly"
 		}
-		fmt.Fprintf(w, "service %s  %s:%d  mode=%s group=%d policy=%s%s\n", s.Name, s.VIP, s.Port, s.Mode, s.GroupID, s.Policy, panic)
+		slots := "slots=none (no switch)"
+		if s.SlotTable > 0 {
+			slots = fmt.Sprintf("slots=%d", s.SlotTable)
+		} else if s.SlotFallback {
+			slots = "slots=fallback (not proportional)"
+		}
+		fmt.Fprintf(w, "service %s  %s:%d  mode=%s group=%d policy=%s %s%s\n", s.Name, s.VIP, s.Port, s.Mode, s.GroupID, s.Policy, slots, panic)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "BACKEND\tSTATE\tCPU\tMEM\tCONNS\tLS\tC\tAL\tLEARNED\tREPORT AGE\tWEIGHT\tSHARE\t")
+		fmt.Fprintln(tw, "BACKEND\tSTATE\tCPU\tMEM\tCONNS\tLS\tC\tAL\tLEARNED\tREPORT AGE\tWEIGHT\tSHARE\tSLOTS\tREALISED\t")
 		for _, b := range s.Backends {
 			age := "never"
 			if b.LastReportAge >= 0 {
@@ -59,8 +65,9 @@ func printStatus(w io.Writer, services []balancer.ServiceView) {
 				share = float64(b.AppliedWeight) / float64(s.Total)
 			}
 			e := b.Explanation
-			fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%.1f%%\t%.0f\t%.3f\t%.2f\t%.3f\t%.2f\t%s\t%d\t%.1f%%\t\n",
-				b.Name, b.State, 100*b.CPU, 100*b.Mem, b.Conns, e.LS, e.C, e.AL, e.Learned, age, b.AppliedWeight, 100*share)
+			fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%.1f%%\t%.0f\t%.3f\t%.2f\t%.3f\t%.2f\t%s\t%d\t%.1f%%\t%d\t%.1f%%\t\n",
+				b.Name, b.State, 100*b.CPU, 100*b.Mem, b.Conns, e.LS, e.C, e.AL, e.Learned, age, b.AppliedWeight, 100*share,
+				b.Slots, 100*b.RealisedShare)
 		}
 		tw.Flush()
 		fmt.Fprintln(w)

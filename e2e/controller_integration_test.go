@@ -406,11 +406,11 @@ func testEvictWarmup(t *testing.T, s *scenario.Scenario, o scenario.Options) {
 		t.Fatalf("be2 never finished warm-up (%v): %v", o.Warmup, err)
 	}
 	final := stableSync(t, s, 20*time.Second)
-	ratio := float64(first.AppliedWeight) / float64(max(final["be2"], 1))
-	figure(t, "warm-up first weight", "%d with factor %.3f; %d once warm (ratio %.2f)", first.AppliedWeight, first.Explanation.Warmup, final["be2"], ratio)
+	ratio := float64(first.Slots) / float64(max(final["be2"], 1))
+	figure(t, "warm-up first weight", "%d (%d slots) with factor %.3f; %d slots once warm (ratio %.2f)", first.AppliedWeight, first.Slots, first.Explanation.Warmup, final["be2"], ratio)
 	t.Logf("be2 warm after %v: %+v", time.Since(restarted).Round(10*time.Millisecond), full.Explanation)
-	if final["be2"] <= first.AppliedWeight {
-		t.Errorf("be2's weight did not rise after warm-up: first %d, then %d", first.AppliedWeight, final["be2"])
+	if final["be2"] <= first.Slots {
+		t.Errorf("be2's slots did not rise after warm-up: first %d, then %d", first.Slots, final["be2"])
 	}
 }
 

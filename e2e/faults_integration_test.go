@@ -351,7 +351,7 @@ func inSyncWith(s *scenario.Scenario, extra map[string]string) (map[string]uint1
 	if err != nil {
 		return nil, err
 	}
-	return got, scenario.CompareWeights(got, v.Applied())
+	return got, scenario.CompareWeights(got, v.Slots())
 }
 
 // stableSyncWith is stableSync with extra backends (see inSyncWith).

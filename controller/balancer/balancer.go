@@ -55,7 +55,9 @@ type Balancer struct {
 	srcWG    sync.WaitGroup
 	hist     history
 	owned    map[uint32]bool // group ids configured since start
-	started  time.Time
+	// layoutNoted holds, per service, the keys of the slot-layout notes logged (slots.go).
+	layoutNoted map[string]map[string]bool
+	started     time.Time
 
 	// tls is the OpenFlow listener's current TLS configuration (nil: plain TCP); a reload
 	// replaces it, and the next handshake uses the new one.
@@ -77,6 +79,7 @@ type switchState struct {
 	lastRTT   time.Duration
 	counters  map[uint64]uint64 // flow cookie -> byte count at the last read
 	countedAt time.Time
+	ovs       dataplane.OVSVersion // from the switch's DESC at connect; zero: unknown
 }
 
 // New validates nothing (the config was validated by Load) and starts nothing.
@@ -284,8 +287,9 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 // desired state (no duplicates: planning against the read-back adds only what is missing and
 // deletes only what is ours and stale).
 func (b *Balancer) Connected(sw *ofswitch.Switch) {
+	ovs := b.switchOVS(sw)
 	b.mu.Lock()
-	b.switches[sw.DatapathID()] = &switchState{sw: sw, resync: true}
+	b.switches[sw.DatapathID()] = &switchState{sw: sw, resync: true, ovs: ovs}
 	b.mu.Unlock()
 	b.metrics.switchUp.WithLabelValues(sw.String()).Set(1)
 	b.events.add(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " connected from " + sw.RemoteAddr().String()})

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -214,8 +215,9 @@ func TestHoldGroupsKeepsTheSwitchsGroup(t *testing.T) {
 	}
 }
 
-// bucketsOf returns the weights the planner would give group 5 on a switch where every
-// backend is located.
+// bucketsOf returns the slots the planner would give each backend of group 5 on a switch
+// where every backend is located (a backend's buckets summed: the layout may give one
+// backend two buckets, see dataplane.Layout).
 func bucketsOf(t *testing.T, b *Balancer) []uint16 {
 	t.Helper()
 	b.mu.Lock()
@@ -229,8 +231,13 @@ func bucketsOf(t *testing.T, b *Balancer) []uint16 {
 	for _, g := range desired.Groups {
 		if g.ID == 5 {
 			var w []uint16
+			var acts []string
 			for _, k := range g.Buckets {
-				w = append(w, k.Weight)
+				i := slices.Index(acts, k.Actions)
+				if i < 0 {
+					acts, w, i = append(acts, k.Actions), append(w, 0), len(acts)
+				}
+				w[i] += k.Weight
 			}
 			return w
 		}

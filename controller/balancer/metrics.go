@@ -22,6 +22,7 @@ type Metrics struct {
 	arpFaults                           *prometheus.CounterVec
 	barrierRTT                          prometheus.Histogram
 	push                                *pushCollector
+	shares                              *shareCollector // slots.go
 }
 
 // NewMetrics creates unregistered collectors.
@@ -69,7 +70,8 @@ func NewMetrics() *Metrics {
 			Help: "Packet-ins that were not valid ARP, and ARP packet-outs that could not be sent, by reason."}, []string{"reason"}),
 		barrierRTT: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flowweight", Name: "barrier_rtt_seconds",
 			Help: "Time from sending a stage of messages to its barrier reply.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
-		push: &pushCollector{},
+		push:   &pushCollector{},
+		shares: &shareCollector{},
 	}
 	for _, r := range arp.Reasons {
 		m.arpRefused.WithLabelValues(string(r)) // every reason shows, at 0, before it first happens
@@ -81,7 +83,7 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
 		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.arpFaults, m.barrierRTT, m.push, &ofCollector{m.push},
-		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps} {
+		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps, m.shares} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -89,7 +91,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	return nil
 }
 
-func (m *Metrics) bind(b *Balancer) { m.push.b = b }
+func (m *Metrics) bind(b *Balancer) { m.push.b, m.shares.b = b, b }
 
 // ARP fault reasons, the fixed label set of flowweight_arp_faults_total.
 const (

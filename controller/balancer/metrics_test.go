@@ -90,7 +90,9 @@ func dialSwitch(t *testing.T, addr net.Addr, dpid uint64) net.Conn {
 			f := make([]byte, 24)
 			binary.BigEndian.PutUint64(f, dpid)
 			c.Write(ofMsg(6, binary.BigEndian.Uint32(h[4:]), f))
-		case 9: // SET_CONFIG: the handshake is done
+		case 18: // MULTIPART_REQUEST: the DESC asked once at connect; refused, as a switch
+			// that is not Open vSwitch may (the controller then uses the 64-slot layout)
+			c.Write(ofMsg(1, binary.BigEndian.Uint32(h[4:]), []byte{0, 1, 0, 2})) // BAD_REQUEST/BAD_MULTIPART
 			go io.Copy(io.Discard, br)
 			return c
 		}

@@ -1,6 +1,8 @@
 package balancer
 
 import (
+	"math"
+
 	"flowweight/collector"
 	"flowweight/controller/config"
 	"flowweight/weights"
@@ -39,9 +41,12 @@ func (s *service) adoptSeed() {
 		s.seed = nil
 		return
 	}
-	s.applied = append([]uint16(nil), s.seed...)
+	// The switch holds slot counts (docs/dataplane.md): scale them to the weights' total, so
+	// that the dead-band and the panic rule compare like with like.
+	s.applied = make([]uint16, len(s.seed))
 	for j, w := range s.seed {
 		s.books[j].prevShare = float64(w) / sum
+		s.applied[j] = uint16(math.Round(float64(w) / sum * float64(s.tuning.Total)))
 	}
 	s.seed = nil
 }

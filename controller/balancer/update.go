@@ -140,7 +140,9 @@ func (b *Balancer) desiredFor(dpid uint64) (dataplane.State, []dataplane.Service
 		}
 		svcs = append(svcs, ds)
 	}
-	return dataplane.Desired(svcs, dataplane.Options{Normal: b.cfg.Controller.Normal}), svcs
+	opt := b.optionsLocked(dpid)
+	b.noteLayoutsLocked(svcs, opt)
+	return dataplane.Desired(svcs, opt), svcs
 }
 
 // sync brings one switch to the desired state: read back first when we do not know what it
@@ -166,6 +168,7 @@ func (b *Balancer) syncLocked(ctx context.Context, st *switchState, changed map[
 	desired, svcs := b.desiredFor(dpid)
 	b.seedFromSwitch(svcs, st.current)
 	desired = b.holdGroups(desired, st.current)
+	desired = dataplane.KeepSlots(desired, st.current) // stateless: move only the slots that must
 	plan := dataplane.Plan(desired, st.current)
 	if len(plan) == 0 {
 		return

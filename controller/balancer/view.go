@@ -17,6 +17,12 @@ type ServiceView struct {
 	Panic    bool          `json:"panic"`
 	Total    int           `json:"total"`
 	Backends []BackendView `json:"backends"`
+	// SlotTable is the number of slots of the service's select-group table on the first
+	// connected switch (docs/dataplane.md, "Exact shares"); 0 while no switch is connected.
+	SlotTable int `json:"slot_table"`
+	// SlotFallback is set when that switch would not build a table for the group (only
+	// possible on Open vSwitch before 2.10): the split is then not proportional.
+	SlotFallback bool `json:"slot_fallback"`
 }
 
 // BackendView is one backend: its state, smoothed metrics and the explanation of its weight.
@@ -41,6 +47,12 @@ type BackendView struct {
 	AppliedWeight   uint16              `json:"applied_weight"`
 	Explanation     weights.Explanation `json:"explanation"`
 	LearnedCapacity float64             `json:"learned_capacity"`
+	// Share is the backend's share of new connections by the applied weights, 0..1.
+	Share float64 `json:"share"`
+	// Slots are the slots of the switch's table that send to the backend, and RealisedShare
+	// is Slots / SlotTable: what the switch really does with new connections.
+	Slots         int     `json:"slots"`
+	RealisedShare float64 `json:"realised_share"`
 }
 
 // Point is one entry of a backend's recent history, for the dashboard's chart.
@@ -50,8 +62,15 @@ type Point struct {
 	AL     float64   `json:"al"`
 }
 
-// Services returns the current view of every service.
+// Services returns the current view of every service, with the computed and realised
+// shares (slots.go).
 func (b *Balancer) Services() []ServiceView {
+	v := b.servicesView()
+	b.realisedView(v)
+	return v
+}
+
+func (b *Balancer) servicesView() []ServiceView {
 	snap := b.pool.Snapshot(nil)
 	now := b.now()
 	b.mu.Lock()

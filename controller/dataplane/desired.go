@@ -62,6 +62,10 @@ type Options struct {
 	// Normal installs a priority-0 NORMAL flow in table 0 so that traffic that is not for a
 	// VIP keeps working. DefaultOptions sets it; the zero Options does not.
 	Normal bool
+	// OVS is the switch's Open vSwitch version (from OFPMP_DESC): it decides the slot table
+	// the groups are laid out for (LayoutSlots: 256 from 2.17, else 64). The zero value, an
+	// unknown version or a switch that is not Open vSwitch, gets the 64-slot layout.
+	OVS OVSVersion
 }
 
 // DefaultOptions returns the options for an Open vSwitch bridge that also carries ordinary
@@ -180,7 +184,7 @@ func (b Backend) port(s Service) uint16 { return cmp.Or(b.Port, s.Port) }
 func Desired(services []Service, opt Options) State {
 	ss := slices.Clone(services)
 	slices.SortStableFunc(ss, func(a, b Service) int { return cmp.Compare(a.Index, b.Index) })
-	p := planner{seen: map[flowKey]bool{}, groups: map[uint32]bool{}}
+	p := planner{seen: map[flowKey]bool{}, groups: map[uint32]bool{}, opt: opt}
 	conntrack := false
 	for _, s := range ss {
 		if s.Validate() != nil {
@@ -210,6 +214,7 @@ type planner struct {
 	state  State
 	seen   map[flowKey]bool
 	groups map[uint32]bool
+	opt    Options
 }
 
 func (p *planner) flow(table uint8, prio uint16, cookie uint64, match []ofp.XM, instr ofp.Instructions) {
@@ -258,7 +263,7 @@ func (p *planner) conntrack(s Service) {
 	p.flow(TableCT, PriorityVIP, MakeCookie(s.Index, NoIndex, KindNew),
 		append(toVIP(s), nx.CTStateMatch(nx.CTNew|nx.CTTrk, 0)),
 		apply(&ofp.ActionGroup{Group: ofp.Group(s.GroupID)}))
-	var buckets []Bucket
+	var actions []string // of the live backends, in order
 	for _, b := range sortedBackends(s) {
 		if !b.reachable() {
 			continue
@@ -269,20 +274,31 @@ func (p *planner) conntrack(s Service) {
 		p.flow(TableClassify, PriorityBackend, MakeCookie(s.Index, b.Index, KindReturn), fromBackend(s, b),
 			apply(&nx.CT{Zone: s.Zone, Table: TableReturn, Actions: ofp.Actions{&nx.NAT{}}}))
 		if b.Weight > 0 {
-			buckets = append(buckets, Bucket{Weight: b.Weight, Actions: bucketActions(s, b)})
+			actions = append(actions, bucketActions(s, b))
 		}
 	}
 	p.flow(TableReturn, PriorityBackend, MakeCookie(s.Index, NoIndex, KindReturnVIP),
 		fields(ethType(0x0800), xm(ofp.XMTypeIPv4Src, s.VIP.AsSlice())),
 		apply(setField(ofp.XMTypeEthSrc, s.VIPMAC), output(ofp.PortNormal, 0)))
-	p.group(s.GroupID, buckets)
+	p.group(s.GroupID, p.buckets(s, actions))
+}
+
+// buckets lays out the group of s over its live backends (liveBackends order), whose bucket
+// actions are given; see layout.go.
+func (p *planner) buckets(s Service, actions []string) []Bucket {
+	plan, _, _ := layoutBuckets(s, liveBackends(s), p.opt, func(i int) int { return len(actions[i]) })
+	var out []Bucket
+	for _, b := range plan {
+		out = append(out, Bucket{Weight: b.weight, Actions: actions[b.backend]})
+	}
+	return out
 }
 
 func (p *planner) stateless(s Service) {
 	p.arp(s)
 	p.flow(TableClassify, PriorityVIP, MakeCookie(s.Index, NoIndex, KindVIP), toVIP(s),
 		apply(&ofp.ActionGroup{Group: ofp.Group(s.GroupID)}))
-	var buckets []Bucket
+	var actions []string // of the live backends, in order
 	for _, b := range sortedBackends(s) {
 		if !b.reachable() {
 			continue
@@ -294,10 +310,10 @@ func (p *planner) stateless(s Service) {
 		back = append(back, setField(ofp.XMTypeEthSrc, s.VIPMAC), output(ofp.PortNormal, 0))
 		p.flow(TableClassify, PriorityBackend, MakeCookie(s.Index, b.Index, KindReturn), fromBackend(s, b), apply(back...))
 		if b.Weight > 0 {
-			buckets = append(buckets, Bucket{Weight: b.Weight, Actions: bucketActions(s, b)})
+			actions = append(actions, bucketActions(s, b))
 		}
 	}
-	p.group(s.GroupID, buckets)
+	p.group(s.GroupID, p.buckets(s, actions))
 }
 
 // bucketActions is the action list of a backend's bucket in the service's group: in

@@ -1,7 +1,9 @@
 package dataplane
 
 // HeldWeights reads the weight each of s's backends has in g, a group as a switch holds it,
-// in s.Backends order. A restarted controller starts from these: its weights engine moves
+// in s.Backends order: the sum of its buckets' weights, which in the slot layout are slots of
+// the switch's table (so the values are shares of their sum, not weights of the total the
+// controller computes). A restarted controller starts from these: its weights engine moves
 // from the shares the switch serves, under the same damping and step limit as a running
 // controller, instead of jumping to a fresh target.
 //

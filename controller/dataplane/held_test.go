@@ -23,16 +23,28 @@ func TestHeldWeights(t *testing.T) {
 			for i := range fresh.Backends {
 				fresh.Backends[i].Weight = 0
 			}
+			// The switch holds slots, not the weights (the layout apportions them over its
+			// table): the held weights must give each backend its share to within a slot.
+			base, ok := HeldWeights(fresh, held)
+			if !ok {
+				t.Fatalf("the planned group did not map back to its backends")
+			}
+			closeTo(t, "as planned", base, []uint16{100, 50, 30})
+			zero, ok := HeldWeights(fresh, group(withWeights(svc, 0, 70, 30)))
+			if !ok || zero[0] != 0 {
+				t.Fatalf("a backend at zero: HeldWeights = %v, %v; want no weight for it", zero, ok)
+			}
+			closeTo(t, "a backend at zero has no bucket", zero, []uint16{0, 70, 30})
+
 			cases := []struct {
 				name string
 				g    Group
 				want []uint16
 				ok   bool
 			}{
-				{"as planned", held, []uint16{100, 50, 30}, true},
-				{"a backend at zero has no bucket", group(withWeights(svc, 0, 70, 30)), []uint16{0, 70, 30}, true},
 				{"two buckets for one backend add up", Group{ID: held.ID, Type: held.Type,
-					Buckets: append(slices.Clone(held.Buckets), Bucket{Weight: 1, Actions: held.Buckets[0].Actions})}, []uint16{101, 50, 30}, true},
+					Buckets: append(slices.Clone(held.Buckets), Bucket{Weight: 1, Actions: held.Buckets[0].Actions})},
+					[]uint16{base[0] + 1, base[1], base[2]}, true},
 				{"a bucket of another layout", Group{ID: held.ID, Type: held.Type,
 					Buckets: append(slices.Clone(held.Buckets), Bucket{Weight: 5, Actions: "\x00\x00\x00\x10"})}, nil, false},
 				{"no weight at all", Group{ID: held.ID, Type: held.Type}, nil, false},
@@ -64,4 +76,21 @@ func withWeights(s Service, w ...uint16) Service {
 		s.Backends[i].Weight = w[i]
 	}
 	return s
+}
+
+// closeTo checks that got gives every backend the share want does, to within one slot of the
+// table got sums to.
+func closeTo(t *testing.T, what string, got, want []uint16) {
+	t.Helper()
+	var sg, sw float64
+	for i := range got {
+		sg += float64(got[i])
+		sw += float64(want[i])
+	}
+	for i := range got {
+		if d := float64(got[i])/sg - float64(want[i])/sw; d > 1/sg || d < -1/sg {
+			t.Errorf("%s: held %v, shares off %v by more than one slot of %v", what, got, want, sg)
+			return
+		}
+	}
 }

@@ -29,14 +29,14 @@ import (
 // ovsLab is one ovsdb-server + ovs-vswitchd (userspace datapath) in a temp dir with one
 // bridge listening for a controller on 127.0.0.1.
 type ovsLab struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	env    []string
 	bridge string
 	port   int
 }
 
-func need(t *testing.T, bins ...string) map[string]string {
+func need(t testing.TB, bins ...string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, b := range bins {
@@ -98,7 +98,7 @@ func (l *ovsLab) waitFor(what string, ok func() bool) {
 	l.t.Fatalf("timed out waiting for %s", what)
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func newOVSLab(t *testing.T) *ovsLab {
+func newOVSLab(t testing.TB) *ovsLab {
 	bins := need(t, "ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl")
 	release, err := lab.ClaimHost() // one userspace switch per host at a time (e2e/lab)
 	if err != nil {
@@ -176,7 +176,7 @@ func (l *ovsLab) ofctlQuiet(cmd string) string {
 
 // ofConn is a bare OpenFlow 1.3 connection to the bridge's passive controller listener.
 type ofConn struct {
-	t   *testing.T
+	t   testing.TB
 	c   net.Conn
 	r   *bufio.Reader
 	xid uint32
@@ -282,7 +282,7 @@ func (o *ofConn) apply(stages [][]ofswitch.Message) error {
 	return errors.Join(errs...)
 }
 
-func bodyBytes(t *testing.T, m ofswitch.Message) []byte {
+func bodyBytes(t testing.TB, m ofswitch.Message) []byte {
 	t.Helper()
 	if m.Body == nil {
 		return nil
@@ -448,9 +448,10 @@ func TestOVSPlans(t *testing.T) {
 		messages int
 	}{
 		{"conntrack from empty", []Service{webService(ModeConntrack)}, DefaultOptions(), -1},
-		{"weights only", []Service{withBackends(webService(ModeConntrack), func(b *Backend) { b.Weight *= 3 })}, DefaultOptions(), 1},
+		// 100:50 → 100:100 changes the slots (64-slot layout: 42+1/21 → 31+1/32).
+		{"weights only", []Service{withBackends(webService(ModeConntrack), func(b *Backend) { b.Weight += 50 * b.Index })}, DefaultOptions(), 1},
 		{"backend c resolved", []Service{withBackends(webService(ModeConntrack), func(b *Backend) {
-			b.Weight *= 3
+			b.Weight += 50 * b.Index
 			if b.MAC == nil {
 				b.MAC, b.SwitchPort = mac("02:00:00:00:00:03"), 3
 			}
@@ -536,7 +537,9 @@ func TestOVSEncodesLikeUs(t *testing.T) {
 	l := newOVSLab(t)
 	o := l.dial()
 	o.t = t
-	groups := `group_id=10,type=select,bucket=weight:100,actions=ct(commit,zone=7,nat(dst=10.0.0.1:8080),table=2),bucket=weight:50,actions=ct(commit,zone=7,nat(dst=10.0.0.2:80),table=2)
+	// Weights 100:50 in the 64-slot layout (Options{}: unknown switch): 43/21 slots, one of the
+	// first backend's in the extra one-slot bucket at the end.
+	groups := `group_id=10,type=select,bucket=weight:42,actions=ct(commit,zone=7,nat(dst=10.0.0.1:8080),table=2),bucket=weight:21,actions=ct(commit,zone=7,nat(dst=10.0.0.2:80),table=2),bucket=weight:1,actions=ct(commit,zone=7,nat(dst=10.0.0.1:8080),table=2)
 `
 	flows := `cookie=0xf1e00001ffff0001,table=0,priority=300,arp,arp_tpa=10.0.0.100,actions=CONTROLLER:65535
 cookie=0xf1e00001ffff0002,table=0,priority=200,tcp,nw_dst=10.0.0.100,tp_dst=80,actions=ct(zone=7,nat,table=1)

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"slices"
 
 	"flowweight/controller/ofswitch"
 
@@ -86,7 +87,12 @@ var groupVerb = map[ofp.GroupCommand]string{ofp.GroupAdd: "add", ofp.GroupModify
 func groupMessage(cmd ofp.GroupCommand, g Group) ofswitch.Message {
 	desc := fmt.Sprintf("group %d %s", g.ID, groupVerb[cmd])
 	if cmd != ofp.GroupDelete {
-		desc += fmt.Sprintf(" (%d buckets, weights %v)", len(g.Buckets), weightsOf(g))
+		w := weightsOf(g)
+		if len(w) > 8 && slices.Min(w) == slices.Max(w) {
+			desc += fmt.Sprintf(" (%d buckets of weight %d)", len(w), w[0]) // the per-slot layout
+		} else {
+			desc += fmt.Sprintf(" (%d buckets, weights %v)", len(w), w)
+		}
 	}
 	return ofswitch.Message{Type: of.TypeGroupMod, Body: &GroupMod{Command: cmd, Group: g}, Desc: desc}
 }

@@ -88,18 +88,31 @@ func TestDesired(t *testing.T) {
 		{
 			name: "conntrack", services: []Service{ct}, opt: DefaultOptions(),
 			flows:   append(append(ctPerService(1, 0, 1), conntrackShared()...), flowID{TableClassify, KindNormal, X, X}),
-			weights: map[uint32][]uint16{10: {100, 50}},
+			weights: map[uint32][]uint16{10: {42, 21, 1}}, // 64 slots: 43/21, one of a's to the extra
 		},
 		{
 			name: "conntrack without NORMAL", services: []Service{ct}, opt: Options{},
 			flows:   append(ctPerService(1, 0, 1), conntrackShared()...),
-			weights: map[uint32][]uint16{10: {100, 50}},
+			weights: map[uint32][]uint16{10: {42, 21, 1}}, // 64 slots: 43/21, one of a's to the extra
 		},
 		{
 			name: "stateless", services: []Service{sl}, opt: DefaultOptions(),
 			flows: []flowID{{TableClassify, KindARP, 1, X}, {TableClassify, KindVIP, 1, X},
 				{TableClassify, KindReturn, 1, 0}, {TableClassify, KindReturn, 1, 1}, {TableClassify, KindNormal, X, X}},
-			weights: map[uint32][]uint16{10: {100, 50}},
+			weights: map[uint32][]uint16{10: ones(64)},
+		},
+		{
+			// 256 slots from 2.17: 170.7/85.3 round to 171/85, and one slot of a moves to
+			// the extra bucket so the switch builds 256 slots.
+			name: "conntrack on Open vSwitch 3.1.0", services: []Service{ct}, opt: Options{OVS: OVSVersion{3, 1, 0}},
+			flows:   append(ctPerService(1, 0, 1), conntrackShared()...),
+			weights: map[uint32][]uint16{10: {170, 85, 1}},
+		},
+		{
+			name: "stateless on Open vSwitch 3.1.0", services: []Service{sl}, opt: Options{OVS: OVSVersion{3, 1, 0}},
+			flows: []flowID{{TableClassify, KindARP, 1, X}, {TableClassify, KindVIP, 1, X},
+				{TableClassify, KindReturn, 1, 0}, {TableClassify, KindReturn, 1, 1}},
+			weights: map[uint32][]uint16{10: ones(256)},
 		},
 		{
 			name: "weight zero keeps the backend's flows, drops its bucket", opt: Options{},
@@ -109,7 +122,7 @@ func TestDesired(t *testing.T) {
 				}
 			})},
 			flows:   append(ctPerService(1, 0, 1), conntrackShared()...),
-			weights: map[uint32][]uint16{10: {50}},
+			weights: map[uint32][]uint16{10: {64}}, // one bucket needs no extra one
 		},
 		{
 			name: "no reachable backend: empty group, no backend flows", opt: Options{},
@@ -120,7 +133,7 @@ func TestDesired(t *testing.T) {
 		{
 			name: "udp", services: []Service{udp}, opt: Options{},
 			flows:   append(ctPerService(1, 0, 1), conntrackShared()...),
-			weights: map[uint32][]uint16{10: {100, 50}},
+			weights: map[uint32][]uint16{10: {42, 21, 1}}, // 64 slots: 43/21, one of a's to the extra
 		},
 		{
 			// Backend a listens on 8080 for both, so its return flow is shared; b uses the
@@ -129,13 +142,13 @@ func TestDesired(t *testing.T) {
 			services: []Service{other, ct},
 			flows: append(append(ctPerService(1, 0, 1), conntrackShared()...),
 				flowID{TableClassify, KindVIP, 2, X}, flowID{TableCT, KindNew, 2, X}, flowID{TableClassify, KindReturn, 2, 1}),
-			weights: map[uint32][]uint16{10: {100, 50}, 11: {100, 50}},
+			weights: map[uint32][]uint16{10: {42, 21, 1}, 11: {42, 21, 1}},
 		},
 		{
 			name: "invalid service is left out", services: []Service{bad, sl}, opt: Options{},
 			flows: []flowID{{TableClassify, KindARP, 1, X}, {TableClassify, KindVIP, 1, X},
 				{TableClassify, KindReturn, 1, 0}, {TableClassify, KindReturn, 1, 1}},
-			weights: map[uint32][]uint16{10: {100, 50}},
+			weights: map[uint32][]uint16{10: ones(64)},
 		},
 	}
 	for _, tc := range cases {
@@ -186,11 +199,15 @@ func TestBucketActions(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			d := Desired([]Service{webService(tc.mode)}, Options{})
-			if len(d.Groups) != 1 || len(d.Groups[0].Buckets) != len(tc.want) {
-				t.Fatalf("groups %v, want one with %d buckets", d.Groups, len(tc.want))
+			if len(d.Groups) != 1 {
+				t.Fatalf("groups %v, want one", d.Groups)
 			}
-			for i, b := range d.Groups[0].Buckets {
-				got, err := nx.ParseActions([]byte(b.Actions))
+			acts := distinctActions(d.Groups[0])
+			if len(acts) != len(tc.want) {
+				t.Fatalf("group %v has %d distinct bucket actions, want %d", d.Groups[0], len(acts), len(tc.want))
+			}
+			for i, b := range acts {
+				got, err := nx.ParseActions([]byte(b))
 				if err != nil {
 					t.Fatalf("bucket %d: %v", i, err)
 				}
@@ -200,6 +217,26 @@ func TestBucketActions(t *testing.T) {
 			}
 		})
 	}
+}
+
+func ones(n int) []uint16 {
+	w := make([]uint16, n)
+	for i := range w {
+		w[i] = 1
+	}
+	return w
+}
+
+// distinctActions lists a group's bucket actions in order of first appearance: a backend can
+// have several buckets (the extra one-slot bucket, or one bucket per slot in stateless mode).
+func distinctActions(g Group) []string {
+	var out []string
+	for _, b := range g.Buckets {
+		if !slices.Contains(out, b.Actions) {
+			out = append(out, b.Actions)
+		}
+	}
+	return out
 }
 
 // applyAll applies a plan to the fake and fails on any rejection.
@@ -288,8 +325,8 @@ func TestWeightOnlyChangeIsOneModify(t *testing.T) {
 			if gm.Command != ofp.GroupModify || gm.Group.ID != 10 {
 				t.Fatalf("message %q, want a modify of group 10", stages[0][0].Desc)
 			}
-			if got := weightsOf(gm.Group); !slices.Equal(got, []uint16{107, 64}) {
-				t.Fatalf("modify carries weights %v, want the whole list [107 64]", got)
+			if !gm.Group.Equal(d.Groups[0]) {
+				t.Fatalf("modify carries group %v, want the whole desired group %v", gm.Group, d.Groups[0])
 			}
 			applyAll(t, sw, stages)
 			if !sw.State().Equal(d) {
@@ -314,8 +351,8 @@ func TestRemoveBackend(t *testing.T) {
 					t.Errorf("flow %v of the removed backend is still installed", id)
 				}
 			}
-			if g := sw.State().Groups; len(g) != 1 || len(g[0].Buckets) != 1 {
-				t.Errorf("groups %v, want one bucket left", g)
+			if g := sw.State().Groups; len(g) != 1 || len(distinctActions(g[0])) != 1 {
+				t.Errorf("groups %v, want one backend's buckets left", g)
 			}
 			if !sw.State().Equal(d) || len(Plan(d, sw.State())) != 0 {
 				t.Errorf("after removal the switch differs from desired: %s", describe(Plan(d, sw.State())))
@@ -371,7 +408,7 @@ func TestStageOrder(t *testing.T) {
 	sw := NewFakeSwitch()
 	applyAll(t, sw, Plan(Desired(scenarios()["mixed"], DefaultOptions()), State{}))
 	// A change touching every stage: one service removed, one added, weights changed.
-	next := []Service{withBackends(scenarios()["mixed"][1], func(b *Backend) { b.Weight++ }), webService(ModeConntrack)}
+	next := []Service{withBackends(scenarios()["mixed"][1], func(b *Backend) { b.Weight += 50 * b.Index }), webService(ModeConntrack)}
 	next[1].Name, next[1].Index, next[1].GroupID, next[1].VIP = "new", 5, 50, ip("10.0.0.50")
 	stages := Plan(Desired(next, DefaultOptions()), sw.State())
 	if len(stages) != 5 {
@@ -419,7 +456,7 @@ func TestReadBack(t *testing.T) {
 	// Someone runs `ovs-ofctl mod-group` with other weights.
 	drift := d.Groups[0]
 	drift.Buckets = slices.Clone(drift.Buckets)
-	drift.Buckets[0].Weight = 1
+	drift.Buckets[0].Weight = 2
 	applyAll(t, sw, [][]ofswitch.Message{{groupMessage(ofp.GroupModify, drift)}})
 
 	read := func() State {

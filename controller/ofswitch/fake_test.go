@@ -36,6 +36,8 @@ type fakeSwitch struct {
 	descParts     [][]byte                              // GROUP_DESC reply payloads, one part each
 	replyType     uint16                                // when set, multipart replies claim this type instead of the request's
 	dial          func(addr net.Addr) (net.Conn, error) // when set, replaces a plain dial (TLS)
+	descRequests  atomic.Int32
+	descReply     []byte // OFPMP_DESC reply payload; nil: Open vSwitch 3.1.0's
 
 	mu     sync.Mutex
 	groups map[uint32]bool
@@ -94,6 +96,16 @@ func (f *fakeSwitch) serve() {
 		fr, err := readFrame(f.br)
 		if err != nil {
 			return
+		}
+		if fr.h.Type == of.TypeMultipartRequest && len(fr.body) >= 2 && binary.BigEndian.Uint16(fr.body) == 0 {
+			// OFPMP_DESC, asked once at connect (desc.go): answered like Open vSwitch 3.1.0.
+			f.descRequests.Add(1)
+			reply := f.descReply
+			if reply == nil {
+				reply = testDesc("3.1.0")
+			}
+			f.send(of.TypeMultipartReply, fr.h.Xid, append(make([]byte, 8), reply...))
+			continue
 		}
 		f.recv <- fr
 		switch fr.h.Type {
@@ -346,4 +358,15 @@ func connectFake(t *testing.T, srv *Server, h *recHandler, dpid uint64) (*fakeSw
 		t.Fatalf("connected datapath %x, want %x", ev.sw.DatapathID(), dpid)
 	}
 	return f, ev.sw
+}
+
+// testDesc is an OFPMP_DESC reply body as Open vSwitch sends it, with software version sw.
+func testDesc(sw string) []byte {
+	b := make([]byte, descLen)
+	copy(b, "Nicira, Inc.")
+	copy(b[descStrLen:], "Open vSwitch")
+	copy(b[2*descStrLen:], sw)
+	copy(b[3*descStrLen:], "None")
+	copy(b[3*descStrLen+descSerialLen:], "None")
+	return b
 }

@@ -266,6 +266,7 @@ func (s *Server) handle(c net.Conn) {
 		defer loops.Done()
 		sw.keepalive()
 	}()
+	sw.loadDesc() // the writer runs: the DESC request goes through it
 	// Debug: the Handler logs the session (rate-limited); these add the table details.
 	sw.log.Debug("switch connected", "tables", sw.features.NumTables, "buffers", sw.features.NumBuffers)
 	s.h.Connected(sw)

@@ -33,6 +33,7 @@ type Switch struct {
 	lim      *ratelog.Limiter // this session's per-fault log lines
 	features ofp.SwitchFeatures
 	identity string // TLS peer identity the datapath id is bound to ("" without a certificate)
+	desc     Desc   // set once before Connected (desc.go)
 
 	xid atomic.Uint32
 	out *outQueue // the only way to the connection once the handshake is over
@@ -228,6 +229,11 @@ func (sw *Switch) Multipart(ctx context.Context, typ ofp.MultipartType, body io.
 // with ErrReplyTooLarge naming the switch and the type; its remaining parts are read and
 // discarded (the stream stays in step), so the session and other requests carry on.
 func (sw *Switch) MultipartLimit(ctx context.Context, typ ofp.MultipartType, body io.WriterTo, lim Limit) ([]byte, error) {
+	return sw.multipart(ctx, typ, body, lim, true)
+}
+
+// multipart is MultipartLimit; with serverClock false only ctx bounds the wait (fetchDesc).
+func (sw *Switch) multipart(ctx context.Context, typ ofp.MultipartType, body io.WriterTo, lim Limit, serverClock bool) ([]byte, error) {
 	if lim.MaxBytes <= 0 {
 		lim.MaxBytes = sw.cfg.MaxMultipartBytes
 	}
@@ -250,7 +256,13 @@ func (sw *Switch) MultipartLimit(ctx context.Context, typ ofp.MultipartType, bod
 	if err := sw.send(ctx, b); err != nil {
 		return nil, err
 	}
-	timeout := sw.srv.after(sw.cfg.BarrierTimeout)
+	var timeout <-chan time.Time // nil: never
+	rearm := func() {
+		if serverClock {
+			timeout = sw.srv.after(sw.cfg.BarrierTimeout)
+		}
+	}
+	rearm()
 	seen := 0
 	for {
 		select {
@@ -270,7 +282,7 @@ func (sw *Switch) MultipartLimit(ctx context.Context, typ ofp.MultipartType, bod
 				return out, nil
 			case parts > seen:
 				seen = parts
-				timeout = sw.srv.after(sw.cfg.BarrierTimeout)
+				rearm()
 			}
 		case <-timeout:
 			_, parts, _, _, _ := w.multipartState()

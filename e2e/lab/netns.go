@@ -79,6 +79,23 @@ func (h *Host) DialContext(ctx context.Context, network, address string) (net.Co
 	return c, nil
 }
 
+// DialFromPort dials from inside the host's namespace with a chosen local port, so a test
+// can draw a client's source ports at random instead of taking the kernel's near-sequential
+// ones (whose hashes are not a uniform sample of a switch's select-group slots).
+func (h *Host) DialFromPort(ctx context.Context, network, address string, port uint16) (net.Conn, error) {
+	var c net.Conn
+	err := inNetns("/run/netns/"+h.NS, func() error {
+		var err error
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: h.Addr().AsSlice(), Port: int(port)}}
+		c, err = d.DialContext(ctx, network, address)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("host %s: dial %s %s from port %d: %w", h.Name, network, address, port, err)
+	}
+	return c, nil
+}
+
 // Listen opens a TCP listener inside the host's namespace.
 func (h *Host) Listen(network, address string) (net.Listener, error) {
 	var ln net.Listener

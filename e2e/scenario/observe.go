@@ -39,6 +39,9 @@ type BackendView struct {
 	ComputedWeight uint16      `json:"computed_weight"`
 	AppliedWeight  uint16      `json:"applied_weight"`
 	Explanation    Explanation `json:"explanation"`
+	// Slots is the backend's part of the switch's select-group slot table, what dump-groups
+	// shows summed over the backend's buckets (docs/dataplane.md, "Exact shares").
+	Slots uint16 `json:"slots"`
 }
 
 // Explanation is the controller's account of one weight.
@@ -122,6 +125,15 @@ func (v Service) Applied() map[string]uint16 {
 	return out
 }
 
+// Slots returns the API's slots per backend name: what the switch's buckets must add up to.
+func (v Service) Slots() map[string]uint16 {
+	out := map[string]uint16{}
+	for _, b := range v.Backends {
+		out[b.Name] = b.Slots
+	}
+	return out
+}
+
 // Backend returns the named backend's view.
 func (v Service) Backend(name string) (BackendView, bool) {
 	for _, b := range v.Backends {
@@ -174,7 +186,9 @@ func (s *Scenario) GroupWeights() (map[string]uint16, error) {
 }
 
 // BucketsByBackend names each bucket by the backend address its actions rewrite to (ips:
-// name -> IPv4 address). A bucket naming no backend, or two buckets naming one, is an error.
+// name -> IPv4 address) and sums each backend's bucket weights: the controller writes slot
+// counts, and a backend may have several buckets (the extra one-slot bucket, or one bucket per
+// slot in stateless mode). A bucket naming no backend, or several, is an error.
 func BucketsByBackend(buckets []lab.BucketWeight, ips map[string]string) (map[string]uint16, error) {
 	out := map[string]uint16{}
 	for _, k := range buckets {
@@ -188,10 +202,7 @@ func BucketsByBackend(buckets []lab.BucketWeight, ips map[string]string) (map[st
 			slices.Sort(found)
 			return nil, fmt.Errorf("scenario: bucket %d (actions %q) names backends %v, want exactly one", k.BucketID, k.Actions, found)
 		}
-		if _, dup := out[found[0]]; dup {
-			return nil, fmt.Errorf("scenario: backend %s has two buckets", found[0])
-		}
-		out[found[0]] = k.Weight
+		out[found[0]] += k.Weight
 	}
 	return out, nil
 }
@@ -229,7 +240,7 @@ func (s *Scenario) InSync() (map[string]uint16, error) {
 	if err != nil {
 		return nil, err
 	}
-	return got, CompareWeights(got, v.Applied())
+	return got, CompareWeights(got, v.Slots())
 }
 
 // CompareWeights checks that the switch's buckets (got) match the applied weights: every

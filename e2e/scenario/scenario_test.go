@@ -215,7 +215,9 @@ func TestBucketsByBackend(t *testing.T) {
 		{"stateless, one absent", []lab.BucketWeight{{BucketID: 0, Weight: 5, Actions: sl("10.77.0.12")}, {BucketID: 1, Weight: 0, Actions: sl("10.77.0.13")}},
 			map[string]uint16{"be2": 5, "be3": 0}, ""},
 		{"prefix address is not a match", []lab.BucketWeight{{BucketID: 0, Weight: 1, Actions: ct("10.77.0.14")}}, nil, "want exactly one"},
-		{"two buckets for one backend", []lab.BucketWeight{{BucketID: 0, Weight: 1, Actions: ct("10.77.0.12")}, {BucketID: 1, Weight: 2, Actions: ct("10.77.0.12")}}, nil, "two buckets"},
+		{"two buckets for one backend are summed", []lab.BucketWeight{{BucketID: 0, Weight: 1, Actions: ct("10.77.0.12")}, {BucketID: 1, Weight: 2, Actions: ct("10.77.0.12")}},
+			map[string]uint16{"be2": 3}, ""},
+		{"a bucket naming two backends", []lab.BucketWeight{{BucketID: 0, Weight: 1, Actions: ct("10.77.0.12") + "," + ct("10.77.0.13")}}, nil, "want exactly one"},
 		{"none", nil, map[string]uint16{}, ""},
 	}
 	for _, tt := range tests {

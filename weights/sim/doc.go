@@ -23,8 +23,9 @@
 //     smoothed with weights.EWMA; every update period weights.Compute runs with the carried
 //     Learned/PrevShare/PrevWeight exactly as controller/balancer does, and the dispatcher's
 //     weights change only when weights.Worth says so (each change is one rewrite).
-//   - Optionally the weighted dispatch is quantised like Open vSwitch's select group: each
-//     new connection hashes into a small slot table rebuilt on every weight change.
+//   - Optionally the weighted dispatch goes through Open vSwitch's select group as the
+//     controller lays it out: each new connection hashes into a 256-slot table rebuilt on
+//     every weight change (controller/dataplane's exact model, see slots.go).
 //
 // Everything is driven by the seed: two random streams (arrivals and sizes; dispatch), so
 // every policy sees exactly the same jobs, and the same seed always gives the same Result.

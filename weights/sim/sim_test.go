@@ -222,17 +222,18 @@ func TestBusyTimeAndQueueLength(t *testing.T) {
 	}
 }
 
+// TestOVSSlots: the simulator's slot table is the controller's 256-slot layout through the
+// exact Open vSwitch model (controller/dataplane), not the 16-slot steps of raw weights.
 func TestOVSSlots(t *testing.T) {
 	cases := []struct {
 		name string
 		w    []uint16
 		want []int
 	}{
-		{"equal weights: DESIGN.md measured 38/32/30%", []uint16{334, 333, 333}, []int{6, 5, 5}},
-		{"25:50:100: DESIGN.md measured 11.7/31.2/57.1%", []uint16{25, 50, 100}, []int{2, 5, 9}},
-		{"a zero bucket gets no slot", []uint16{0, 500, 500}, []int{0, 8, 8}},
-		{"a floor bucket forces a larger table", []uint16{10, 290, 700}, []int{1, 37, 90}},
-		{"the table stops at 256 slots", []uint16{1, 999}, []int{1, 255}},
+		{"equal thirds: 86/85/85 of 256 (raw weights would give 6/5/5 of 16)", []uint16{334, 333, 333}, []int{86, 85, 85}},
+		{"25:50:100", []uint16{25, 50, 100}, []int{37, 73, 146}},
+		{"a zero bucket gets no slot", []uint16{0, 500, 500}, []int{0, 128, 128}},
+		{"a share below one slot gets one", []uint16{1, 999}, []int{1, 255}},
 		{"nothing live", []uint16{0, 0}, []int{0, 0}},
 	}
 	for _, c := range cases {
@@ -262,21 +263,21 @@ func FuzzOVSSlots(f *testing.F) {
 				t.Fatalf("ovsSlots(%v) = %v: bucket %d has no weight but slots", w, s, i)
 			}
 		}
-		if pos > 0 && (sum < minSlots || sum > maxSlots || sum&(sum-1) != 0) {
-			t.Fatalf("ovsSlots(%v) = %v: %d slots, want a power of two in [%d,%d]", w, s, sum, minSlots, maxSlots)
+		if pos > 1 && sum != 256 {
+			t.Fatalf("ovsSlots(%v) = %v: %d slots, want 256", w, s, sum)
 		}
 	})
 }
 
-// TestOVSSlotsDispatch: with the slot model on, equal weights give the slot split, not 1/3 each.
+// TestOVSSlotsDispatch: with the slot model on, equal weights give the slot split (86/85/85).
 func TestOVSSlotsDispatch(t *testing.T) {
 	pool := []Backend{{Speed: 1, Declared: 1}, {Speed: 1, Declared: 1}, {Speed: 1, Declared: 1}}
 	r, err := Run(Config{Backends: pool, Load: 0.5, Jobs: 300_000, Seed: 2, Policy: WeightsEqual, OVSSlots: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Utilisation is proportional to the share of jobs: 6/16, 5/16, 5/16 of 1.5 units of load.
-	want := []float64{1.5 * 6 / 16, 1.5 * 5 / 16, 1.5 * 5 / 16}
+	// Utilisation is proportional to the share of jobs: 86/256, 85/256, 85/256 of 1.5 units.
+	want := []float64{1.5 * 86 / 256, 1.5 * 85 / 256, 1.5 * 85 / 256}
 	for i, u := range r.Util {
 		if math.Abs(u-want[i]) > 0.01 {
 			t.Errorf("utilisation of backend %d = %.3f, want %.3f", i, u, want[i])

@@ -19,7 +19,7 @@ func main() {
 	seed := flag.Uint64("seed", 1, "first seed; every cell also runs seed+1, and the tables show the spread")
 	jobs := flag.Int("jobs", 2_000_000, "arrivals per quality run")
 	table := flag.String("table", "all", "quality | oscillation | tuning | all")
-	ovs := flag.Bool("ovs-slots", false, "quantise weighted dispatch like Open vSwitch's select-group slot table")
+	ovs := flag.Bool("ovs-slots", false, "dispatch through the controller's 256-slot layout on Open vSwitch 3.1.0's select group (controller/dataplane's exact slot model)")
 	flag.Parse()
 	if err := run(os.Stdout, *seed, *jobs, *table, *ovs); err != nil {
 		fmt.Fprintln(os.Stderr, "fwsim:", err)

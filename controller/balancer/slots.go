@@ -1,0 +1,159 @@
+package balancer
+
+import (
+	"fmt"
+
+	"flowweight/controller/dataplane"
+	"flowweight/controller/ofswitch"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// switchOVS reads the switch's Open vSwitch version from its DESC reply and logs, once per
+// connection, which slot table its groups are laid out for (docs/dataplane.md, "Exact
+// shares"): 256 slots from 2.17, otherwise the 64-slot layout every Open vSwitch accepts.
+func (b *Balancer) switchOVS(sw *ofswitch.Switch) dataplane.OVSVersion {
+	d := sw.Desc()
+	v, err := dataplane.SwitchVersion(d.Hardware, d.Software)
+	if err != nil {
+		b.log.Warn("switch version unknown; select groups use the 64-slot layout (shares to 1/64)",
+			"dpid", sw.String(), "hardware", d.Hardware, "software", d.Software, "err", err)
+		return v
+	}
+	b.log.Info("switch version", "dpid", sw.String(), "ovs", v.String(), "slots", dataplane.LayoutSlots(v))
+	return v
+}
+
+// optionsLocked are the planner's options for one switch. b.mu must be held.
+func (b *Balancer) optionsLocked(dpid uint64) dataplane.Options {
+	opt := dataplane.Options{Normal: b.cfg.Controller.Normal}
+	if st, ok := b.switches[dpid]; ok {
+		opt.OVS = st.ovs
+	}
+	return opt
+}
+
+// noteLayoutsLocked logs a service's layout notes (a backend lifted to one slot, backends left
+// without a slot) when they appear: a note already present at the last plan is not logged
+// again, however its figures move, and the remembered set is per service, so it stays bounded.
+// b.mu must be held.
+func (b *Balancer) noteLayoutsLocked(svcs []dataplane.Service, opt dataplane.Options) {
+	if b.layoutNoted == nil {
+		b.layoutNoted = map[string]map[string]bool{}
+	}
+	for _, s := range svcs {
+		// Per table size too: two switches of different versions have different notes.
+		key := fmt.Sprintf("%s/%d", s.Name, dataplane.LayoutSlots(opt.OVS))
+		now := map[string]bool{}
+		for _, n := range dataplane.Layout(s, opt).Notes {
+			now[n.Key] = true
+			if !b.layoutNoted[key][n.Key] {
+				b.log.Warn("realised split differs from the computed one", "service", s.Name,
+					"slots", dataplane.LayoutSlots(opt.OVS), "note", n.Text)
+			}
+		}
+		b.layoutNoted[key] = now
+	}
+}
+
+// layoutsOn returns each service's slot layout (by name) as planned for the switch dpid,
+// with the backends located as that switch taught us.
+func (b *Balancer) layoutsOn(dpid uint64) map[string]dataplane.GroupLayout {
+	_, svcs := b.desiredFor(dpid)
+	b.mu.Lock()
+	opt := b.optionsLocked(dpid)
+	b.mu.Unlock()
+	out := make(map[string]dataplane.GroupLayout, len(svcs))
+	for _, s := range svcs {
+		out[s.Name] = dataplane.Layout(s, opt)
+	}
+	return out
+}
+
+// realisedView fills the share fields of the services' views: computed share from the
+// applied weights, realised share from the slot table of the first connected switch (lowest
+// datapath id; the fields stay zero while none is connected).
+func (b *Balancer) realisedView(views []ServiceView) {
+	for i := range views {
+		total := 0
+		for _, bv := range views[i].Backends {
+			total += int(bv.AppliedWeight)
+		}
+		for j := range views[i].Backends {
+			if total > 0 {
+				views[i].Backends[j].Share = float64(views[i].Backends[j].AppliedWeight) / float64(total)
+			}
+		}
+	}
+	sws := b.Switches()
+	if len(sws) == 0 {
+		return
+	}
+	layouts := b.layoutsOn(sws[0])
+	for i := range views {
+		l, ok := layouts[views[i].Name]
+		if !ok {
+			continue
+		}
+		views[i].SlotTable = l.Table.NHash
+		views[i].SlotFallback = l.Table.Fallback
+		for k, lb := range l.Backends {
+			if j := int(lb.Index); j < len(views[i].Backends) {
+				views[i].Backends[j].Slots = lb.Slots
+				views[i].Backends[j].RealisedShare = l.Realised(k)
+			}
+		}
+	}
+}
+
+var (
+	shareDesc = prometheus.NewDesc("flowweight_backend_share_ratio",
+		"Share of new connections the applied weights give a backend (its weight over the service's total), 0..1.",
+		[]string{"service", "backend"}, nil)
+	realisedDesc = prometheus.NewDesc("flowweight_backend_realised_share_ratio",
+		"Share of new connections the switch's select-group slot table gives a backend (its slots over the table), 0..1.",
+		[]string{"service", "backend", "dpid"}, nil)
+	slotsDesc = prometheus.NewDesc("flowweight_group_slots",
+		"Slots of a service's select-group table on a switch (0: the switch falls back to a non-proportional hash).",
+		[]string{"service", "dpid"}, nil)
+)
+
+// shareCollector reports computed and realised shares at scrape time.
+type shareCollector struct{ b *Balancer }
+
+func (c *shareCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- shareDesc
+	ch <- realisedDesc
+	ch <- slotsDesc
+}
+
+func (c *shareCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.b == nil {
+		return
+	}
+	b := c.b
+	b.mu.Lock()
+	for _, s := range b.services {
+		total := 0
+		for _, w := range s.applied {
+			total += int(w)
+		}
+		for j, be := range s.cfg.Backends {
+			share := 0.0
+			if total > 0 && j < len(s.applied) {
+				share = float64(s.applied[j]) / float64(total)
+			}
+			ch <- prometheus.MustNewConstMetric(shareDesc, prometheus.GaugeValue, share, s.cfg.Name, be.Name)
+		}
+	}
+	b.mu.Unlock()
+	for _, dpid := range b.Switches() {
+		id := fmt.Sprintf("%016x", dpid)
+		for name, l := range b.layoutsOn(dpid) {
+			ch <- prometheus.MustNewConstMetric(slotsDesc, prometheus.GaugeValue, float64(l.Table.NHash), name, id)
+			for k, lb := range l.Backends {
+				ch <- prometheus.MustNewConstMetric(realisedDesc, prometheus.GaugeValue, l.Realised(k), name, lb.Name, id)
+			}
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package balancer
+
+import (
+	"flowweight/controller/arp"
+	"log/slog"
+	"math"
+	"net"
+	"strings"
+	"testing"
+
+	"flowweight/controller/dataplane"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// withSwitch fakes a connected switch of the given version with both backends located, and
+// applied weights w: the view then reports what that switch's slot table realises.
+func withSwitch(t *testing.T, v dataplane.OVSVersion, w ...uint16) *Balancer {
+	t.Helper()
+	b, err := New(testConfig(t, ""), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.switches[1] = &switchState{ovs: v}
+	for _, s := range b.services {
+		s.applied = w
+		for i, be := range s.cfg.Backends {
+			b.arpl.Adopt(1, be.ParsedIP(), arp.Location{MAC: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}, Port: uint32(i + 1)})
+		}
+	}
+	return b
+}
+
+func TestServicesShowRealisedShares(t *testing.T) {
+	cases := []struct {
+		name  string
+		v     dataplane.OVSVersion
+		w     []uint16
+		table int
+		slots []int
+	}{
+		{"3.1.0: 256 slots", dataplane.OVSVersion{Major: 3, Minor: 1}, []uint16{700, 300}, 256, []int{179, 77}},
+		{"unknown switch: 64 slots", dataplane.OVSVersion{}, []uint16{700, 300}, 64, []int{45, 19}},
+		{"a drained backend has no slot", dataplane.OVSVersion{Major: 3, Minor: 1}, []uint16{1000, 0}, 16, []int{16, 0}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := withSwitch(t, c.v, c.w...)
+			v := b.Services()[0]
+			if v.SlotTable != c.table || v.SlotFallback {
+				t.Fatalf("slot table %d (fallback %v), want %d", v.SlotTable, v.SlotFallback, c.table)
+			}
+			for j, bv := range v.Backends {
+				share := float64(c.w[j]) / 1000
+				if bv.Slots != c.slots[j] || math.Abs(bv.Share-share) > 1e-9 ||
+					math.Abs(bv.RealisedShare-float64(c.slots[j])/float64(c.table)) > 1e-9 {
+					t.Errorf("backend %s: share %.4f slots %d realised %.4f; want %.4f, %d, %d/%d",
+						bv.Name, bv.Share, bv.Slots, bv.RealisedShare, share, c.slots[j], c.slots[j], c.table)
+				}
+			}
+		})
+	}
+}
+
+func TestSharesWithoutSwitch(t *testing.T) {
+	b := withSwitch(t, dataplane.OVSVersion{}, 600, 400)
+	b.mu.Lock()
+	delete(b.switches, 1)
+	b.mu.Unlock()
+	v := b.Services()[0]
+	if v.SlotTable != 0 || v.Backends[0].Slots != 0 || v.Backends[0].RealisedShare != 0 || math.Abs(v.Backends[0].Share-0.6) > 1e-9 {
+		t.Errorf("no switch: table %d, backend a %+v; want no slots and share 0.6", v.SlotTable, v.Backends[0])
+	}
+}
+
+func TestShareMetrics(t *testing.T) {
+	b := withSwitch(t, dataplane.OVSVersion{Major: 3, Minor: 1}, 700, 300)
+	b.metrics.bind(b) // as Run does
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(b.metrics.shares); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetGauge().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"flowweight_backend_realised_share_ratio{backend=a,dpid=0000000000000001,service=web}": 179.0 / 256,
+		"flowweight_backend_realised_share_ratio{backend=b,dpid=0000000000000001,service=web}": 77.0 / 256,
+		"flowweight_backend_share_ratio{backend=a,service=web}":                                0.7,
+		"flowweight_backend_share_ratio{backend=b,service=web}":                                0.3,
+		"flowweight_group_slots{dpid=0000000000000001,service=web}":                            256,
+	}
+	if len(got) != len(want) {
+		t.Errorf("metrics %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || math.Abs(g-w) > 1e-9 {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, w)
+		}
+	}
+}
+
+// TestLayoutNoteLoggedWhenItAppears: a backend lifted to one slot is logged once while it
+// stays lifted (its figures may move), and again when it becomes lifted anew.
+func TestLayoutNoteLoggedWhenItAppears(t *testing.T) {
+	var logs strings.Builder
+	b := withSwitch(t, dataplane.OVSVersion{Major: 3, Minor: 1}, 999, 1)
+	b.log = slog.New(slog.NewTextHandler(&logs, nil))
+	count := func() int { return strings.Count(logs.String(), "realised split differs") }
+	set := func(w ...uint16) {
+		b.mu.Lock()
+		b.services[0].applied = w
+		b.mu.Unlock()
+		b.desiredFor(1)
+	}
+	steps := []struct {
+		w    []uint16
+		want int
+	}{
+		{[]uint16{999, 1}, 1},
+		{[]uint16{999, 1}, 1},   // same condition: not again
+		{[]uint16{1998, 1}, 1},  // still lifted, other figures: not again
+		{[]uint16{500, 500}, 1}, // cleared
+		{[]uint16{999, 1}, 2},   // lifted anew: logged
+	}
+	for i, s := range steps {
+		set(s.w...)
+		if got := count(); got != s.want {
+			t.Fatalf("step %d (weights %v): %d notes logged, want %d:\n%s", i, s.w, got, s.want, logs.String())
+		}
+	}
+	if !strings.Contains(logs.String(), `backend \"b\"`) {
+		t.Errorf("the note does not name the backend:\n%s", logs.String())
+	}
+}

@@ -1,0 +1,343 @@
+package dataplane
+
+import (
+	"cmp"
+	"fmt"
+	"net"
+	"slices"
+)
+
+// How computed weights become buckets (docs/dataplane.md, "Exact shares"). The controller
+// apportions the switch's whole slot table itself — N = 256 slots on Open vSwitch 2.17 and
+// later, 64 on older or unknown switches (LayoutSlots) — and writes bucket weights that make
+// Open vSwitch build exactly that table, so the realised split is the computed one to 1/N:
+//
+//   - conntrack mode, one bucket per live backend whose weight is its slot count; the counts
+//     sum to N. When every count is at least 2 the switch would build a smaller table (it sizes
+//     the table by total/smallest weight), so one slot of the first backend moves to an extra
+//     bucket of weight 1 at the end with the same action: total N, smallest 1, so the table has
+//     N slots and Webster gives every bucket exactly its weight. A group with a single live
+//     backend needs no extra bucket.
+//   - stateless mode, N buckets of weight 1: Webster then maps slot i to bucket i, so the
+//     controller decides each slot's backend, and KeepSlots keeps every slot whose backend
+//     still has room when shares change — the fewest slots move, and connections hashed to
+//     the others keep their backend. If N buckets would not fit one 64 KiB GROUP_MOD the
+//     stateless group uses the conntrack-style layout instead.
+
+// LayoutSlots is the slot-table size the controller lays groups out for on Open vSwitch v:
+// 256 from 2.17, 64 for older and unknown switches (64 slots stay inside every dp_hash limit).
+func LayoutSlots(v OVSVersion) int {
+	if v.MaxHash() >= 256 {
+		return 256
+	}
+	return 64
+}
+
+// maxGroupMod is the largest OpenFlow message: its length field is 16 bits.
+const maxGroupMod = 0xffff
+
+// Apportion divides n slots among weights in proportion, by largest remainder (ties to the
+// earlier weight). A positive weight gets at least one slot while there are at least as many
+// slots as positive weights: the slot is taken from the backend that is most over its exact
+// quota and has two or more. With more positive weights than slots, some get none: the split
+// is then the closest one the table can hold (no minimum).
+func Apportion(weights []uint16, n int) []int { return apportion(weights, n, true) }
+
+// apportion is Apportion, with the lift to one slot only when lift is set.
+func apportion(weights []uint16, n int, lift bool) []int {
+	out := make([]int, len(weights))
+	total, live := 0, 0
+	for _, w := range weights {
+		total += int(w)
+		if w > 0 {
+			live++
+		}
+	}
+	if total == 0 || n <= 0 {
+		return out
+	}
+	// Integer arithmetic: quota of i is n·w/total = out[i] + rem[i]/total.
+	rem := make([]int, len(weights))
+	given := 0
+	for i, w := range weights {
+		out[i] = n * int(w) / total
+		rem[i] = n * int(w) % total
+		given += out[i]
+	}
+	order := make([]int, 0, len(weights))
+	for i := range weights {
+		order = append(order, i)
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rem[b], rem[a]) })
+	for j := 0; given < n; j++ {
+		out[order[j]]++ // at most one each: the remainders sum to less than one slot per weight
+		given++
+	}
+	if live > n || !lift {
+		return out
+	}
+	for i, w := range weights {
+		if w == 0 || out[i] > 0 {
+			continue
+		}
+		// excess of j over its quota, in units of 1/total: out[j]·total − n·w[j].
+		donor := -1
+		for j := range weights {
+			if out[j] < 2 {
+				continue
+			}
+			if donor < 0 || out[j]*total-n*int(weights[j]) > out[donor]*total-n*int(weights[donor]) {
+				donor = j
+			}
+		}
+		out[donor]-- // exists: live ≤ n and some live weight has no slot, so another has two
+		out[i]++
+	}
+	return out
+}
+
+// bucketPlan is one planned bucket: the backend it sends to and its weight.
+type bucketPlan struct {
+	backend int // position in the service's live list
+	weight  uint16
+}
+
+// GroupLayout is how one service's group divides the slot table among its backends.
+type GroupLayout struct {
+	// N is the table size the buckets were laid out for (LayoutSlots of the switch).
+	N int
+	// Table is the slot table Open vSwitch builds for the buckets (OVSSlots).
+	Table SlotTable
+	// Backends lists the live backends (reachable, weight > 0) in Index order. With more live
+	// backends than slots some have Slots 0 and no bucket.
+	Backends []BackendSlots
+	// Notes say where the split differs from the computed one by more than rounding: a
+	// backend lifted to one slot, backends left without a slot. The controller logs a note when
+	// its Key appears.
+	Notes []Note
+}
+
+// Note is one remark on a layout. Key names the condition without the figures ("SERVICE
+// backend NAME lifted", "SERVICE starved"), so a caller can log it when it appears rather
+// than every time the shares move a little.
+type Note struct {
+	Key  string
+	Text string
+}
+
+// BackendSlots is one backend's part of its group's slot table.
+type BackendSlots struct {
+	Index  uint16
+	Name   string
+	Weight uint16 // the computed weight
+	Slots  int    // slots of the switch's table (Table.NHash) that send to it
+}
+
+// Computed is the backend's computed share of its group's live weight, in [0, 1].
+func (l GroupLayout) Computed(i int) float64 {
+	total := 0
+	for _, b := range l.Backends {
+		total += int(b.Weight)
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(l.Backends[i].Weight) / float64(total)
+}
+
+// Realised is the backend's share of new connections: its slots over the switch's table. It
+// is 0 when there is no table (Table.Fallback: the switch's per-bucket score decides, and its
+// split is not proportional).
+func (l GroupLayout) Realised(i int) float64 {
+	if l.Table.NHash == 0 {
+		return 0
+	}
+	return float64(l.Backends[i].Slots) / float64(l.Table.NHash)
+}
+
+// Layout returns how service s's group divides the switch's slot table, as Desired lays it
+// out for opt (the switch's version in opt.OVS). The per-backend slot counts do not depend on
+// the bucket actions' size, so Layout plans without them.
+func Layout(s Service, opt Options) GroupLayout {
+	live := liveBackends(s)
+	buckets, n, notes := layoutBuckets(s, live, opt, nil)
+	return groupLayout(live, buckets, n, notes, opt)
+}
+
+func groupLayout(live []Backend, buckets []bucketPlan, n int, notes []Note, opt Options) GroupLayout {
+	w := make([]uint16, len(buckets))
+	for i, b := range buckets {
+		w[i] = b.weight
+	}
+	l := GroupLayout{N: n, Table: OVSSlots(w, opt.OVS), Notes: notes}
+	for _, b := range live {
+		l.Backends = append(l.Backends, BackendSlots{Index: b.Index, Name: b.Name, Weight: b.Weight})
+	}
+	for i, h := range l.Table.Hits {
+		l.Backends[buckets[i].backend].Slots += h
+	}
+	return l
+}
+
+// liveBackends are the backends that get buckets, in Index order.
+func liveBackends(s Service) []Backend {
+	var out []Backend
+	for _, b := range sortedBackends(s) {
+		if b.reachable() && b.Weight > 0 {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// layoutBuckets plans the buckets of s's group over its live backends; actionLen, when not
+// nil, gives each live backend's bucket action length (to check the GROUP_MOD size).
+func layoutBuckets(s Service, live []Backend, opt Options, actionLen func(i int) int) ([]bucketPlan, int, []Note) {
+	if len(live) == 0 {
+		return nil, 0, nil
+	}
+	n := LayoutSlots(opt.OVS)
+	w := make([]uint16, len(live))
+	total := 0
+	for i, b := range live {
+		w[i] = b.Weight
+		total += int(b.Weight)
+	}
+	slots, plain := Apportion(w, n), apportion(w, n, false)
+	var notes []Note
+	zero := 0
+	for i, b := range live {
+		exact := float64(b.Weight) / float64(total)
+		switch {
+		case slots[i] == 0:
+			zero++
+		case plain[i] == 0:
+			notes = append(notes, Note{Key: fmt.Sprintf("%s backend %s lifted", s.Name, b.Name),
+				Text: fmt.Sprintf("service %q backend %q: computed share %.2f%% is below one slot of %d; it gets one slot (%.2f%%)",
+					s.Name, b.Name, 100*exact, n, 100/float64(n))})
+		}
+	}
+	if zero > 0 {
+		worst := 0.0
+		for i, b := range live {
+			worst = max(worst, abs(float64(slots[i])/float64(n)-float64(b.Weight)/float64(total)))
+		}
+		notes = append(notes, Note{Key: s.Name + " starved",
+			Text: fmt.Sprintf("service %q: %d live backends for %d slots: %d get no slot; largest share error %.2f points",
+				s.Name, len(live), n, zero, 100*worst)})
+	}
+	perSlot := s.Mode == ModeStateless
+	if perSlot && actionLen != nil {
+		size := 8 + groupModFixedLen
+		for i := range live {
+			size += slots[i] * (bucketFixedLen + actionLen(i))
+		}
+		perSlot = size <= maxGroupMod
+	}
+	var out []bucketPlan
+	if perSlot {
+		for i := range live {
+			for range slots[i] {
+				out = append(out, bucketPlan{backend: i, weight: 1})
+			}
+		}
+		return out, n, notes
+	}
+	least := 0
+	for i := range live {
+		if slots[i] == 0 {
+			continue
+		}
+		out = append(out, bucketPlan{backend: i, weight: uint16(slots[i])})
+		if least == 0 || slots[i] < least {
+			least = slots[i]
+		}
+	}
+	if len(out) > 1 && least > 1 {
+		// The first bucket's backend lends the slot: which backends have buckets, in which
+		// order, then stays the same while the shares move (a restarted controller finds the
+		// same bucket list), and every count is at least 2, so the lender keeps a slot.
+		out[0].weight--
+		out = append(out, bucketPlan{backend: out[0].backend, weight: 1})
+	}
+	return out, n, notes
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// KeepSlots returns desired with the buckets of each one-slot-per-bucket group (every bucket
+// of weight 1, as stateless mode lays them out) reordered to agree with the same group in
+// current as far as the new counts allow: a slot keeps its bucket's action while that action
+// still has slots to fill, and only the rest change, each to an action still short of slots.
+// So a reweight rewrites exactly the slots that must move (the least possible), and a group
+// whose per-action counts did not change is left as the switch holds it (no plan). Call it on
+// Desired's result before Plan, and record its result as what the switch holds.
+func KeepSlots(desired, current State) State {
+	cur := map[uint32]Group{}
+	for _, g := range current.Groups {
+		cur[g.ID] = g
+	}
+	out := State{Flows: desired.Flows, Groups: slices.Clone(desired.Groups)}
+	for gi, g := range out.Groups {
+		c, ok := cur[g.ID]
+		if !ok || c.Type != g.Type || len(c.Buckets) != len(g.Buckets) || !unitWeights(g) || !unitWeights(c) {
+			continue
+		}
+		need := map[string]int{}
+		for _, b := range g.Buckets {
+			need[b.Actions]++
+		}
+		buckets := make([]Bucket, len(g.Buckets))
+		var open []int
+		for i, b := range c.Buckets {
+			if need[b.Actions] > 0 {
+				need[b.Actions]--
+				buckets[i] = b
+			} else {
+				open = append(open, i)
+			}
+		}
+		// Fill the open slots in desired's order of actions, so the result is deterministic.
+		for _, b := range g.Buckets {
+			if need[b.Actions] > 0 {
+				need[b.Actions]--
+				buckets[open[0]] = b
+				open = open[1:]
+			}
+		}
+		out.Groups[gi] = Group{ID: g.ID, Type: g.Type, Buckets: buckets}
+	}
+	return out
+}
+
+func unitWeights(g Group) bool {
+	for _, b := range g.Buckets {
+		if b.Weight != 1 {
+			return false
+		}
+	}
+	return len(g.Buckets) > 0
+}
+
+// SlotsFor returns the slots of the switch's table that each of the computed weights (in
+// order) gets under the controller's layout on Open vSwitch v, and the table's size — what
+// Layout reports for a service whose backends are all reachable. The simulator uses it so
+// that its dispatch is exactly what the switch would do.
+func SlotsFor(weights []uint16, v OVSVersion) (slots []int, n int) {
+	s := Service{Name: "sim", Mode: ModeConntrack}
+	for i, w := range weights {
+		s.Backends = append(s.Backends, Backend{Index: uint16(i), Weight: w, SwitchPort: uint32(i + 1),
+			MAC: net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)}})
+	}
+	l := Layout(s, Options{OVS: v})
+	slots = make([]int, len(weights))
+	for _, b := range l.Backends {
+		slots[b.Index] = b.Slots
+	}
+	return slots, l.Table.NHash
+}
