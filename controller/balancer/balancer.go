@@ -193,11 +193,19 @@ func (b *Balancer) install(cfg *config.Config) error {
 }
 
 // Reload validates and applies a new configuration atomically: an error leaves the running
-// configuration untouched. Listen addresses cannot change without a restart.
+// configuration untouched. Listen addresses cannot change without a restart, and a file that
+// removes too much at once is refused (ReloadFile with AllowRemoval applies it).
 func (b *Balancer) Reload(cfg *config.Config) error {
+	return b.reload("configuration", cfg, ReloadOptions{})
+}
+
+func (b *Balancer) reload(path string, cfg *config.Config, opt ReloadOptions) error {
 	b.mu.Lock()
 	cur := b.cfg
 	b.mu.Unlock()
+	if r := config.Compare(cur, cfg); r.Mass() && !opt.AllowRemoval {
+		return &RemovalRefusedError{File: path, Removal: r}
+	}
 	var errs []error
 	if cfg.Controller.Listen != cur.Controller.Listen {
 		errs = append(errs, fmt.Errorf("controller.listen: changing %q to %q needs a restart", cur.Controller.Listen, cfg.Controller.Listen))

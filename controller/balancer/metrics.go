@@ -14,6 +14,7 @@ type Metrics struct {
 	rewrites, rewriteErrors, drift      prometheus.Counter
 	arpReplies                          prometheus.Counter
 	barrierRTT                          prometheus.Histogram
+	reloads                             *prometheus.CounterVec
 	push                                *pushCollector
 }
 
@@ -48,13 +49,18 @@ func NewMetrics() *Metrics {
 		barrierRTT: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flowweight", Name: "barrier_rtt_seconds",
 			Help: "Time from sending a stage of messages to its barrier reply.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		push: &pushCollector{},
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "config_reloads_total",
+			Help: "Configuration reloads, by result: applied, refused_removal (would remove too much without -allow-removal), invalid."}, []string{"result"}),
 	}
 }
 
 // Register adds every collector to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
+	for _, r := range []string{ReloadApplied, ReloadRefused, ReloadInvalid} {
+		m.reloads.WithLabelValues(r) // exported as 0 before the first reload
+	}
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
-		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.barrierRTT, m.push} {
+		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.barrierRTT, m.push, m.reloads} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
