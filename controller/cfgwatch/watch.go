@@ -1,0 +1,270 @@
+package cfgwatch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// MaxFileSize bounds one read of a watched file: a configuration is kilobytes, and a path
+// pointed by mistake at a huge file must not exhaust memory.
+const MaxFileSize = 16 << 20
+
+// DefaultPoll is the polling period when inotify is not available.
+const DefaultPoll = 2 * time.Second
+
+// Config says which files to watch and whom to tell.
+type Config struct {
+	// Paths are the files to watch, as the operator names them (symlinks are followed and
+	// their swaps seen). Snapshot.Files has one entry per path, in this order.
+	Paths []string
+	// Baseline is the content the caller has already acted on, one entry per path (nil: the
+	// file was absent). A difference found when the watch starts is delivered at once. Nil
+	// Baseline: the watcher reads the files itself when it starts.
+	Baseline [][]byte
+	// Debounce is the quiet time after the last event of a burst before the files are read;
+	// default 200ms. A burst never delays a read by more than 10 Debounce.
+	Debounce time.Duration
+	// Poll, when positive, reads the files every Poll instead of using inotify (file systems
+	// whose changes inotify does not see, e.g. NFS written from another host). A polled change
+	// is delivered once the content has been the same at two polls in a row, so a write in
+	// progress is not read. inotify failing to start falls back to DefaultPoll.
+	Poll time.Duration
+	// OnChange gets every snapshot whose content differs from the last one delivered, and
+	// every forced one. It runs on the watcher's goroutine: events queue while it runs.
+	OnChange func(Snapshot)
+	Logger   *slog.Logger
+}
+
+// Snapshot is the content of every watched file read once, at one moment.
+type Snapshot struct {
+	Files   []File
+	Trigger string // "file changed", "poll", or the reason given to Force
+}
+
+// File is one watched file's content.
+type File struct {
+	Path string
+	Data []byte // nil when absent or unreadable
+	Err  error  // why Data is nil; errors.Is(Err, fs.ErrNotExist) for a missing file
+}
+
+// Watcher delivers the content of a set of files when it changes.
+type Watcher struct {
+	cfg   Config
+	log   *slog.Logger
+	force chan string
+	last  [][]byte // content last delivered (or the baseline)
+	ino   *inotify // nil in poll mode
+	pend  bool     // a change noticed at start, to deliver when Run begins
+	// afterRead, if set (tests), sees each read an event caused and whether it was delivered.
+	afterRead func(delivered bool)
+}
+
+// New sets the watches up (so a change made after New returns is seen) and reads nothing it
+// was given as a baseline. It fails only on a configuration mistake; a system without
+// inotify gets polling, logged once.
+func New(cfg Config) (*Watcher, error) {
+	if len(cfg.Paths) == 0 {
+		return nil, errors.New("cfgwatch: no paths")
+	}
+	if cfg.Baseline != nil && len(cfg.Baseline) != len(cfg.Paths) {
+		return nil, fmt.Errorf("cfgwatch: %d baselines for %d paths", len(cfg.Baseline), len(cfg.Paths))
+	}
+	if cfg.OnChange == nil {
+		return nil, errors.New("cfgwatch: OnChange is required")
+	}
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = 200 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	w := &Watcher{cfg: cfg, log: cfg.Logger, force: make(chan string, 1)}
+	if cfg.Poll <= 0 {
+		ino, err := newInotify(cfg.Paths)
+		if err != nil {
+			w.log.Warn("file watch: inotify unavailable, polling the content instead", "paths", cfg.Paths,
+				"poll", DefaultPoll.String(), "err", err)
+			w.cfg.Poll = DefaultPoll
+		} else {
+			w.ino = ino
+		}
+	}
+	now := w.read("start")
+	if cfg.Baseline == nil {
+		w.last = contents(now)
+	} else {
+		w.last = cfg.Baseline
+		w.pend = !sameContent(w.last, contents(now))
+	}
+	return w, nil
+}
+
+// Mode is "inotify" or "poll".
+func (w *Watcher) Mode() string {
+	if w.ino != nil {
+		return "inotify"
+	}
+	return "poll"
+}
+
+// Force asks for a read and a delivery even if nothing changed (SIGHUP). It never blocks; a
+// force already pending absorbs this one.
+func (w *Watcher) Force(reason string) {
+	select {
+	case w.force <- reason:
+	default:
+	}
+}
+
+// Run watches until ctx ends.
+func (w *Watcher) Run(ctx context.Context) error {
+	if w.pend {
+		w.deliver(w.read("file changed"))
+	}
+	if w.ino == nil {
+		return w.runPoll(ctx)
+	}
+	defer w.ino.close()
+	events := make(chan bool, 1) // true: overflow or a watched directory went away
+	errc := make(chan error, 1)
+	go func() { errc <- w.ino.read(events) }()
+	var timer *time.Timer
+	var fire <-chan time.Time
+	var burstStart time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			if ctx.Err() != nil {
+				return nil
+			}
+			// The kernel closed the queue: keep working by polling rather than go deaf.
+			w.log.Warn("file watch: inotify stopped, polling the content instead", "err", err, "poll", DefaultPoll.String())
+			w.ino.close()
+			w.ino = nil
+			w.cfg.Poll = DefaultPoll
+			return w.runPoll(ctx)
+		case <-events:
+			now := time.Now()
+			if fire == nil {
+				burstStart = now
+			}
+			wait := w.cfg.Debounce
+			if limit := burstStart.Add(10 * w.cfg.Debounce); now.Add(wait).After(limit) {
+				wait = max(limit.Sub(now), 0)
+			}
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			fire = timer.C
+		case <-fire:
+			fire = nil
+			w.rewatch()
+			s := w.read("file changed")
+			changed := !sameContent(w.last, contents(s))
+			if changed {
+				w.deliver(s)
+			}
+			if w.afterRead != nil {
+				w.afterRead(changed)
+			}
+		case why := <-w.force:
+			w.rewatch()
+			w.deliver(w.read(why))
+		}
+	}
+}
+
+func (w *Watcher) runPoll(ctx context.Context) error {
+	t := time.NewTicker(w.cfg.Poll)
+	defer t.Stop()
+	prev := w.last
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case why := <-w.force:
+			s := w.read(why)
+			prev = contents(s)
+			w.deliver(s)
+		case <-t.C:
+			s := w.read("poll")
+			cur := contents(s)
+			if !sameContent(cur, w.last) && sameContent(cur, prev) {
+				w.deliver(s)
+			}
+			prev = cur
+		}
+	}
+}
+
+// rewatch follows symlinks again after a change (a swapped symlink may point elsewhere now).
+func (w *Watcher) rewatch() {
+	if err := w.ino.watch(w.cfg.Paths); err != nil {
+		w.log.Warn("file watch: cannot watch a directory; changes to it may be missed until the next event or SIGHUP", "err", err)
+	}
+}
+
+func (w *Watcher) deliver(s Snapshot) {
+	w.last = contents(s)
+	w.cfg.OnChange(s)
+}
+
+func (w *Watcher) read(trigger string) Snapshot {
+	s := Snapshot{Trigger: trigger, Files: make([]File, len(w.cfg.Paths))}
+	for i, p := range w.cfg.Paths {
+		data, err := readFile(p)
+		s.Files[i] = File{Path: p, Data: data, Err: err}
+	}
+	return s
+}
+
+// readFile reads the whole file once, at most MaxFileSize bytes.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, MaxFileSize)
+	}
+	if data == nil {
+		data = []byte{} // present but empty is not absent
+	}
+	return data, nil
+}
+
+func contents(s Snapshot) [][]byte {
+	out := make([][]byte, len(s.Files))
+	for i, f := range s.Files {
+		out[i] = f.Data
+	}
+	return out
+}
+
+func sameContent(a, b [][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if (a[i] == nil) != (b[i] == nil) || !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
