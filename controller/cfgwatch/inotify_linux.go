@@ -50,16 +50,19 @@ func newInotify(paths []string) (*inotify, error) {
 func (in *inotify) close() { in.f.Close() }
 
 // watch makes the watch set match where the paths lead now; stale directories are dropped.
-// It fails if the directory of a watched path itself cannot be watched.
+// It fails if the directory of the first path cannot be watched; the others' directories may
+// be missing for now (a state directory not created yet) and are retried on every event.
 func (in *inotify) watch(paths []string) error {
 	want := map[string]map[string]bool{}
 	var must []string
-	for _, p := range paths {
+	for i, p := range paths {
 		abs, err := filepath.Abs(p)
 		if err != nil {
 			return err
 		}
-		must = append(must, filepath.Dir(abs))
+		if i == 0 {
+			must = append(must, filepath.Dir(abs))
+		}
 		for dir, names := range relevant(abs) {
 			if want[dir] == nil {
 				want[dir] = map[string]bool{}

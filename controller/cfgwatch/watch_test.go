@@ -304,3 +304,26 @@ func TestReadFileLimit(t *testing.T) {
 		t.Fatalf("an empty file reads as %v, %v; want empty, not absent", data, err)
 	}
 }
+
+// TestWatchMissingSecondDirectory: a second path whose directory does not exist yet (a state
+// directory created later) does not cost the first path its inotify watch, and is seen once
+// the directory appears and any event makes the watcher look again.
+func TestWatchMissingSecondDirectory(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "controller.toml")
+	write(t, path, "cfg")
+	marker := filepath.Join(dir, "state", "confirm")
+	h := start(t, Config{Paths: []string{path, marker}})
+	if h.w.Mode() != "inotify" {
+		t.Fatalf("mode %s", h.w.Mode())
+	}
+	if err := os.Mkdir(filepath.Join(dir, "state"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(t, path, "cfg2") // an event: the watcher looks again and now watches state/
+	h.expect("cfg2")
+	write(t, marker, "yes")
+	if s := h.expect("cfg2"); string(s.Files[1].Data) != "yes" {
+		t.Fatalf("marker %+v", s.Files[1])
+	}
+}
