@@ -15,6 +15,7 @@ type Metrics struct {
 	arpReplies                          prometheus.Counter
 	barrierRTT                          prometheus.Histogram
 	reloads                             *prometheus.CounterVec
+	stateWrites                         *prometheus.CounterVec
 	push                                *pushCollector
 }
 
@@ -51,6 +52,8 @@ func NewMetrics() *Metrics {
 		push: &pushCollector{},
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "config_reloads_total",
 			Help: "Configuration reloads, by result: applied, refused_removal (would remove too much without -allow-removal), invalid."}, []string{"result"}),
+		stateWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "state_writes_total",
+			Help: "State file writes (drains, learned capacity, replay marks), by result: ok or error."}, []string{"result"}),
 	}
 }
 
@@ -59,8 +62,10 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, r := range []string{ReloadApplied, ReloadRefused, ReloadInvalid} {
 		m.reloads.WithLabelValues(r) // exported as 0 before the first reload
 	}
+	m.stateWrites.WithLabelValues("ok")
+	m.stateWrites.WithLabelValues("error")
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
-		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.barrierRTT, m.push, m.reloads} {
+		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.barrierRTT, m.push, m.reloads, m.stateWrites} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -63,6 +63,14 @@ func (b *Balancer) ReloadFile(path string, data []byte, opt ReloadOptions) error
 	return err
 }
 
+// RejectReload records a reload that failed before there was anything to parse (the file
+// could not be read), with the same log line, event and count as ReloadFile's.
+func (b *Balancer) RejectReload(path, trigger string, err error) {
+	b.metrics.reloads.WithLabelValues(ReloadInvalid).Inc()
+	b.log.Error("configuration not reloaded; the running configuration is kept", "file", path, "trigger", trigger, "err", err)
+	b.events.add(Event{Time: b.now(), Kind: "config", Text: "reload rejected: " + firstLines(err.Error())})
+}
+
 func asRefused(err error, out **RemovalRefusedError) bool {
 	r, ok := err.(*RemovalRefusedError)
 	*out = r
