@@ -28,6 +28,7 @@ import (
 const usage = `usage: controller [flags]            run the controller
        controller -check-config [-config FILE]
        controller status [-api URL]     show services and backends as a table
+       controller reload -allow-removal [-config FILE]   confirm a reload refused for removing too much
 
 Flags:
 `
@@ -36,11 +37,16 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "status" {
 		os.Exit(statusCommand(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "reload" {
+		os.Exit(reloadCommand(os.Args[2:]))
+	}
 	fs := flag.NewFlagSet("controller", flag.ExitOnError)
 	cfgPath := fs.String("config", "/etc/flowweight/controller.toml", "configuration file")
 	check := fs.Bool("check-config", false, "validate the configuration and exit")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	jsonLogs := fs.Bool("log-json", false, "log JSON lines instead of text")
+	statePath := fs.String("state", defaultState, "state file: operator drains, learned capacity, replay marks (\"\": keep none across restarts)")
+	poll := fs.Duration("config-poll", 0, "poll the configuration's content this often instead of inotify (file systems inotify does not see, e.g. NFS); 0: inotify")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -48,7 +54,12 @@ func main() {
 	}
 	_ = fs.Parse(os.Args[1:])
 
-	cfg, err := config.Load(*cfgPath)
+	data, err := os.ReadFile(*cfgPath) // read once: what is parsed is what the watcher compares with
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "config:", err)
+		os.Exit(2)
+	}
+	cfg, err := config.Parse(*cfgPath, data)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -58,7 +69,10 @@ func main() {
 		return
 	}
 	log := newLogger(*level, *jsonLogs)
-	if err := run(cfg, *cfgPath, log); err != nil {
+	if len(cfg.Services) == 0 {
+		log.Warn("the configuration has no service: no VIP is balanced, and the groups of services this controller installed before are deleted from the switches", "file", *cfgPath)
+	}
+	if err := run(cfg, *cfgPath, runFiles{data: data, state: *statePath, poll: *poll}, log); err != nil {
 		log.Error("controller stopped", "err", err)
 		os.Exit(1)
 	}
@@ -76,7 +90,14 @@ func newLogger(level string, json bool) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
-func run(cfg *config.Config, path string, log *slog.Logger) error {
+// runFiles are run's inputs beyond the parsed configuration.
+type runFiles struct {
+	data  []byte // the configuration file as parsed
+	state string // state file path
+	poll  time.Duration
+}
+
+func run(cfg *config.Config, path string, files runFiles, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	reg := prometheus.NewRegistry()
@@ -85,7 +106,7 @@ func run(cfg *config.Config, path string, log *slog.Logger) error {
 	if err := m.Register(reg); err != nil {
 		return err
 	}
-	b, err := balancer.New(cfg, balancer.Options{Logger: log, Metrics: m})
+	b, err := balancer.New(cfg, balancer.Options{Logger: log, Metrics: m, StatePath: files.state})
 	if err != nil {
 		return err
 	}
@@ -111,62 +132,6 @@ func run(cfg *config.Config, path string, log *slog.Logger) error {
 		defer srv.Close()
 		log.Info("api listening", "addr", ln.Addr().String())
 	}
-	go watchConfig(ctx, b, path, log)
+	go watchConfig(ctx, b, path, files.state, files.data, files.poll, log)
 	return b.Run(ctx, nil)
-}
-
-// watchConfig reloads the configuration on SIGHUP and when the file's modification time or
-// size changes (checked every 2 s: no inotify dependency, and it works on every file system).
-// An invalid file changes nothing and is logged with the key at fault.
-func watchConfig(ctx context.Context, b *balancer.Balancer, path string, log *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	stamp := func() string {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return ""
-		}
-		return fmt.Sprint(fi.ModTime().UnixNano(), fi.Size())
-	}
-	last := stamp()
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	for {
-		why := ""
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			why = "SIGHUP"
-		case <-t.C:
-			s := stamp()
-			if s == last || s == "" {
-				continue
-			}
-			why = "file changed"
-		}
-		last = stamp()
-		cfg, err := config.Load(path)
-		if err == nil {
-			err = b.Reload(cfg)
-		}
-		if err != nil {
-			log.Error("configuration not reloaded; the running configuration is kept", "trigger", why, "err", err)
-			b.RecordEvent("config", "reload rejected: "+firstLine(err.Error()))
-			continue
-		}
-		log.Info("configuration reloaded", "trigger", why, "services", len(cfg.Services))
-	}
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		rest := strings.TrimSpace(s[i+1:])
-		if j := strings.IndexByte(rest, '\n'); j >= 0 {
-			rest = rest[:j]
-		}
-		return s[:i] + " " + rest
-	}
-	return s
 }
