@@ -62,6 +62,10 @@ type Watcher struct {
 	last  [][]byte // content last delivered (or the baseline)
 	ino   *inotify // nil in poll mode
 	pend  bool     // a change noticed at start, to deliver when Run begins
+	// fellBack: polling stands in for an inotify watch that failed; inotify is retried at
+	// every poll, which comes every fallback (DefaultPoll; shorter in tests).
+	fellBack bool
+	fallback time.Duration
 	// afterRead, if set (tests), sees each read an event caused and whether it was delivered.
 	afterRead func(delivered bool)
 }
@@ -85,13 +89,13 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	w := &Watcher{cfg: cfg, log: cfg.Logger, force: make(chan string, 1)}
+	w := &Watcher{cfg: cfg, log: cfg.Logger, force: make(chan string, 1), fallback: DefaultPoll}
 	if cfg.Poll <= 0 {
 		ino, err := newInotify(cfg.Paths)
 		if err != nil {
 			w.log.Warn("file watch: inotify unavailable, polling the content instead", "paths", cfg.Paths,
 				"poll", DefaultPoll.String(), "err", err)
-			w.cfg.Poll = DefaultPoll
+			w.toPoll()
 		} else {
 			w.ino = ino
 		}
@@ -106,7 +110,7 @@ func New(cfg Config) (*Watcher, error) {
 	return w, nil
 }
 
-// Mode is "inotify" or "poll".
+// Mode is "inotify" or "poll" (at start; a failed watch falls back to polling later).
 func (w *Watcher) Mode() string {
 	if w.ino != nil {
 		return "inotify"
@@ -128,30 +132,39 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if w.pend {
 		w.deliver(w.read("file changed"))
 	}
-	if w.ino == nil {
-		return w.runPoll(ctx)
+	for ctx.Err() == nil {
+		if w.ino == nil {
+			w.runPoll(ctx)
+		} else {
+			w.runInotify(ctx)
+		}
 	}
-	defer w.ino.close()
-	events := make(chan bool, 1) // true: overflow or a watched directory went away
+	return nil
+}
+
+// runInotify watches until ctx ends or inotify stops working (the kernel closed the queue,
+// or the configuration's directory went away); then it leaves w.ino nil, for polling.
+func (w *Watcher) runInotify(ctx context.Context) {
+	ino := w.ino
+	defer ino.close()
+	events := make(chan bool, 1)
 	errc := make(chan error, 1)
-	go func() { errc <- w.ino.read(events) }()
+	go func() { errc <- ino.read(events) }()
 	var timer *time.Timer
 	var fire <-chan time.Time
 	var burstStart time.Time
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case err := <-errc:
 			if ctx.Err() != nil {
-				return nil
+				return
 			}
-			// The kernel closed the queue: keep working by polling rather than go deaf.
+			// Keep working by polling rather than go deaf.
 			w.log.Warn("file watch: inotify stopped, polling the content instead", "err", err, "poll", DefaultPoll.String())
-			w.ino.close()
-			w.ino = nil
-			w.cfg.Poll = DefaultPoll
-			return w.runPoll(ctx)
+			w.toPoll()
+			return
 		case <-events:
 			now := time.Now()
 			if fire == nil {
@@ -169,7 +182,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			fire = timer.C
 		case <-fire:
 			fire = nil
-			w.rewatch()
+			ok := w.rewatch()
 			s := w.read("file changed")
 			changed := !sameContent(w.last, contents(s))
 			if changed {
@@ -178,26 +191,54 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if w.afterRead != nil {
 				w.afterRead(changed)
 			}
+			if !ok {
+				w.toPoll()
+				return
+			}
 		case why := <-w.force:
-			w.rewatch()
+			ok := w.rewatch()
 			w.deliver(w.read(why))
+			if !ok {
+				w.toPoll()
+				return
+			}
 		}
 	}
 }
 
-func (w *Watcher) runPoll(ctx context.Context) error {
-	t := time.NewTicker(w.cfg.Poll)
+func (w *Watcher) toPoll() {
+	w.ino, w.fellBack = nil, true
+}
+
+// runPoll polls until ctx ends or, when it stands in for a failed inotify watch, until
+// inotify can watch again (the configuration's directory is back).
+func (w *Watcher) runPoll(ctx context.Context) {
+	period := w.cfg.Poll
+	if w.fellBack {
+		period = w.fallback
+	}
+	t := time.NewTicker(period)
 	defer t.Stop()
 	prev := w.last
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case why := <-w.force:
 			s := w.read(why)
 			prev = contents(s)
 			w.deliver(s)
 		case <-t.C:
+			if w.fellBack {
+				if ino, err := newInotify(w.cfg.Paths); err == nil {
+					w.log.Info("file watch: inotify works again", "paths", w.cfg.Paths)
+					w.ino, w.fellBack = ino, false
+					if s := w.read("file changed"); !sameContent(w.last, contents(s)) {
+						w.deliver(s) // a change made while the watch was being set up
+					}
+					return
+				}
+			}
 			s := w.read("poll")
 			cur := contents(s)
 			if !sameContent(cur, w.last) && sameContent(cur, prev) {
@@ -209,10 +250,14 @@ func (w *Watcher) runPoll(ctx context.Context) error {
 }
 
 // rewatch follows symlinks again after a change (a swapped symlink may point elsewhere now).
-func (w *Watcher) rewatch() {
+// false: the configuration's own directory cannot be watched any more (it was removed).
+func (w *Watcher) rewatch() bool {
 	if err := w.ino.watch(w.cfg.Paths); err != nil {
-		w.log.Warn("file watch: cannot watch a directory; changes to it may be missed until the next event or SIGHUP", "err", err)
+		w.log.Warn("file watch: cannot watch the configuration's directory; polling the content until it can", "err", err,
+			"poll", DefaultPoll.String())
+		return false
 	}
+	return true
 }
 
 func (w *Watcher) deliver(s Snapshot) {

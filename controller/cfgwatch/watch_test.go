@@ -17,6 +17,12 @@ type harness struct {
 
 func start(t *testing.T, cfg Config) *harness {
 	t.Helper()
+	return startWith(t, cfg, nil)
+}
+
+// startWith is start with a hook that adjusts the watcher before it runs.
+func startWith(t *testing.T, cfg Config, adjust func(*Watcher)) *harness {
+	t.Helper()
 	h := &harness{t: t, got: make(chan Snapshot, 64), reads: make(chan bool, 64)}
 	cfg.OnChange = func(s Snapshot) { h.got <- s }
 	if cfg.Debounce == 0 {
@@ -27,7 +33,15 @@ func start(t *testing.T, cfg Config) *harness {
 		t.Fatal(err)
 	}
 	h.w = w
-	w.afterRead = func(delivered bool) { h.reads <- delivered }
+	w.afterRead = func(delivered bool) {
+		select {
+		case h.reads <- delivered:
+		default: // a test that does not look at reads must not block the watcher
+		}
+	}
+	if adjust != nil {
+		adjust(w)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -52,6 +66,19 @@ func (h *harness) next() Snapshot {
 	}
 }
 
+// delivered consumes the report of the read behind the delivery just expected.
+func (h *harness) delivered() {
+	h.t.Helper()
+	select {
+	case d := <-h.reads:
+		if !d {
+			h.t.Fatal("a read that did not deliver, before the one that did")
+		}
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("no read report within 10s")
+	}
+}
+
 // expect waits for a delivery whose first file holds want.
 func (h *harness) expect(want string) Snapshot {
 	h.t.Helper()
@@ -60,12 +87,6 @@ func (h *harness) expect(want string) Snapshot {
 		h.t.Fatalf("delivered %q (trigger %s, err %v), want %q", got, s.Trigger, s.Files[0].Err, want)
 	}
 	return s
-}
-
-func drain(ch chan bool) {
-	for len(ch) > 0 {
-		<-ch
-	}
 }
 
 func write(t *testing.T, path, data string) {
@@ -87,6 +108,7 @@ func TestWatchInotify(t *testing.T) {
 	// write and close in place
 	write(t, path, "v2-in-place")
 	h.expect("v2-in-place")
+	h.delivered()
 
 	// rename into place (what atomic writers and most editors do)
 	tmp := filepath.Join(dir, ".controller.toml.tmp")
@@ -95,17 +117,20 @@ func TestWatchInotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.expect("v3-renamed")
+	h.delivered()
 
 	// the same content again is read but not delivered
-	drain(h.reads)
 	write(t, path, "v3-renamed")
 	select {
 	case delivered := <-h.reads:
-		if delivered || len(h.got) != 0 {
+		if delivered {
 			t.Fatal("unchanged content was delivered")
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no read after a write")
+	}
+	if len(h.got) != 0 {
+		t.Fatalf("unchanged content was delivered: %q", (<-h.got).Files[0].Data)
 	}
 	write(t, path, "v4")
 	h.expect("v4")
@@ -326,4 +351,31 @@ func TestWatchMissingSecondDirectory(t *testing.T) {
 	if s := h.expect("cfg2"); string(s.Files[1].Data) != "yes" {
 		t.Fatalf("marker %+v", s.Files[1])
 	}
+}
+
+// TestWatchDirectoryRemoved: the configuration's directory removed and made again. The watch
+// on the old directory is gone; the watcher polls meanwhile and returns to inotify once the
+// directory is back, and the new content is delivered.
+func TestWatchDirectoryRemoved(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "etc")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "controller.toml")
+	write(t, path, "one")
+	h := startWith(t, Config{Paths: []string{path}}, func(w *Watcher) { w.fallback = 5 * time.Millisecond })
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.next(); s.Files[0].Data != nil {
+		t.Fatalf("after the directory went: %+v", s.Files[0])
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, path, "two")
+	h.expect("two")
+	write(t, path, "three") // inotify again (or polling: either must see it)
+	h.expect("three")
 }
