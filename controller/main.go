@@ -66,11 +66,14 @@ func main() {
 	}
 	if *check {
 		fmt.Printf("%s: OK (%d services)\n", *cfgPath, len(cfg.Services))
+		if len(cfg.Services) == 0 {
+			fmt.Fprintf(os.Stderr, "%s: warning: no service: the controller would balance nothing\n", *cfgPath)
+		}
 		return
 	}
 	log := newLogger(*level, *jsonLogs)
 	if len(cfg.Services) == 0 {
-		log.Warn("the configuration has no service: no VIP is balanced, and the groups of services this controller installed before are deleted from the switches", "file", *cfgPath)
+		log.Warn("the configuration has no service: no VIP is balanced, and VIP flows a previous run installed (they carry the controller's cookie) are removed from every switch that connects", "file", *cfgPath)
 	}
 	if err := run(cfg, *cfgPath, runFiles{data: data, state: *statePath, poll: *poll}, log); err != nil {
 		log.Error("controller stopped", "err", err)
