@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -98,6 +99,9 @@ func mustHex(s string) []byte {
 // watchConfig runs the watcher until ctx ends. SIGHUP forces a reload even of unchanged
 // content (renewed key or certificate files).
 func watchConfig(ctx context.Context, b *balancer.Balancer, path, statePath string, loaded []byte, poll time.Duration, log *slog.Logger) {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs // the refusal's message names a command that works from any directory
+	}
 	c := &configWatch{b: b, path: path, confirm: confirmPath(path, statePath), log: log, applied: sha256.Sum256(loaded)}
 	c.last = c.applied
 	w, err := cfgwatch.New(cfgwatch.Config{Paths: []string{path, c.confirm}, Baseline: [][]byte{loaded, nil},

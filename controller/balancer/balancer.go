@@ -222,7 +222,7 @@ func (b *Balancer) reload(path string, cfg *config.Config, opt ReloadOptions) er
 	cur := b.cfg
 	b.mu.Unlock()
 	if r := config.Compare(cur, cfg); r.Mass() && !opt.AllowRemoval {
-		return &RemovalRefusedError{File: path, Removal: r}
+		return &RemovalRefusedError{File: path, Removal: r, State: b.st.path}
 	}
 	var errs []error
 	if cfg.Controller.Listen != cur.Controller.Listen {

@@ -21,11 +21,20 @@ type ReloadOptions struct {
 type RemovalRefusedError struct {
 	File    string
 	Removal config.Removal
+	State   string // the running controller's state file, which the confirming command must name
 }
 
 func (e *RemovalRefusedError) Error() string {
-	return fmt.Sprintf("%s: reload refused: it would remove %s; if that is intended, run `flowweight-controller reload -allow-removal -config %s`",
-		e.File, e.Removal, e.File)
+	return fmt.Sprintf("%s: reload refused: it would remove %s; if that is intended, run `flowweight-controller reload -allow-removal -config %s -state %s`",
+		e.File, e.Removal, shellQuote(e.File), shellQuote(e.State))
+}
+
+// shellQuote quotes s for a command line an operator will paste.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // Reload results, the values of flowweight_config_reloads_total's result label.

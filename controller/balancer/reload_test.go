@@ -143,3 +143,19 @@ func TestReloadInvalidCounted(t *testing.T) {
 		t.Fatalf("invalid reloads counted %v (err %v)", got, err)
 	}
 }
+
+// TestRefusalNamesAWorkingCommand: the command in a refusal can be pasted as it is.
+func TestRefusalNamesAWorkingCommand(t *testing.T) {
+	cases := []struct{ file, state, want string }{
+		{"/etc/flowweight/controller.toml", "/var/lib/flowweight/controller.state",
+			"-config /etc/flowweight/controller.toml -state /var/lib/flowweight/controller.state`"},
+		{"/etc/my configs/c.toml", "", "-config '/etc/my configs/c.toml' -state ''`"},
+		{"/tmp/it's.toml", "/s", `-config '/tmp/it'\''s.toml' -state /s` + "`"},
+	}
+	for _, tc := range cases {
+		e := &RemovalRefusedError{File: tc.file, State: tc.state, Removal: config.Removal{Services: []string{"web"}}}
+		if !strings.HasSuffix(e.Error(), tc.want) {
+			t.Errorf("%q", e.Error())
+		}
+	}
+}
