@@ -156,6 +156,7 @@ func (b *Balancer) buildState() *state.File {
 			}
 		}
 	}
+	state.Prune(b.st.remembered, b.now(), RememberRemovedFor, MaxRemembered) // a long run without reloads ages them too
 	for name, e := range b.st.remembered {
 		f.Backends[name] = e
 	}
