@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"flowweight/collector"
 	"flowweight/collector/push"
+	"flowweight/collector/report"
 	"flowweight/controller/config"
 	"flowweight/controller/state"
 	"flowweight/weights"
@@ -282,5 +284,36 @@ func TestReplaySection(t *testing.T) {
 	b3.attachReplay(nil)
 	if string(fr2.restored["a"]) != string(loaded["a"]) || len(fr2.restored) != 1 {
 		t.Fatalf("restored %v", fr2.restored)
+	}
+}
+
+// TestBackendBackWithinGraceIsNotUnknown is the review's finding: a backend removed and put
+// back by reloads came back unknown, its EWMA and health gone.
+func TestBackendBackWithinGraceIsNotUnknown(t *testing.T) {
+	r := newStateRig(t)
+	b := r.start(r.cfg("a", "b"))
+	rep := func(id string) *report.Report {
+		return &report.Report{BackendID: id, Flags: report.FlagHealthOK, CPUUtil: 0.4, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30}
+	}
+	b.pool.Accept(rep("a"), netip.AddrPort{})
+	r.clk.t = r.clk.t.Add(11 * time.Second) // past warm-up
+	b.pool.Accept(rep("a"), netip.AddrPort{})
+	b.pool.Tick()
+	before, _ := b.pool.Get("a")
+	if before.Status != weights.StatusUp {
+		t.Fatalf("setup: a is %v", before.Status)
+	}
+	if err := b.Reload(r.cfg("b")); err != nil {
+		t.Fatal(err)
+	}
+	r.clk.t = r.clk.t.Add(time.Second)
+	if err := b.Reload(r.cfg("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	b.pool.Tick()
+	after, _ := b.pool.Get("a")
+	if after.Status != weights.StatusUp || after.CPU != before.CPU || after.Reports != before.Reports {
+		t.Fatalf("back within the grace: %v cpu %v reports %d, was %v cpu %v reports %d",
+			after.Status, after.CPU, after.Reports, before.Status, before.CPU, before.Reports)
 	}
 }
