@@ -24,6 +24,23 @@ type Config struct {
 	// OnTransition, if set, sees every state change (metrics, the dashboard's event list).
 	// It runs with the pool locked: it must not call back into the Pool.
 	OnTransition func(Transition)
+	// TombstoneGrace is how long SetBackends keeps a removed backend's whole state (health
+	// machine, EWMAs, drain) so that a backend put back by a later reload resumes where it was
+	// instead of starting unknown; default DefaultTombstoneGrace. At most MaxTombstones are kept.
+	TombstoneGrace time.Duration
+}
+
+// Bounds on removed backends' kept state: a file that flaps between two versions keeps its
+// backends warm, and a long run of renames cannot grow memory without limit.
+const (
+	DefaultTombstoneGrace = 10 * time.Minute
+	MaxTombstones         = 1024
+)
+
+// tombstone is a removed backend's state, kept for TombstoneGrace.
+type tombstone struct {
+	b  *backend
+	at time.Time
 }
 
 // Transition is one state change of one backend, logged once.
@@ -94,6 +111,7 @@ type Pool struct {
 	mu       sync.Mutex
 	cfg      Config
 	backends map[string]*backend
+	tombs    map[string]tombstone // removed backends, by name
 }
 
 // NewPool returns an empty pool; add backends with SetBackends.
@@ -104,7 +122,10 @@ func NewPool(cfg Config) *Pool {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pool{cfg: cfg, backends: map[string]*backend{}}
+	if cfg.TombstoneGrace <= 0 {
+		cfg.TombstoneGrace = DefaultTombstoneGrace
+	}
+	return &Pool{cfg: cfg, backends: map[string]*backend{}, tombs: map[string]tombstone{}}
 }
 
 // Reconfigure changes the thresholds (a config reload); states are kept.
@@ -112,33 +133,65 @@ func (p *Pool) Reconfigure(cfg Config) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cfg.Now, cfg.Logger, cfg.OnTransition = p.cfg.Now, p.cfg.Logger, p.cfg.OnTransition
+	if cfg.TombstoneGrace <= 0 {
+		cfg.TombstoneGrace = DefaultTombstoneGrace
+	}
 	p.cfg = cfg
 }
 
-// SetBackends makes the pool hold exactly these backends: new ones start unknown, removed
-// ones are forgotten entirely, the others keep their state.
+// SetBackends makes the pool hold exactly these backends: new ones start unknown, the others
+// keep their state. A removed backend's state is kept aside for TombstoneGrace: one added
+// back within it resumes with its health, smoothed metrics and drain as they were.
 func (p *Pool) SetBackends(names []string) (added, removed []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	now := p.cfg.Now()
+	p.expireTombs(now)
 	want := make(map[string]bool, len(names))
 	for _, n := range names {
 		want[n] = true
 		if _, ok := p.backends[n]; !ok {
-			b := &backend{st: State{Name: n, Status: weights.StatusUnknown, Since: p.cfg.Now()}}
+			if t, ok := p.tombs[n]; ok {
+				delete(p.tombs, n)
+				p.backends[n] = t.b
+				added = append(added, n)
+				continue
+			}
+			b := &backend{st: State{Name: n, Status: weights.StatusUnknown, Since: now}}
 			p.resetMetrics(b)
 			p.backends[n] = b
 			added = append(added, n)
 		}
 	}
-	for n := range p.backends {
+	for n, b := range p.backends {
 		if !want[n] {
 			delete(p.backends, n)
+			p.tombs[n] = tombstone{b: b, at: now}
 			removed = append(removed, n)
 		}
 	}
+	p.expireTombs(now)
 	slices.Sort(added)
 	slices.Sort(removed)
 	return added, removed
+}
+
+// expireTombs drops tombstones older than the grace, then the oldest beyond MaxTombstones.
+func (p *Pool) expireTombs(now time.Time) {
+	for n, t := range p.tombs {
+		if now.Sub(t.at) >= p.cfg.TombstoneGrace {
+			delete(p.tombs, n)
+		}
+	}
+	for len(p.tombs) > MaxTombstones {
+		oldest := ""
+		for n, t := range p.tombs {
+			if o, ok := p.tombs[oldest]; !ok || t.at.Before(o.at) || (t.at.Equal(o.at) && n < oldest) {
+				oldest = n
+			}
+		}
+		delete(p.tombs, oldest)
+	}
 }
 
 func (p *Pool) resetMetrics(b *backend) {
@@ -215,6 +268,16 @@ func (p *Pool) CheckResult(name string, h Health) {
 
 // Drain sets or clears the operator's drain of a backend; false if it is not configured.
 func (p *Pool) Drain(name string, drained bool) bool {
+	reason := "undrained by operator"
+	if drained {
+		reason = "drained by operator"
+	}
+	return p.SetOperatorDrain(name, drained, reason)
+}
+
+// SetOperatorDrain is Drain with the reason the transition logs (a drain restored from the
+// state file says so).
+func (p *Pool) SetOperatorDrain(name string, drained bool, reason string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	b, ok := p.backends[name]
@@ -222,10 +285,6 @@ func (p *Pool) Drain(name string, drained bool) bool {
 		return false
 	}
 	b.st.OperatorDrain = drained
-	reason := "undrained by operator"
-	if drained {
-		reason = "drained by operator"
-	}
 	p.settle(b, p.cfg.Now(), reason)
 	return true
 }

@@ -219,10 +219,51 @@ func TestUnknownBackendIgnoredAndRemovalForgets(t *testing.T) {
 	if len(p.Snapshot(nil)) != 2 || p.Known("a") {
 		t.Fatal("removed backend still held")
 	}
+	p.Accept(rep("a", true), from)
+	if st, _ := p.Get("b"); st.Reports == 0 {
+		t.Fatal("b lost its state")
+	}
+	// Re-added after the tombstone grace: a fresh start.
+	c.add(DefaultTombstoneGrace)
 	p.SetBackends([]string{"a", "b", "c"})
 	c.add(time.Second)
 	if got := status(t, p, "a"); got != weights.StatusUnknown {
-		t.Fatalf("re-added backend kept old state: %v", got)
+		t.Fatalf("backend re-added after the grace kept old state: %v", got)
+	}
+}
+
+// TestRemovedBackendResumesWithinGrace: a backend a reload removed and a later reload put back
+// resumes with its health, smoothed metrics and operator drain, not as unknown.
+func TestRemovedBackendResumesWithinGrace(t *testing.T) {
+	c, p, _ := upPool(t)
+	p.Drain("a", true)
+	before, _ := p.Get("a")
+	p.SetBackends([]string{"b"})
+	if p.Known("a") {
+		t.Fatal("removed backend still known")
+	}
+	c.add(DefaultTombstoneGrace - time.Second)
+	p.Accept(rep("b", true), from) // keep b fresh; a's reports are not taken while it is out
+	p.SetBackends([]string{"a", "b"})
+	after, ok := p.Get("a")
+	if !ok || !after.OperatorDrain || after.Reports != before.Reports || after.CPU != before.CPU || after.Since != before.Since {
+		t.Fatalf("re-added within the grace:\nbefore %+v\nafter  %+v", before, after)
+	}
+}
+
+func TestTombstonesBounded(t *testing.T) {
+	c := newClock()
+	p := NewPool(Config{FailThreshold: 3, RiseThreshold: 2, StaleAfter: time.Second, Warmup: time.Second, Alpha: 0.5, Now: c.now})
+	for i := range MaxTombstones + 10 {
+		p.SetBackends([]string{fmt.Sprint("b", i)})
+		c.add(time.Millisecond)
+	}
+	p.SetBackends(nil)
+	if len(p.tombs) != MaxTombstones {
+		t.Fatalf("%d tombstones, bound %d", len(p.tombs), MaxTombstones)
+	}
+	if _, ok := p.tombs["b0"]; ok {
+		t.Fatal("the oldest tombstone was kept over newer ones")
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +29,7 @@ const usage = `usage: controller [flags]            run the controller
        controller status [-api URL]     show services and backends as a table
        controller key [-config FILE] [-out KEYFILE] BACKEND
                                         print (or write) a probe's push key file
+       controller reload -allow-removal [-config FILE]   confirm a reload refused for removing too much
 
 Flags:
 `
@@ -41,11 +41,16 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "key" {
 		os.Exit(keyCommand(os.Args[2:], os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "reload" {
+		os.Exit(reloadCommand(os.Args[2:]))
+	}
 	fs := flag.NewFlagSet("controller", flag.ExitOnError)
 	cfgPath := fs.String("config", "/etc/flowweight/controller.toml", "configuration file")
 	check := fs.Bool("check-config", false, "validate the configuration and exit")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	jsonLogs := fs.Bool("log-json", false, "log JSON lines instead of text")
+	statePath := fs.String("state", defaultState, "state file: operator drains, learned capacity, replay marks (\"\": keep none across restarts)")
+	poll := fs.Duration("config-poll", 0, "poll the configuration's content this often instead of inotify (file systems inotify does not see, e.g. NFS); 0: inotify")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -53,7 +58,12 @@ func main() {
 	}
 	_ = fs.Parse(os.Args[1:])
 
-	cfg, err := config.Load(*cfgPath)
+	data, err := os.ReadFile(*cfgPath) // read once: what is parsed is what the watcher compares with
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "config:", err)
+		os.Exit(2)
+	}
+	cfg, err := config.Parse(*cfgPath, data)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -67,13 +77,19 @@ func main() {
 			os.Exit(2)
 		}
 		fmt.Printf("%s: OK (%d services)\n", *cfgPath, len(cfg.Services))
+		if len(cfg.Services) == 0 {
+			fmt.Fprintf(os.Stderr, "%s: warning: no service: the controller would balance nothing\n", *cfgPath)
+		}
 		return
 	}
 	log := newLogger(*level, *jsonLogs)
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration weakens push authentication", "config", *cfgPath, "warning", w)
 	}
-	if err := run(cfg, *cfgPath, log); err != nil {
+	if len(cfg.Services) == 0 {
+		log.Warn("the configuration has no service: no VIP is balanced, and VIP flows a previous run installed (they carry the controller's cookie) are removed from every switch that connects", "file", *cfgPath)
+	}
+	if err := run(cfg, *cfgPath, runFiles{data: data, state: *statePath, poll: *poll}, log); err != nil {
 		log.Error("controller stopped", "err", err)
 		os.Exit(1)
 	}
@@ -91,7 +107,14 @@ func newLogger(level string, json bool) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
-func run(cfg *config.Config, path string, log *slog.Logger) error {
+// runFiles are run's inputs beyond the parsed configuration.
+type runFiles struct {
+	data  []byte // the configuration file as parsed
+	state string // state file path
+	poll  time.Duration
+}
+
+func run(cfg *config.Config, path string, files runFiles, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	reg := prometheus.NewRegistry()
@@ -100,7 +123,7 @@ func run(cfg *config.Config, path string, log *slog.Logger) error {
 	if err := m.Register(reg); err != nil {
 		return err
 	}
-	b, err := balancer.New(cfg, balancer.Options{Logger: log, Metrics: m})
+	b, err := balancer.New(cfg, balancer.Options{Logger: log, Metrics: m, StatePath: files.state})
 	if err != nil {
 		return err
 	}
@@ -122,68 +145,10 @@ func run(cfg *config.Config, path string, log *slog.Logger) error {
 		defer apiSrv.Close()
 		log.Info("api listening", "addr", ln.Addr().String())
 	}
-	go watchConfig(ctx, b, apiSrv, path, log)
+	var also balancer.Reloadable
+	if apiSrv != nil {
+		also = apiSrv
+	}
+	go watchConfig(ctx, b, also, path, files.state, files.data, files.poll, log)
 	return b.Run(ctx, nil)
-}
-
-// watchConfig reloads the configuration on SIGHUP and when the file's modification time or
-// size changes (checked every 2 s: no inotify dependency, and it works on every file system).
-// An invalid file changes nothing and is logged with the key at fault.
-func watchConfig(ctx context.Context, b *balancer.Balancer, apiSrv *api.Server, path string, log *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	stamp := func() string {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return ""
-		}
-		return fmt.Sprint(fi.ModTime().UnixNano(), fi.Size())
-	}
-	last := stamp()
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	for {
-		why := ""
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			why = "SIGHUP"
-		case <-t.C:
-			s := stamp()
-			if s == last || s == "" {
-				continue
-			}
-			why = "file changed"
-		}
-		last = stamp()
-		cfg, err := config.Load(path)
-		if err == nil {
-			err = apiSrv.CheckReload(cfg) // the API's part first: a bad token refuses the whole reload
-		}
-		if err == nil {
-			err = b.Reload(cfg)
-		}
-		if err == nil {
-			err = apiSrv.Reload(cfg) // new token, allowed hosts and body limit
-		}
-		if err != nil {
-			log.Error("configuration not reloaded; the running configuration is kept", "trigger", why, "err", err)
-			b.RecordEvent("config", "reload rejected: "+firstLine(err.Error()))
-			continue
-		}
-		log.Info("configuration reloaded", "trigger", why, "services", len(cfg.Services))
-	}
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		rest := strings.TrimSpace(s[i+1:])
-		if j := strings.IndexByte(rest, '\n'); j >= 0 {
-			rest = rest[:j]
-		}
-		return s[:i] + " " + rest
-	}
-	return s
 }

@@ -29,6 +29,12 @@ type Options struct {
 	Logger  *slog.Logger
 	Now     func() time.Time
 	Metrics *Metrics // nil: metrics are kept but not registered anywhere
+	// StatePath is the state file that keeps operator drains, learned capacity and replay
+	// marks across restarts (see docs/operations.md); "" keeps nothing.
+	StatePath string
+	// StateEvery bounds how often learned capacity alone is written; default
+	// DefaultStateEvery. Drains are written when they change.
+	StateEvery time.Duration
 }
 
 // Balancer is the running controller. Create it with New, start it with Run.
@@ -62,6 +68,8 @@ type Balancer struct {
 	// tls is the OpenFlow listener's current TLS configuration (nil: plain TCP); a reload
 	// replaces it, and the next handshake uses the new one.
 	tls atomic.Pointer[tls.Config]
+
+	st persister // the state file
 
 	// arpl owns backends' locations per switch and our outstanding ARP requests (it has its
 	// own lock); arpExpiry, under mu, is when the pending round-closing timer fires.
@@ -98,6 +106,11 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 		pollers: map[string]*snmpSource{}, hist: history{max: 360}, owned: map[uint32]bool{}, started: opt.Now()}
 	b.plog = ratelog.New(b.log, func() time.Time { return b.now() })
 	b.pool = collector.NewPool(b.poolConfig(cfg))
+	b.st.path, b.st.every = opt.StatePath, opt.StateEvery
+	if b.st.every <= 0 {
+		b.st.every = DefaultStateEvery
+	}
+	b.loadState()
 	if err := b.install(cfg); err != nil {
 		return nil, err
 	}
@@ -154,6 +167,7 @@ func (b *Balancer) install(cfg *config.Config) error {
 		}
 	}
 	services := make([]*service, len(cfg.Services))
+	drained := b.operatorDrains()
 	b.mu.Lock()
 	old := map[string]*service{}
 	for _, s := range b.services {
@@ -162,6 +176,7 @@ func (b *Balancer) install(cfg *config.Config) error {
 	for i := range cfg.Services {
 		services[i] = newService(cfg, &cfg.Services[i], i, old[cfg.Services[i].Name])
 	}
+	restoreDrain := b.rememberLocked(services, drained)
 	b.cfg, b.keys, b.services = cfg, keys, services
 	b.tls.Store(tc)
 	live := map[string]bool{}
@@ -175,6 +190,9 @@ func (b *Balancer) install(cfg *config.Config) error {
 	b.mu.Unlock()
 	b.pool.Reconfigure(b.poolConfig(cfg))
 	added, removed := b.pool.SetBackends(names)
+	for _, n := range restoreDrain {
+		b.pool.SetOperatorDrain(n, true, "operator drain restored (state file, or kept while a reload had removed the backend)")
+	}
 	if pushsrv != nil {
 		for _, n := range removed {
 			pushsrv.Forget(n) // a re-added backend starts a fresh replay epoch
@@ -187,11 +205,19 @@ func (b *Balancer) install(cfg *config.Config) error {
 }
 
 // Reload validates and applies a new configuration atomically: an error leaves the running
-// configuration untouched. Listen addresses cannot change without a restart.
+// configuration untouched. Listen addresses cannot change without a restart, and a file that
+// removes too much at once is refused (ReloadFile with AllowRemoval applies it).
 func (b *Balancer) Reload(cfg *config.Config) error {
+	return b.reload("configuration", cfg, ReloadOptions{})
+}
+
+func (b *Balancer) reload(path string, cfg *config.Config, opt ReloadOptions) error {
 	b.mu.Lock()
 	cur := b.cfg
 	b.mu.Unlock()
+	if r := config.Compare(cur, cfg); r.Mass() && !opt.AllowRemoval {
+		return &RemovalRefusedError{File: path, Removal: r, State: b.st.path}
+	}
 	var errs []error
 	if cfg.Controller.Listen != cur.Controller.Listen {
 		errs = append(errs, fmt.Errorf("controller.listen: changing %q to %q needs a restart", cur.Controller.Listen, cfg.Controller.Listen))
@@ -211,6 +237,7 @@ func (b *Balancer) Reload(cfg *config.Config) error {
 	if err := b.install(cfg); err != nil {
 		return err
 	}
+	b.saveState()
 	b.startSNMP()
 	b.events.add(Event{Time: b.now(), Kind: "config", Text: "configuration reloaded"})
 	b.Kick()
@@ -263,6 +290,7 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 	b.mu.Lock()
 	b.ofsrv, b.pushsrv, b.ctx = ofsrv, pushsrv, ctx
 	b.mu.Unlock()
+	b.attachReplay(pushsrv)
 	b.metrics.bind(b)
 	if ready != nil {
 		ready(ofsrv.Addr(), pushsrv.Addr())
@@ -277,6 +305,7 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 	<-ctx.Done()
 	err = errors.Join(<-errc, <-errc)
 	b.srcWG.Wait()
+	b.saveState() // learned capacity since the last periodic write
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}

@@ -298,12 +298,12 @@ func TestReloadChangesWeightsAndBuckets(t *testing.T) {
 	}
 	shrunk := testConfig(t, "")
 	shrunk.Collector.KeyFile = cfg.Collector.KeyFile
-	shrunk.Services[0].Backends = shrunk.Services[0].Backends[1:] // drop a
+	shrunk.Services[0].Backends = append(shrunk.Services[0].Backends[1:], grown.Services[0].Backends[2]) // drop a
 	if err := b.Reload(shrunk); err != nil {
 		t.Fatal(err)
 	}
 	b.update(context.Background(), true)
-	if w := bucketsOf(t, b); len(w) != 1 {
+	if w := bucketsOf(t, b); len(w) != 2 {
 		t.Fatalf("after removing a: buckets %v", w)
 	}
 	if b.pool.Known("a") {

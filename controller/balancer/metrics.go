@@ -21,6 +21,8 @@ type Metrics struct {
 	clamps                              *prometheus.CounterVec
 	arpFaults                           *prometheus.CounterVec
 	barrierRTT                          prometheus.Histogram
+	reloads                             *prometheus.CounterVec
+	stateWrites                         *prometheus.CounterVec
 	push                                *pushCollector
 	shares                              *shareCollector // slots.go
 }
@@ -72,6 +74,10 @@ func NewMetrics() *Metrics {
 			Help: "Time from sending a stage of messages to its barrier reply.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		push:   &pushCollector{},
 		shares: &shareCollector{},
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "config_reloads_total",
+			Help: "Configuration reloads, by result: applied, refused_removal (would remove too much without -allow-removal), invalid."}, []string{"result"}),
+		stateWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "state_writes_total",
+			Help: "State file writes (drains, learned capacity, replay marks), by result: ok or error."}, []string{"result"}),
 	}
 	for _, r := range arp.Reasons {
 		m.arpRefused.WithLabelValues(string(r)) // every reason shows, at 0, before it first happens
@@ -81,9 +87,14 @@ func NewMetrics() *Metrics {
 
 // Register adds every collector to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
+	for _, r := range []string{ReloadApplied, ReloadRefused, ReloadInvalid} {
+		m.reloads.WithLabelValues(r) // exported as 0 before the first reload
+	}
+	m.stateWrites.WithLabelValues("ok")
+	m.stateWrites.WithLabelValues("error")
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
 		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.arpFaults, m.barrierRTT, m.push, &ofCollector{m.push},
-		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps, m.shares} {
+		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps, m.shares, m.reloads, m.stateWrites} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

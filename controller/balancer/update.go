@@ -28,6 +28,7 @@ func (b *Balancer) updateLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			b.update(ctx, true)
+			b.maybeSaveState()
 		case <-b.kick:
 			b.update(ctx, false)
 		}

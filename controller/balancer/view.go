@@ -119,6 +119,7 @@ func (b *Balancer) servicesView() []ServiceView {
 func (b *Balancer) Drain(name string, drained bool) bool {
 	ok := b.pool.Drain(name, drained)
 	if ok {
+		b.saveState() // before answering: a drain the API confirmed survives a restart
 		b.Kick()
 	}
 	return ok

@@ -169,9 +169,13 @@ func Load(path string) (*Config, error) {
 	return parse(path, data, true)
 }
 
-// Parse is Load without the file system, for tests and reloads. It does not read
-// api.token_file, so API.Token stays empty.
+// Parse is Load without the file system, for tests. It does not read api.token_file, so
+// API.Token stays empty.
 func Parse(name string, data []byte) (*Config, error) { return parse(name, data, false) }
+
+// LoadData is Load of content already read (a reload reads the file once, whole, and
+// parses exactly that); the files it names, such as api.token_file, are read.
+func LoadData(name string, data []byte) (*Config, error) { return parse(name, data, true) }
 
 func parse(name string, data []byte, readFiles bool) (*Config, error) {
 	c := Default()

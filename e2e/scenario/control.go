@@ -44,7 +44,9 @@ func (s *Scenario) writeConfig() error {
 }
 
 // StartController starts the controller binary inside "ctl" (log: Dir/controller.log,
-// appended across restarts) and waits until its API answers.
+// appended across restarts; state file: Dir/controller.state, kept across restarts as on a
+// host, never shared with another lab or the host's /var/lib/flowweight) and waits until its
+// API answers.
 func (s *Scenario) StartController() error {
 	s.mu.Lock()
 	if s.ctlProc != nil && !s.ctlProc.Exited() {
@@ -52,7 +54,8 @@ func (s *Scenario) StartController() error {
 		return errors.New("scenario: controller already running")
 	}
 	s.mu.Unlock()
-	cmd := s.Ctl.Command(context.Background(), s.Opts.Bins.Controller, "-config", s.ConfigPath)
+	cmd := s.Ctl.Command(context.Background(), s.Opts.Bins.Controller, "-config", s.ConfigPath,
+		"-state", filepath.Join(s.Lab.Dir, "controller.state"))
 	p, err := s.Lab.Start("controller", cmd, nil)
 	if err != nil {
 		return fmt.Errorf("scenario: %w", err)

@@ -1,0 +1,84 @@
+package balancer
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"flowweight/collector/report"
+)
+
+// TestCapturedReportRefusedAfterRestart is the review's finding: replay state lived only in
+// memory, so after a controller restart captured datagrams were accepted again. The marks now
+// go to the state file when the controller stops and come back before the push server serves.
+func TestCapturedReportRefusedAfterRestart(t *testing.T) {
+	cfg := testConfig(t, "")
+	key, err := report.LoadKey(cfg.Collector.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	statePath := filepath.Join(t.TempDir(), "controller.state")
+	now := time.Now()
+	captured := make([][]byte, 3)
+	for i := range captured {
+		r := report.Report{BackendID: "a", BootNonce: 0x5eed, Seq: uint64(i + 1), Time: now.Add(time.Duration(i) * time.Millisecond),
+			Interval: time.Second, Flags: report.FlagHealthOK, CPUUtil: 0.2, CPUCount: 2, MemUtil: 0.1, MemBytes: 1 << 30}
+		if captured[i], err = r.AppendSeal(nil, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// run starts a controller on the state file, sends the datagrams, waits until the push
+	// server has judged them all, and stops it (which writes the state file).
+	run := func() (accepted, replays uint64) {
+		b, err := New(cfg, Options{StatePath: statePath})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan net.Addr, 1)
+		done := make(chan error, 1)
+		go func() { done <- b.Run(ctx, func(_, push net.Addr) { ready <- push }) }()
+		var addr net.Addr
+		select {
+		case addr = <-ready:
+		case err := <-done:
+			cancel()
+			t.Fatalf("controller did not start: %v", err)
+		}
+		c, err := net.Dial("udp", addr.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for _, d := range captured {
+			if _, err := c.Write(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		judged := func() uint64 {
+			n := b.pushsrv.Accepted()
+			for _, v := range b.pushsrv.Rejected() {
+				n += v
+			}
+			return n
+		}
+		waitCond(t, "all three datagrams judged", func() bool { return judged() == uint64(len(captured)) })
+		accepted, replays = b.pushsrv.Accepted(), b.pushsrv.Rejected()[report.ReasonReplay]
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("controller: %v", err)
+		}
+		return accepted, replays
+	}
+
+	if acc, _ := run(); acc != 3 {
+		t.Fatalf("first run accepted %d of the 3 genuine reports", acc)
+	}
+	acc, replays := run()
+	if acc != 0 || replays != 3 {
+		t.Fatalf("after a restart the 3 captured datagrams were accepted %d times, refused as replays %d times; want 0 and 3", acc, replays)
+	}
+}

@@ -1,0 +1,13 @@
+// Package cfgwatch tells the controller when its configuration file (and the files that
+// qualify a reload, such as the -allow-removal marker) has new content, and hands it that
+// content read once, whole.
+//
+// It watches directories with inotify rather than polling size and modification time: an
+// atomic rename, an editor's replace or a symlink swap (a Kubernetes ConfigMap's ..data) can
+// leave both unchanged, and a poll can read a file half written. A burst of events is
+// debounced, only names on the way to a watched file count, and a read whose content equals
+// what was last delivered is dropped. Where inotify is missing it polls the content, and
+// delivers a change only once two polls agree.
+//
+// It owns the inotify descriptor and nothing else: it does not parse what it reads.
+package cfgwatch

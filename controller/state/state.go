@@ -1,0 +1,268 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Version is the format this package writes and the only one it reads.
+const Version = 1
+
+// Bounds on what a state file may hold: a file the controller did not write (or a disk that
+// returned garbage) must not take memory without limit.
+const (
+	MaxFileSize = 16 << 20
+	MaxBackends = 65536
+)
+
+// File is the whole state file.
+type File struct {
+	Version int       `json:"version"`
+	Written time.Time `json:"written"`
+	// Backends by name (names are unique across a configuration).
+	Backends map[string]Backend `json:"backends"`
+	// Replay holds the push server's replay high-water mark of each backend, in the push
+	// package's own encoding: this package only keeps it.
+	Replay map[string]json.RawMessage `json:"replay,omitempty"`
+}
+
+// Backend is what is remembered about one backend.
+type Backend struct {
+	// Service is the service the backend was in when this was saved; learned capacity is
+	// relative to that service's pool and is restored only into the same service.
+	Service string `json:"service"`
+	// OperatorDrain is the drain set through the API (not the probe's own drain flag).
+	OperatorDrain bool `json:"operator_drain,omitempty"`
+	// LearnedCapacity is the learned capacity factor (0: none learned yet, which means 1).
+	LearnedCapacity float64 `json:"learned_capacity,omitempty"`
+	// Removed is when a reload took the backend out of the configuration; nil while it is
+	// configured. Entries removed long ago are dropped by the controller.
+	Removed *time.Time `json:"removed,omitempty"`
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// Decode parses and checks a state file entirely: an error means nothing in it may be used.
+func Decode(data []byte) (*File, error) {
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%d bytes, more than %d", len(data), MaxFileSize)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f File
+	if err := dec.Decode(&f); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the JSON object")
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	for name, raw := range f.Replay {
+		// Kept compact, as the push package wrote it, whatever indentation the file had.
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return nil, fmt.Errorf("replay %q: %w", name, err)
+		}
+		f.Replay[name] = buf.Bytes()
+	}
+	return &f, nil
+}
+
+// Validate checks every entry and returns all problems joined.
+func (f *File) Validate() error {
+	var errs []error
+	switch {
+	case f.Version == 0:
+		errs = append(errs, errors.New("version: missing"))
+	case f.Version > Version:
+		errs = append(errs, fmt.Errorf("version: %d was written by a newer controller; this one reads version %d", f.Version, Version))
+	case f.Version != Version:
+		errs = append(errs, fmt.Errorf("version: %d is not %d", f.Version, Version))
+	}
+	if len(f.Backends) > MaxBackends {
+		errs = append(errs, fmt.Errorf("backends: %d entries, more than %d", len(f.Backends), MaxBackends))
+	}
+	for name, b := range f.Backends {
+		key := fmt.Sprintf("backends %q", name)
+		if !nameRE.MatchString(name) {
+			errs = append(errs, fmt.Errorf("%s: not a backend name", key))
+		}
+		if !nameRE.MatchString(b.Service) {
+			errs = append(errs, fmt.Errorf("%s.service: %q is not a service name", key, b.Service))
+		}
+		if l := b.LearnedCapacity; l != 0 && !(l >= 1e-3 && l <= 1e3) {
+			errs = append(errs, fmt.Errorf("%s.learned_capacity: %v outside [0.001,1000]", key, l))
+		}
+		if b.Removed != nil && b.Removed.IsZero() {
+			errs = append(errs, fmt.Errorf("%s.removed: zero time", key))
+		}
+	}
+	if len(f.Replay) > MaxBackends {
+		errs = append(errs, fmt.Errorf("replay: %d entries, more than %d", len(f.Replay), MaxBackends))
+	}
+	for name := range f.Replay {
+		if !nameRE.MatchString(name) {
+			errs = append(errs, fmt.Errorf("replay %q: not a backend name", name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Encode renders f as indented JSON (keys sorted), ending in a newline.
+func Encode(f *File) ([]byte, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+// CorruptError is a state file that exists but cannot be used as a whole.
+type CorruptError struct {
+	Path string
+	Err  error
+}
+
+func (e *CorruptError) Error() string { return fmt.Sprintf("state file %s: %v", e.Path, e.Err) }
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Load reads and decodes path. A missing file is an error satisfying errors.Is(err,
+// fs.ErrNotExist) (a first start); any other failure is a *CorruptError.
+func Load(path string) (*File, error) {
+	fh, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, &CorruptError{Path: path, Err: err}
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, MaxFileSize+1))
+	if err != nil {
+		return nil, &CorruptError{Path: path, Err: err}
+	}
+	f, err := Decode(data)
+	if err != nil {
+		return nil, &CorruptError{Path: path, Err: err}
+	}
+	return f, nil
+}
+
+// Quarantine moves an unusable state file aside to path+".corrupt" (replacing an older one),
+// so the next write does not destroy what an operator may want to inspect.
+func Quarantine(path string) (string, error) {
+	aside := path + ".corrupt"
+	if err := os.Rename(path, aside); err != nil {
+		return "", err
+	}
+	return aside, syncDir(filepath.Dir(path))
+}
+
+// Save encodes f and replaces path with it atomically.
+func Save(path string, f *File) error {
+	data, err := Encode(f)
+	if err != nil {
+		return fmt.Errorf("state file %s: %w", path, err)
+	}
+	return WriteFileAtomic(path, data, 0o600)
+}
+
+// WriteFileAtomic replaces path with data so that a reader (or a crash at any moment) sees
+// either the old file or the new one whole: it writes a temporary file in the same directory,
+// syncs it, renames it over path and syncs the directory. On error the old file is untouched
+// and the temporary file removed.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeAtomic(path, data, perm, func(f *os.File, b []byte) error {
+		_, err := f.Write(b)
+		return err
+	})
+}
+
+// writeAtomic is WriteFileAtomic with the write step replaceable, so a test can make it fail
+// half-way.
+func writeAtomic(path string, data []byte, perm os.FileMode, write func(*os.File, []byte) error) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+			err = fmt.Errorf("write %s: %w", path, err)
+		}
+	}()
+	if err = tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if err = write(tmp, data); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Prune drops entries of removed backends older than keep, then the oldest removed ones
+// beyond max. Configured backends (Removed nil) are never dropped.
+func Prune(backends map[string]Backend, now time.Time, keep time.Duration, max int) {
+	var removed []string
+	for name, b := range backends {
+		if b.Removed == nil {
+			continue
+		}
+		if now.Sub(*b.Removed) > keep {
+			delete(backends, name)
+			continue
+		}
+		removed = append(removed, name)
+	}
+	if len(removed) <= max {
+		return
+	}
+	// Oldest first; names break ties so the result does not depend on map order.
+	slices.SortFunc(removed, func(a, b string) int {
+		if c := backends[a].Removed.Compare(*backends[b].Removed); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	for _, name := range removed[:len(removed)-max] {
+		delete(backends, name)
+	}
+}
