@@ -176,6 +176,18 @@ func (p *Pool) SetBackends(names []string) (added, removed []string) {
 	return added, removed
 }
 
+// Remembers reports whether the pool holds name's state: configured, or removed less than
+// TombstoneGrace ago. The push server keeps a backend's replay state exactly as long, so a
+// backend put back within the grace is not open to replays of its captured reports.
+func (p *Pool) Remembers(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expireTombs(p.cfg.Now())
+	_, live := p.backends[name]
+	_, tomb := p.tombs[name]
+	return live || tomb
+}
+
 // expireTombs drops tombstones older than the grace, then the oldest beyond MaxTombstones.
 func (p *Pool) expireTombs(now time.Time) {
 	for n, t := range p.tombs {

@@ -194,8 +194,14 @@ func (b *Balancer) install(cfg *config.Config) error {
 		b.pool.SetOperatorDrain(n, true, "operator drain restored (state file, or kept while a reload had removed the backend)")
 	}
 	if pushsrv != nil {
-		for _, n := range removed {
-			pushsrv.Forget(n) // a re-added backend starts a fresh replay epoch
+		// A removed backend keeps its replay state while the pool keeps its tombstone: put
+		// back within the grace, its captured reports stay refused (a fresh epoch would take
+		// them again within the clock window). Past it, the state goes. Only backends that
+		// had a key ever have replay state, so this is bounded by the configured names.
+		for n := range pushsrv.ReplayMarks() {
+			if !b.pool.Remembers(n) {
+				pushsrv.Forget(n)
+			}
 		}
 	}
 	if len(added)+len(removed) > 0 {

@@ -82,3 +82,62 @@ func TestCapturedReportRefusedAfterRestart(t *testing.T) {
 		t.Fatalf("after a restart the 3 captured datagrams were accepted %d times, refused as replays %d times; want 0 and 3", acc, replays)
 	}
 }
+
+// TestCapturedReportRefusedAfterRemoveAndRestore: a backend removed by a reload and put back
+// within the pool's grace keeps its replay state, so its captured reports stay refused (the
+// review found them accepted: the removal forgot the backend's epoch).
+func TestCapturedReportRefusedAfterRemoveAndRestore(t *testing.T) {
+	cfg := testConfig(t, "")
+	key, err := report.LoadKey(cfg.Collector.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := report.Report{BackendID: "a", BootNonce: 0x5eed, Seq: 1, Time: time.Now(), Interval: time.Second,
+		Flags: report.FlagHealthOK, CPUUtil: 0.2, CPUCount: 2, MemUtil: 0.1, MemBytes: 1 << 30}
+	captured, err := r.AppendSeal(nil, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(cfg, Options{StatePath: filepath.Join(t.TempDir(), "controller.state")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx, func(_, push net.Addr) { ready <- push }) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	}()
+	c, err := net.Dial("udp", (<-ready).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	send := func(what string, accepted, replays uint64) {
+		t.Helper()
+		if _, err := c.Write(captured); err != nil {
+			t.Fatal(err)
+		}
+		waitCond(t, what, func() bool {
+			return b.pushsrv.Accepted() == accepted && b.pushsrv.Rejected()[report.ReasonReplay] == replays
+		})
+	}
+	send("the genuine report accepted", 1, 0)
+
+	without := testConfig(t, "")
+	without.Collector.KeyFile = cfg.Collector.KeyFile
+	without.Services[0].Backends = without.Services[0].Backends[1:] // a removed: one of two
+	if err := b.Reload(without); err != nil {
+		t.Fatal(err)
+	}
+	back := testConfig(t, "")
+	back.Collector.KeyFile = cfg.Collector.KeyFile
+	if err := b.Reload(back); err != nil {
+		t.Fatal(err)
+	}
+	send("the captured report refused as a replay after remove and restore", 1, 1)
+}
