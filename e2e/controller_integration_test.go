@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -239,7 +240,7 @@ func TestControllerConntrack(t *testing.T) {
 	})
 	t.Run("manual mod-group is reverted", func(t *testing.T) { testDrift(t, s, o) })
 	t.Run("long connections survive reweights", func(t *testing.T) {
-		broken := longConnsAcrossReweights(t, s)
+		broken := longConnsAcrossReweights(t, s, nil)
 		figure(t, "broken of 40 long connections over 3 reweights, conntrack", "%d", broken)
 		if broken != 0 {
 			t.Fatalf("%d of 40 long-lived connections broke across three reweights in conntrack mode, want 0", broken)
@@ -260,8 +261,79 @@ func TestControllerStateless(t *testing.T) {
 	if out, err := s.Bridge.DumpGroups(); err == nil {
 		t.Logf("stateless group:\n%s", out)
 	}
-	broken := longConnsAcrossReweights(t, s)
+	var moves []slotMove
+	broken := longConnsAcrossReweights(t, s, func(before, after []string) { moves = append(moves, slotMove{before, after}) })
+	if len(moves) == 0 {
+		t.Fatal("no change of the stateless group's slots was seen over three reweights")
+	}
 	figure(t, "broken of 40 long connections over 3 reweights, stateless", "%d", broken)
+
+	// What the stateless design guarantees. Each reweight rewrites only the slots it must:
+	// exactly the sum of the backends' gains in slots. And a connection breaks only when its
+	// slot changed backend (its packets then reach a backend that does not know it), so the
+	// broken count is a binomial draw of 40 connections on the union of the moved slots.
+	union := map[int]bool{}
+	for i, m := range moves {
+		if len(m.before) != len(m.after) {
+			t.Fatalf("group change %d: the slot table went from %d to %d slots", i+1, len(m.before), len(m.after))
+		}
+		moved, gains := 0, map[string]int{}
+		for j := range m.after {
+			if m.before[j] != m.after[j] {
+				moved++
+				union[j] = true
+			}
+			gains[m.after[j]]++
+			gains[m.before[j]]--
+		}
+		least := 0
+		for _, g := range gains {
+			least += max(g, 0)
+		}
+		figure(t, fmt.Sprintf("stateless group change %d: slots moved", i+1), "%d of %d (the least possible %d)", moved, len(m.after), least)
+		if moved != least {
+			t.Errorf("group change %d moved %d of %d slots; the shares changed by %d slots, so only those should move", i+1, moved, len(m.after), least)
+		}
+	}
+	n := len(moves[0].after)
+	p := float64(len(union)) / float64(n)
+	lo, hi := binomialBounds(40, p, 1e-6)
+	figure(t, "stateless: broken against moved slots", "%d of 40 broken, %d of %d slots moved at least once (expected %.1f, bounds %d..%d)",
+		broken, len(union), n, 40*p, lo, hi)
+	if broken < lo || broken > hi {
+		t.Errorf("%d of 40 long connections broke, but only %.1f%% of the slots changed backend (expected %.1f, bounds %d..%d at 1e-6): connections on unmoved slots broke, or moved ones survived",
+			broken, 100*p, 40*p, lo, hi)
+	}
+}
+
+// slotMove is the stateless group's slot owners before and after one observed change.
+type slotMove struct{ before, after []string }
+
+// binomialBounds returns the smallest and largest k with P(X < k) and P(X > k) each at least
+// tail, for X ~ Binomial(n, p): a count outside them is a failure, not bad luck.
+func binomialBounds(n int, p, tail float64) (lo, hi int) {
+	pmf := make([]float64, n+1)
+	for k := 0; k <= n; k++ {
+		lg, _ := math.Lgamma(float64(n + 1))
+		l1, _ := math.Lgamma(float64(k + 1))
+		l2, _ := math.Lgamma(float64(n - k + 1))
+		switch {
+		case p == 0:
+			pmf[k] = map[bool]float64{true: 1}[k == 0]
+		case p == 1:
+			pmf[k] = map[bool]float64{true: 1}[k == n]
+		default:
+			pmf[k] = math.Exp(lg - l1 - l2 + float64(k)*math.Log(p) + float64(n-k)*math.Log1p(-p))
+		}
+	}
+	for acc := 0.0; lo < n && acc+pmf[lo] < tail; lo++ {
+		acc += pmf[lo]
+	}
+	hi = n
+	for acc := 0.0; hi > 0 && acc+pmf[hi] < tail; hi-- {
+		acc += pmf[hi]
+	}
+	return lo, hi
 }
 
 func pct(w map[string]uint16, name string) float64 {
@@ -479,7 +551,9 @@ func testDrift(t *testing.T, s *scenario.Scenario, o scenario.Options) {
 
 // longConnsAcrossReweights keeps 40 connections busy (a request every 250 ms each) while
 // three capacity reloads reweight the group, and returns how many broke.
-func longConnsAcrossReweights(t *testing.T, s *scenario.Scenario) int {
+// observe, when not nil, is called with the stateless group's slot owners before and after
+// every change of the group seen while the connections are open (polled every 100 ms).
+func longConnsAcrossReweights(t *testing.T, s *scenario.Scenario, observe func(before, after []string)) int {
 	t.Helper()
 	stableSync(t, s, 20*time.Second)
 	lc, err := s.LongConns(40, 250*time.Millisecond, 90*time.Second)
@@ -490,15 +564,33 @@ func longConnsAcrossReweights(t *testing.T, s *scenario.Scenario) int {
 	t.Logf("opened %d long connections: %v", st.Opened, st.PerBackend)
 	base := s.Capacities()
 	steps := [][]float64{{1, 1, 4}, {4, 1, 1}, {1, 4, 1}}
+	// watch reports every change of the stateless group's slot owners since its last call.
+	var last []string
+	watch := func() {
+		if observe == nil {
+			return
+		}
+		owners, err := s.SlotOwners()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last != nil && !slices.Equal(last, owners) {
+			observe(last, owners)
+		}
+		last = owners
+	}
+	watch()
 	for i, caps := range steps {
 		before, err := s.GroupWeights()
 		if err != nil {
 			t.Fatal(err)
 		}
+
 		if err := s.Reload(caps, ""); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := waitFor(10*time.Second, func() error {
+			watch()
 			got, err := s.GroupWeights()
 			if err != nil {
 				return err
@@ -511,9 +603,16 @@ func longConnsAcrossReweights(t *testing.T, s *scenario.Scenario) int {
 		}); err != nil {
 			t.Fatalf("reweight %d (capacities %v) never reached the switch: %v", i+1, caps, err)
 		}
-		time.Sleep(1500 * time.Millisecond) // let every connection send through the new group
+
+		// Let every connection send through the new group (and the step-limited moves that
+		// follow the first one land), watching the slots while it does.
+		for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
+			watch()
+			time.Sleep(100 * time.Millisecond)
+		}
 		t.Logf("reweight %d: capacities %v -> switch %v; so far %+v", i+1, caps, before, lc.Status().Broken)
 	}
+	watch()
 	res := lc.Stop()
 	t.Logf("long connections: opened %d, broken %d, requests %d, first backends %v", res.Opened, res.Broken, res.Requests, res.PerBackend)
 	for _, r := range res.Reasons {

@@ -185,6 +185,34 @@ func (s *Scenario) GroupWeights() (map[string]uint16, error) {
 	return BucketsByBackend(buckets, ips)
 }
 
+// SlotOwners returns, in stateless mode, the backend each slot of the group's table sends to:
+// the controller writes one weight-1 bucket per slot, and Open vSwitch gives slot i to bucket i
+// (docs/dataplane.md). Any other layout is an error.
+func (s *Scenario) SlotOwners() ([]string, error) {
+	buckets, err := s.Bridge.GroupWeights(GroupID)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	ips := map[string]string{}
+	for _, b := range s.Backends {
+		ips[b.Name] = b.Host.Addr().String()
+	}
+	owners := make([]string, len(buckets))
+	for i, k := range buckets {
+		if k.Weight != 1 {
+			return nil, fmt.Errorf("scenario: bucket %d has weight %d: not the one-bucket-per-slot layout", k.BucketID, k.Weight)
+		}
+		by, err := BucketsByBackend([]lab.BucketWeight{k}, ips)
+		if err != nil {
+			return nil, err
+		}
+		for name := range by {
+			owners[i] = name
+		}
+	}
+	return owners, nil
+}
+
 // BucketsByBackend names each bucket by the backend address its actions rewrite to (ips:
 // name -> IPv4 address) and sums each backend's bucket weights: the controller writes slot
 // counts, and a backend may have several buckets (the extra one-slot bucket, or one bucket per
