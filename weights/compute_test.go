@@ -214,7 +214,7 @@ func TestLearnedCapacityConvergesToTrueShares(t *testing.T) {
 
 func TestWithoutLearningWrongCapacityMisses(t *testing.T) {
 	// The counterpart of the convergence test: it shows the learning is what finds the true
-	// shares (DESIGN.md: plain 1/AL converges to shares ∝ √(C·speed)).
+	// shares (docs/design.md: plain 1/AL converges to shares ∝ √(C·speed)).
 	tun := cpuOnly()
 	tun.Learn.Enabled = false
 	p := pool{speed: []float64{1, 2, 4}, lambda: 0.7 * 7}

@@ -5,7 +5,7 @@
 //
 // It exists for backends where the flowweight probe cannot be installed but
 // an SNMP agent already runs. Everything it reads was checked against
-// Debian's snmpd 5.9 (see /work/shared/DESIGN.md, "Metrics sources"):
+// Debian's snmpd 5.9 (see docs/design.md, "Metrics sources"):
 //
 //   - CPU utilisation comes from the UCD ssCpuRaw* tick counters, as the
 //     difference between two polls (busy = all ticks except idle and iowait,

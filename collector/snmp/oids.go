@@ -37,7 +37,7 @@ const (
 	// index is localAddrType.localAddr(length-prefixed).localPort.
 	// remAddrType.remAddr(length-prefixed).remPort. Checked here: walking
 	// this column works although walking the table's root (.6.19) answers
-	// noSuchObject (which is why DESIGN.md calls the table empty). See
+	// noSuchObject (so a walk of the table reads as empty; docs/design.md). See
 	// tcp.go for when it is used.
 	oidTCPConnectionState = ".1.3.6.1.2.1.6.19.1.7"
 	// tcpConnState column of the legacy IPv4-only tcpConnTable; the index

@@ -31,7 +31,7 @@ func TestParseScalarsRecorded(t *testing.T) {
 			if !s.cpuOK || !s.uptimeOK {
 				t.Errorf("cpuOK %v uptimeOK %v, want both", s.cpuOK, s.uptimeOK)
 			}
-			// The agent's first answer has all counters 0 (DESIGN.md); later ones not.
+			// The agent's first answer has all counters 0 (docs/design.md); later ones not.
 			if got, want := s.cpu.zero(), prefix == "fresh"; got != want {
 				t.Errorf("cpu.zero() = %v, want %v", got, want)
 			}

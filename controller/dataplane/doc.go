@@ -5,7 +5,7 @@
 // DecodeGroupDesc and DecodeFlowStats turn back into a State, so drift shows up as a
 // non-empty Plan.
 //
-// Two modes (DESIGN.md, "Data plane on Open vSwitch"):
+// Two modes (docs/design.md, "Data plane on Open vSwitch"):
 //
 //   - conntrack (default, Open vSwitch only): only new connections consult the select group,
 //     so reweighting never moves an established TCP connection. Tables:

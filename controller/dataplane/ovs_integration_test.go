@@ -531,7 +531,7 @@ func TestOVSRejectsLikeFake(t *testing.T) {
 }
 
 // TestOVSEncodesLikeUs has Open vSwitch encode the conntrack design from hand-written
-// ovs-ofctl text (the rules of DESIGN.md, not our bytes), reads its groups and flows back, and
+// ovs-ofctl text (the rules of docs/design.md, not our bytes), reads its groups and flows back, and
 // requires them to equal Desired byte for byte: golden bytes from Open vSwitch's own encoder.
 func TestOVSEncodesLikeUs(t *testing.T) {
 	l := newOVSLab(t)

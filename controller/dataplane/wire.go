@@ -212,7 +212,7 @@ func DecodeFlowStats(body []byte) ([]Flow, error) {
 
 // FlowCounter is the traffic a flow has matched. The per-backend flows (KindForward in
 // conntrack mode, KindReturn in both) count each backend's packets; select-group bucket
-// counters read zero on the userspace datapath (DESIGN.md), so these are the ones to use.
+// counters read zero on the userspace datapath (docs/design.md), so these are the ones to use.
 type FlowCounter struct {
 	Cookie      uint64
 	Table       uint8

@@ -7,7 +7,7 @@
 // and ParseActions reads a whole action list, Nicira or standard, from raw bytes so that
 // read-back from a switch can be compared with what we planned.
 //
-// Layouts follow Open vSwitch's nicira-ext.h / ofp-actions.c as measured in DESIGN.md: an
+// Layouts follow Open vSwitch's nicira-ext.h / ofp-actions.c as measured in docs/design.md: an
 // NXAST_CT bucket produced by `ovs-ofctl add-group … ct(commit,zone=7,nat(dst=10.0.0.1:9000),table=2)`
 // is byte-identical to CT{Flags: CTCommit, Zone: 7, Table: 2, Actions: {NAT{Flags: NATDst, …}}}.
 //

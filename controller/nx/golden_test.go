@@ -27,7 +27,7 @@ type actionCase struct {
 
 var actionCases = []actionCase{
 	{
-		// The bucket DESIGN.md captured from ovs-ofctl's own encoder.
+		// The bucket docs/design.md captured from ovs-ofctl's own encoder.
 		name: "ct_commit_nat_dst",
 		actions: ofp.Actions{&CT{Flags: CTCommit, Zone: 7, Table: 2, Actions: ofp.Actions{
 			&NAT{Flags: NATDst, IPMin: netip.MustParseAddr("10.0.0.1"), PortMin: 9000}}}},
@@ -119,7 +119,7 @@ func TestActionsGolden(t *testing.T) {
 	}
 }
 
-// TestDesignBytes checks the field values DESIGN.md reports from Open vSwitch's own encoder
+// TestDesignBytes checks the field values docs/design.md reports from Open vSwitch's own encoder
 // for ct(commit,zone=7,nat(dst=10.0.0.1:9000),table=2), independent of our golden file.
 func TestDesignBytes(t *testing.T) {
 	b := encodeActions(t, actionCases[0].actions)

@@ -192,6 +192,12 @@ func (o *OVS) Vsctl(args ...string) (string, error) {
 	return strings.TrimSpace(out), err
 }
 
+// Appctl runs ovs-appctl against this switch's ovs-vswitchd.
+func (o *OVS) Appctl(args ...string) (string, error) {
+	out, err := o.lab.run(o.env(), "ovs-appctl", append([]string{"-t", o.ctlSock()}, args...)...)
+	return strings.TrimSpace(out), err
+}
+
 // PID is ovs-vswitchd's current process id.
 func (o *OVS) PID() int {
 	o.mu.Lock()

@@ -3,7 +3,7 @@
 // time, throughput, peak utilisation and how often the dynamic weights rewrite the switch.
 //
 // Why it exists: the weights package is pure arithmetic and its unit tests check the formula,
-// not whether the formula balances a real queueing system well. DESIGN.md's calibration
+// not whether the formula balances a real queueing system well. docs/design.md's calibration
 // showed that plausible formulas can be orders of magnitude apart on p99, so every default in
 // weights.DefaultTuning should be backed by a run of this simulator.
 //
@@ -11,7 +11,7 @@
 //
 //   - Each backend has a true speed (work units per second, all its servers together), a
 //     declared capacity (the CPU count the operator configured) and k parallel FCFS servers
-//     of speed/k each (k = 1 by default, as in DESIGN.md's calibration).
+//     of speed/k each (k = 1 by default, as in docs/design.md's calibration).
 //   - Jobs arrive as a Poisson process at rate ρ·Σspeed/mean size; sizes are exponential
 //     (or deterministic, or a two-phase hyperexponential) with a configurable mean in work
 //     units. Response time = finish − arrival.

@@ -10,7 +10,7 @@ import (
 	"flowweight/weights"
 )
 
-// Scenario names a pool of three backends with true speeds 1:2:4 (DESIGN.md's calibration).
+// Scenario names a pool of three backends with true speeds 1:2:4 (docs/design.md's calibration).
 type Scenario string
 
 const (
