@@ -130,8 +130,8 @@ func TestNth(t *testing.T) {
 		sorted := slices.Clone(v)
 		slices.Sort(sorted)
 		k := rng.IntN(n)
-		if got := nth(v, k); got != sorted[k] {
-			t.Fatalf("nth(%v, %d) = %v, want %v", sorted, k, got, sorted[k])
+		if got := Nth(v, k); got != sorted[k] {
+			t.Fatalf("Nth(%v, %d) = %v, want %v", sorted, k, got, sorted[k])
 		}
 	}
 }

@@ -365,13 +365,14 @@ func (r *Result) capacityBound(in []Backend, w []work, ratio float64, res resour
 			r.ratio = append(r.ratio, v/orOne(in[i].Factor))
 		}
 	}
-	return ratio * nth(r.ratio, (k-1)/2)
+	return ratio * Nth(r.ratio, (k-1)/2)
 }
 
-// nth returns the k-th smallest of v (reordering v) by quickselect: O(n), where sorting 10,000
-// claims twice per update was a fifth of Compute's budget. Claims come from backends, so a
-// pivot sequence crafted to go quadratic is cut off after 2·log2(n) rounds by a sort.
-func nth(v []float64, k int) float64 {
+// Nth returns the k-th smallest of v (0-based, reordering v) by quickselect: O(n), where
+// sorting 10,000 claims twice per update was a fifth of Compute's budget. Claims come from
+// backends, so a pivot sequence crafted to go quadratic is cut off after 2·log2(n) rounds by a
+// sort. The simulator's quantiles use it too.
+func Nth(v []float64, k int) float64 {
 	lo, hi := 0, len(v)-1
 	for budget := 2 * bits.Len(uint(len(v))); lo < hi; budget-- {
 		if budget == 0 {

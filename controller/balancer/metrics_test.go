@@ -3,7 +3,6 @@ package balancer
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"io"
@@ -36,23 +35,7 @@ func runWithMetrics(t *testing.T, logw io.Writer) (*Balancer, *prometheus.Regist
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx, func(of, _ net.Addr) { ready <- of }) }()
-	var addr net.Addr
-	select {
-	case addr = <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("controller did not start: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	})
+	addr, _, _ := startInProcess(t, b)
 	return b, reg, addr
 }
 

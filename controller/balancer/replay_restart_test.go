@@ -1,7 +1,6 @@
 package balancer
 
 import (
-	"context"
 	"net"
 	"path/filepath"
 	"testing"
@@ -37,17 +36,7 @@ func TestCapturedReportRefusedAfterRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ready := make(chan net.Addr, 1)
-		done := make(chan error, 1)
-		go func() { done <- b.Run(ctx, func(_, push net.Addr) { ready <- push }) }()
-		var addr net.Addr
-		select {
-		case addr = <-ready:
-		case err := <-done:
-			cancel()
-			t.Fatalf("controller did not start: %v", err)
-		}
+		_, addr, stop := startInProcess(t, b)
 		c, err := net.Dial("udp", addr.String())
 		if err != nil {
 			t.Fatal(err)
@@ -67,10 +56,7 @@ func TestCapturedReportRefusedAfterRestart(t *testing.T) {
 		}
 		waitCond(t, "all three datagrams judged", func() bool { return judged() == uint64(len(captured)) })
 		accepted, replays = b.pushsrv.Accepted(), b.pushsrv.Rejected()[report.ReasonReplay]
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("controller: %v", err)
-		}
+		stop() // writes the state file
 		return accepted, replays
 	}
 
@@ -102,17 +88,8 @@ func TestCapturedReportRefusedAfterRemoveAndRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx, func(_, push net.Addr) { ready <- push }) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	}()
-	c, err := net.Dial("udp", (<-ready).String())
+	_, push, _ := startInProcess(t, b)
+	c, err := net.Dial("udp", push.String())
 	if err != nil {
 		t.Fatal(err)
 	}

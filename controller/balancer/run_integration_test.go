@@ -3,7 +3,6 @@
 package balancer
 
 import (
-	"context"
 	"log/slog"
 	"net"
 	"testing"
@@ -20,22 +19,6 @@ func runBalancer(t *testing.T, cfg *config.Config) (*Balancer, net.Addr) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx, func(_, push net.Addr) { ready <- push }) }()
-	var push net.Addr
-	select {
-	case push = <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("controller did not start: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	})
+	_, push, _ := startInProcess(t, b)
 	return b, push
 }

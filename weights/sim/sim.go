@@ -403,36 +403,5 @@ func shares(w []uint16) []float64 {
 // most of a run's time.
 func quantile(xs []float64, q float64) float64 {
 	k := min(len(xs)-1, max(0, int(math.Ceil(q*float64(len(xs))))-1))
-	lo, hi := 0, len(xs)-1
-	for hi-lo > 16 {
-		// Median of three as the pivot: the input is not adversarial, and this keeps the
-		// selection deterministic.
-		mid := lo + (hi-lo)/2
-		a, b, c := xs[lo], xs[mid], xs[hi]
-		pivot := max(min(a, b), min(max(a, b), c))
-		i, j := lo, hi
-		for i <= j {
-			for xs[i] < pivot {
-				i++
-			}
-			for xs[j] > pivot {
-				j--
-			}
-			if i <= j {
-				xs[i], xs[j] = xs[j], xs[i]
-				i++
-				j--
-			}
-		}
-		switch {
-		case k <= j:
-			hi = j
-		case k >= i:
-			lo = i
-		default:
-			return xs[k] // between j and i every element equals the pivot
-		}
-	}
-	slices.Sort(xs[lo : hi+1])
-	return xs[k]
+	return weights.Nth(xs, k)
 }
