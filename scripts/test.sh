@@ -36,26 +36,43 @@ if [ "$fuzztime" != 0 ]; then
               grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed "s|^func |$ip |" || true
             done)
   [ -n "$targets" ] || { echo "fuzz: no fuzz targets found"; exit 1; }
-  n=0
-  while read -r pkg target; do
-    echo "-- $pkg $target"
+  # Two targets at a time, one fuzzing worker each: the same CPU as one target on both cores,
+  # but each target's build and start-up overlaps another's fuzzing.
+  fuzz_one() {
+    local pkg=$1 target=$2 log
+    log=$(mktemp)
     # Go 1.26's fuzz coordinator can end a run at the -fuzztime deadline with a bare "context
     # deadline exceeded" and no failing input (golang/go#75804, fixed in Go 1.27). Such a run is
     # retried once; a run that writes a failing input, or fails twice, fails the stage.
     for attempt in 1 2; do
-      if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" </dev/null >/tmp/fuzz.$$.log 2>&1; then
-        break
+      if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -parallel 1 "$pkg" </dev/null >"$log" 2>&1; then
+        if grep -q 'no fuzz tests to fuzz' "$log"; then
+          echo "-- $pkg $target FAILED: go test found no such fuzz target (behind a build tag?)"
+          rm -f "$log"
+          return 1
+        fi
+        echo "-- $pkg $target ok"
+        rm -f "$log"
+        return 0
       fi
-      if [ "$attempt" = 1 ] && ! grep -q 'Failing input written' /tmp/fuzz.$$.log &&
-         grep -qx '    context deadline exceeded' /tmp/fuzz.$$.log; then
-        echo "   deadline race in the fuzz coordinator (golang/go#75804), no failing input: retrying once"
+      if [ "$attempt" = 1 ] && ! grep -q 'Failing input written' "$log" &&
+         grep -qx '    context deadline exceeded' "$log"; then
+        echo "-- $pkg $target: deadline race in the fuzz coordinator (golang/go#75804), no failing input: retrying once"
         continue
       fi
-      cat /tmp/fuzz.$$.log; rm -f /tmp/fuzz.$$.log; exit 1
+      echo "-- $pkg $target FAILED"
+      cat "$log"
+      rm -f "$log"
+      return 1
     done
-    n=$((n + 1))
-  done <<<"$targets"
-  rm -f /tmp/fuzz.$$.log
+  }
+  export -f fuzz_one
+  export fuzztime
+  n=$(wc -l <<<"$targets")
+  if ! xargs -P 2 -L 1 bash -c 'fuzz_one "$0" "$1"' <<<"$targets"; then
+    echo "fuzz: a target failed (its output is above)"
+    exit 1
+  fi
   echo "fuzz: $n targets, $fuzztime each, no failure"
 fi
 echo "== all tests passed"
