@@ -117,5 +117,5 @@ func kernelDrops(conn *net.UDPConn) (n uint32, ok bool) {
 	return buf[skMeminfoDrops], ok
 }
 
-// kernelSupported: the drop list works here (tests skip where it cannot).
+// kernelSupported: the drop list works here (its tests are in droplist_linux_test.go).
 const kernelSupported = true
