@@ -609,11 +609,18 @@ func longConnsAcrossReweights(t *testing.T, s *scenario.Scenario, observe func(b
 			t.Fatalf("reweight %d (capacities %v) never reached the switch: %v", i+1, caps, err)
 		}
 
-		// Let every connection send through the new group (and the step-limited moves that
-		// follow the first one land), watching the slots while it does.
-		for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
+		// Wait until every connection not yet known broken has sent two more requests through
+		// the new group (a moved one breaks on its first), watching the slots meanwhile.
+		r0 := lc.Status().Requests
+		if _, err := waitFor(15*time.Second, func() error {
 			watch()
-			time.Sleep(100 * time.Millisecond)
+			st := lc.Status()
+			if live := st.Opened - st.Broken; st.Requests-r0 < 2*live {
+				return fmt.Errorf("%d requests since the reweight, want 2 from each of %d live connections", st.Requests-r0, live)
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("reweight %d: %v", i+1, err)
 		}
 		t.Logf("reweight %d: capacities %v -> switch %v; so far %+v", i+1, caps, before, lc.Status().Broken)
 	}
