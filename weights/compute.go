@@ -1,6 +1,7 @@
 package weights
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"slices"
@@ -49,9 +50,14 @@ type Backend struct {
 	// same for the whole pool (the controller uses per-backend switch counters); <= 0 when
 	// unknown. Used only to learn capacity.
 	Throughput float64
-	Learned    float64 // learned capacity factor from the previous Result; 0 means 1
-	PrevShare  float64 // Explanation.Full of the previous Result; 0 when it had none
-	PrevWeight uint16  // weight applied last time; used by the panic rule
+	// ServiceCPU is the smoothed CPU the service's own processes use, as a fraction of
+	// CPUCount, when HasServiceCPU; CPU then also holds everyone else's use of the same CPUs
+	// (a neighbour in the cgroup or on the host), and the headroom policy tells them apart.
+	ServiceCPU    float64
+	HasServiceCPU bool
+	Learned       float64 // learned capacity factor from the previous Result; 0 means 1
+	PrevShare     float64 // Explanation.Full of the previous Result; 0 when it had none
+	PrevWeight    uint16  // weight applied last time; used by the panic rule
 }
 
 // Explanation says how one backend's weight came about. Shares sum to 1 over live backends.
@@ -73,6 +79,15 @@ type Explanation struct {
 	// and the bound was used in C instead. Compute does not log; the caller does, once per
 	// backend when clamping starts.
 	Clamp Clamp `json:"clamp,omitzero"`
+	// The headroom policy's terms (docs/weights.md, "The headroom policy"): Own is the CPU
+	// the service used as a fraction of its CPUs, Avail the fraction nobody else used (1 −
+	// neighbour), Headroom C·(Avail − Own), the spare capacity in pool-mean units, and Used
+	// the signals it had ("service_cpu", or "cpu" when the service's own CPU is unknown and
+	// all of the CPU's use counts as the service's).
+	Own      float64 `json:"own,omitempty"`
+	Avail    float64 `json:"avail,omitempty"`
+	Headroom float64 `json:"headroom,omitempty"`
+	Used     string  `json:"used,omitempty"`
 }
 
 // Clamp records a self-reported capacity that was bounded (docs/weights.md, "Bounded
@@ -97,6 +112,10 @@ type Result struct {
 	Total    int  // sum of the weights; Tuning.Total, raised to the live count if smaller
 	Panic    bool // no live backend: weights come from the panic rule
 	Stepped  bool // the step limit held some share back
+	// Fallback is how many live backends lacked the service's own CPU when the headroom
+	// policy therefore ran as 1/AL; 0 when it did not fall back (see FallbackReason).
+	Fallback int
+	live     int
 
 	w       []work // per-backend arithmetic, compact so the passes stay in cache
 	clamp   []Clamp
@@ -111,8 +130,9 @@ type Result struct {
 // together) is what keeps 10,000 backends within the 2 ms budget.
 type work struct {
 	ls, c, target, damped, full, final, warm, learned, prev float64
+	own, avail                                              float64 // headroom policy: the service's CPU, 1 − neighbour
 	weight                                                  uint16
-	live, warming, metrics                                  bool
+	live, warming, metrics, svc                             bool
 	note                                                    uint8
 }
 
@@ -129,6 +149,14 @@ var notes = [...]string{"", "no metrics yet: load taken as the pool mean", "ever
 type remainder struct {
 	frac float64
 	idx  int32
+}
+
+// FallbackReason says why the headroom policy ran as 1/AL, or "" when it did not.
+func (r *Result) FallbackReason() string {
+	if r.Fallback == 0 {
+		return ""
+	}
+	return fmt.Sprintf("headroom needs the service's own CPU and %d of %d live backends do not report it: 1/AL used", r.Fallback, r.live)
 }
 
 // Compute derives one weight per backend, in input order. It never returns an all-zero
@@ -238,7 +266,20 @@ func Compute(in []Backend, t Tuning, out *Result) {
 			}
 		}
 	}
-	dynamic := t.Policy == PolicyDynamic
+	// The adaptive policies learn capacity and are damped; the headroom policy learns speed
+	// from the CPU the service itself used, so a neighbour's use does not read as slowness.
+	out.Fallback, out.live = 0, live
+	asked := t.Policy == PolicyHeadroom
+	if asked {
+		if missing := cpuSplit(in, w); missing > 0 {
+			// Without the service's own CPU a neighbour's use reads as the service's, and the
+			// spare capacity the policy shares out is wrong in both directions (4× the
+			// oracle's p99 in the simulator); 1/AL copes with it, so the pool falls back.
+			t.Policy = PolicyDynamic
+			out.Fallback = missing
+		}
+	}
+	dynamic := t.Policy == PolicyDynamic || t.Policy == PolicyHeadroom
 	if dynamic && t.Learn.Enabled {
 		learn(in, t, w)
 	}
@@ -258,6 +299,9 @@ func Compute(in []Backend, t Tuning, out *Result) {
 
 	// Target shares from the policy.
 	var sumS float64
+	if t.Policy == PolicyHeadroom {
+		sumS = headroom(w, t)
+	}
 	for i := range w {
 		if !w[i].live {
 			continue
@@ -272,6 +316,8 @@ func Compute(in []Backend, t Tuning, out *Result) {
 			s = 1
 		case PolicyLeastConn:
 			s = x.c / (max(in[i].Conns, 0) + 1)
+		case PolicyHeadroom:
+			continue // headroom set the target and its sum
 		default:
 			s = x.c / max(x.ls, t.MinLoad)
 		}
@@ -314,6 +360,15 @@ func Compute(in []Backend, t Tuning, out *Result) {
 			e.Final = float64(x.weight) / float64(total)
 			e.Note = notes[x.note]
 			e.Clamp = out.clamp[i]
+			if asked {
+				e.Used = "cpu"
+				if x.svc {
+					e.Used = "service_cpu"
+				}
+			}
+			if t.Policy == PolicyHeadroom {
+				e.Own, e.Avail, e.Headroom = x.own, x.avail, x.c*max(x.avail-x.own, 0)
+			}
 		}
 		exp[i] = e
 	}
@@ -423,13 +478,13 @@ func Nth(v []float64, k int) float64 {
 // cannot swing the pool.
 func learn(in []Backend, t Tuning, w []work) {
 	measured := func(i int) bool {
-		return w[i].live && w[i].metrics && in[i].Throughput > 0 && w[i].ls >= t.Learn.MinLoad
+		return w[i].live && w[i].metrics && in[i].Throughput > 0 && w[i].util(t) >= t.Learn.MinLoad
 	}
 	var sumSpeed, sumPrior float64
 	k := 0
 	for i := range in {
 		if measured(i) {
-			sumSpeed += in[i].Throughput / w[i].ls
+			sumSpeed += in[i].Throughput / w[i].util(t)
 			sumPrior += w[i].c
 			k++
 		}
@@ -443,7 +498,7 @@ func learn(in []Backend, t Tuning, w []work) {
 		if !measured(i) {
 			continue
 		}
-		est := (in[i].Throughput / w[i].ls) / meanSpeed
+		est := (in[i].Throughput / w[i].util(t)) / meanSpeed
 		prior := w[i].c / meanPrior
 		lf := math.Log(w[i].learned)
 		lf += t.Learn.Rate * (math.Log(est/prior) - lf)

@@ -12,7 +12,8 @@ import (
 type Policy string
 
 const (
-	// PolicyDynamic derives weights from 1/AL with learned capacity (the default).
+	// PolicyDynamic derives weights from 1/AL with learned capacity (the seeds' formula; the
+	// headroom policy falls back to it when a backend lacks the service's own CPU).
 	PolicyDynamic Policy = "dynamic"
 	// PolicyStatic uses declared capacity only and ignores load.
 	PolicyStatic Policy = "static"
@@ -20,6 +21,10 @@ const (
 	PolicyEqual Policy = "equal"
 	// PolicyLeastConn approximates weighted least-connections: weight ∝ C/(conns+1).
 	PolicyLeastConn Policy = "least_conn"
+	// PolicyHeadroom (the default) gives each backend the load that leaves every backend the same spare
+	// capacity, from the CPU its service uses and the CPU nobody uses (docs/weights.md,
+	// "The headroom policy").
+	PolicyHeadroom Policy = "headroom"
 )
 
 // PanicMode says what to serve when every backend would get weight 0.
@@ -104,13 +109,22 @@ type Tuning struct {
 	// lower median of the same; more is clamped and shown in the explanation. In [1,1000];
 	// default 4. See docs/weights.md, "Bounded capacity claims".
 	MaxCapacityRatio float64 `toml:"max_capacity_ratio"`
+	// PlanLoad is the pool load the headroom policy plans for when the measured load is
+	// lower, in (0,1]; default 0.8. Spreading spare capacity evenly at a light load would send
+	// nearly everything to the biggest backend, and a surge would then meet that split.
+	PlanLoad float64 `toml:"plan_load"`
+	// PlanMargin is the fraction of the measured spare capacity the headroom policy plans as
+	// if it were already used, in [0,1); default 0.25. Near saturation the spare capacity is
+	// a small difference of noisy sums, and taking all of it at face value overloads the
+	// biggest backend whenever the demand was measured low.
+	PlanMargin float64 `toml:"plan_margin"`
 }
 
 // DefaultTuning returns the defaults, drawn from the seeds: LS from CPU and memory with a
 // little connection pressure, smoothing 0.3, warm-up from 50% over a minute.
 func DefaultTuning() Tuning {
 	return Tuning{
-		Policy:      PolicyDynamic,
+		Policy:      PolicyHeadroom,
 		Load:        Load{CPU: 0.6, Mem: 0.3, Conn: 0.1, Net: 0},
 		Capacity:    Capacity{CPU: 0.7, Mem: 0.3},
 		Learn:       Learn{Enabled: true, Rate: 0.2, MinLoad: 0.05, MaxFactor: 8},
@@ -127,6 +141,8 @@ func DefaultTuning() Tuning {
 		Panic:       PanicLastGood,
 
 		MaxCapacityRatio: 4,
+		PlanLoad:         0.8,
+		PlanMargin:       0.25,
 	}
 }
 
@@ -194,6 +210,12 @@ func (t Tuning) Validate() []error {
 	if !(t.DeadBand >= 0 && t.DeadBand < 1) {
 		bad("dead_band", "%v outside [0,1)", t.DeadBand)
 	}
+	if !(t.PlanLoad > 0 && t.PlanLoad <= 1) {
+		bad("plan_load", "%v outside (0,1]", t.PlanLoad)
+	}
+	if !(t.PlanMargin >= 0 && t.PlanMargin < 1) {
+		bad("plan_margin", "%v outside [0,1)", t.PlanMargin)
+	}
 	if !(t.MaxCapacityRatio >= 1 && t.MaxCapacityRatio <= 1000) {
 		bad("max_capacity_ratio", "%v outside [1,1000]", t.MaxCapacityRatio)
 	}
@@ -208,8 +230,8 @@ func (t Tuning) Validate() []error {
 // Validate reports whether p names a known policy.
 func (p Policy) Validate() error {
 	switch p {
-	case PolicyDynamic, PolicyStatic, PolicyEqual, PolicyLeastConn:
+	case PolicyDynamic, PolicyStatic, PolicyEqual, PolicyLeastConn, PolicyHeadroom:
 		return nil
 	}
-	return errors.New(fmt.Sprintf("%q is not one of dynamic, static, equal, least_conn", string(p)))
+	return errors.New(fmt.Sprintf("%q is not one of headroom, dynamic, static, equal, least_conn", string(p)))
 }
