@@ -29,6 +29,12 @@ func newDispatcher(cfg *Config, bs []*station, rng *rand.Rand) dispatcher {
 		} else {
 			d.setFloat(w)
 		}
+	case Fixed:
+		if d.ovs {
+			d.setWeights(toUint16(cfg.Fixed))
+		} else {
+			d.setFloat(cfg.Fixed)
+		}
 	case Oracle:
 		d.speeds = make([]float64, len(bs))
 	}

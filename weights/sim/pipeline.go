@@ -13,6 +13,8 @@ type pipeline struct {
 	cfg     *Config
 	bs      []*station
 	cpu     []weights.EWMA
+	own     []weights.EWMA // the service's own CPU (Config.ServiceCPU)
+	thr     []weights.EWMA // throughput per update period, smoothed like the CPU it is divided by
 	conns   []weights.EWMA
 	learned []float64 // Explanation.Learned of the previous Result (controller: book.learned)
 	prev    []float64 // Explanation.Full of the previous Result (controller: book.prevShare)
@@ -29,10 +31,12 @@ type pipeline struct {
 
 func newPipeline(cfg *Config, bs []*station) *pipeline {
 	n := len(bs)
-	p := &pipeline{cfg: cfg, bs: bs, cpu: make([]weights.EWMA, n), conns: make([]weights.EWMA, n),
+	p := &pipeline{cfg: cfg, bs: bs, cpu: make([]weights.EWMA, n), own: make([]weights.EWMA, n), thr: make([]weights.EWMA, n), conns: make([]weights.EWMA, n),
 		learned: make([]float64, n), prev: make([]float64, n), in: make([]weights.Backend, n)}
 	for i := range bs {
 		p.cpu[i] = weights.NewEWMA(cfg.Tuning.Alpha)
+		p.own[i] = weights.NewEWMA(cfg.Tuning.Alpha)
+		p.thr[i] = weights.NewEWMA(cfg.Tuning.Alpha)
 		p.conns[i] = weights.NewEWMA(cfg.Tuning.Alpha)
 	}
 	return p
@@ -41,7 +45,9 @@ func newPipeline(cfg *Config, bs []*station) *pipeline {
 // sample is the probes' report for sample interval k, which ends at time at.
 func (p *pipeline) sample(k int, at float64) {
 	for i, b := range p.bs {
-		p.cpu[i].Add(b.util(k))
+		busy, own := b.cpu(k)
+		p.cpu[i].Add(busy)
+		p.own[i].Add(own)
 		p.conns[i].Add(float64(b.inSystem(at)))
 	}
 }
@@ -61,9 +67,13 @@ func (p *pipeline) update(at float64, s *sim, inWindow bool) bool {
 			// The controller measures bytes per backend from switch counters, which are
 			// proportional to the work served.
 			in.Throughput = p.bs[i].workIn(p.lastBin, bin) / period
+			in.Throughput = p.thr[i].Add(in.Throughput)
 		}
 		if p.applied != nil {
 			in.PrevWeight = p.applied[i]
+		}
+		if p.cfg.ServiceCPU {
+			in.ServiceCPU, in.HasServiceCPU = p.own[i].Value()
 		}
 		p.in[i] = in
 	}

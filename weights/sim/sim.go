@@ -21,7 +21,14 @@ type Backend struct {
 	Declared float64
 	// Servers is the number of parallel FCFS servers, each of speed Speed/Servers; 0 means 1.
 	Servers int
+	// Neighbour is the fraction of the backend's CPU another process keeps busy, in [0,1):
+	// the service runs at Speed·(1−Neighbour), and the probe's CPU reading is the neighbour's
+	// use plus the service's (docs/benchmarks.md, "noisy neighbours").
+	Neighbour float64
 }
+
+// effective is the speed the service gets: what the neighbour leaves.
+func (b Backend) effective() float64 { return b.Speed * (1 - b.Neighbour) }
 
 // Step changes one backend's true speed at a moment of the run, as a noisy neighbour would.
 type Step struct {
@@ -49,9 +56,12 @@ const (
 	LeastConn  Policy = "least_connections" // per request: fewest jobs in the system, ties at random
 	Static     Policy = "static"            // weighted random ∝ declared capacity
 	Oracle     Policy = "oracle"            // weighted random ∝ current true speed
+	Fixed      Policy = "fixed"             // weighted random ∝ Config.Fixed: a static split searched for (BestFixed)
 	// Dynamic is flowweight: weighted random by weights.Compute's integer weights with
 	// Config.Tuning, fed by sampled utilisation, connections and throughput.
 	Dynamic Policy = "dynamic"
+	// Headroom is flowweight's headroom policy (weights.PolicyHeadroom) in the same pipeline.
+	Headroom Policy = "headroom"
 	// WeightsEqual, WeightsStatic and WeightsLeastConn run the same pipeline as Dynamic with
 	// the tuning's policy set to equal, static and least_conn.
 	WeightsEqual     Policy = "weights_equal"
@@ -60,13 +70,15 @@ const (
 )
 
 // Policies lists every policy in the order tables show them.
-var Policies = []Policy{RoundRobin, LeastConn, Static, Oracle, Dynamic, WeightsEqual, WeightsStatic, WeightsLeastConn}
+var Policies = []Policy{RoundRobin, LeastConn, Static, Oracle, Dynamic, Headroom, WeightsEqual, WeightsStatic, WeightsLeastConn}
 
 // weightsPolicy returns the weights.Policy a pipeline policy runs, or "" for the others.
 func (p Policy) weightsPolicy() weights.Policy {
 	switch p {
 	case Dynamic:
 		return weights.PolicyDynamic
+	case Headroom:
+		return weights.PolicyHeadroom
 	case WeightsEqual:
 		return weights.PolicyEqual
 	case WeightsStatic:
@@ -80,7 +92,8 @@ func (p Policy) weightsPolicy() weights.Policy {
 // Config describes one run.
 type Config struct {
 	Backends []Backend
-	// Load is the offered load ρ: arrival rate × mean size / Σ initial true speed, in (0, ∞).
+	// Load is the offered load ρ: arrival rate × mean size / Σ initial true speed (what the
+	// neighbours leave of it), in (0, ∞).
 	Load float64
 	// MeanSize is the mean job size in work units; default 0.1 (so a backend of speed 1
 	// serves 10 jobs/s and the calibration's speeds 1:2:4 give its 215 ms oracle mean at ρ=0.8).
@@ -100,7 +113,13 @@ type Config struct {
 	// of a CPU-bound service does not follow its load); default 0.
 	MemUtil float64
 	Sample  time.Duration // probe report interval; default 5s (the probe's default)
-	Update  time.Duration // controller update period, a multiple of Sample; default 5s
+	// ServiceCPU: the probes also report the service's own CPU (weights.Backend.ServiceCPU),
+	// as a probe told the service's pidfile, unit or cgroup does; without it a neighbour's
+	// use is indistinguishable from the service's.
+	ServiceCPU bool
+	// Fixed is the split of policy Fixed, one weight per backend.
+	Fixed  []float64
+	Update time.Duration // controller update period, a multiple of Sample; default 5s
 	// OVSSlots quantises weighted dispatch like Open vSwitch's select group (see slots.go).
 	OVSSlots bool
 	Steps    []Step
@@ -179,6 +198,9 @@ func (c Config) Validate() error {
 		if !(b.Declared > 0) || math.IsInf(b.Declared, 0) {
 			bad("backends[%d] %q: declared capacity %v must be positive", i, b.Name, b.Declared)
 		}
+		if !(b.Neighbour >= 0 && b.Neighbour < 1) {
+			bad("backends[%d] %q: neighbour %v outside [0,1)", i, b.Name, b.Neighbour)
+		}
 		if b.Servers < 0 {
 			bad("backends[%d] %q: servers %d is negative", i, b.Name, b.Servers)
 		}
@@ -206,7 +228,15 @@ func (c Config) Validate() error {
 	if c.Update <= 0 || c.Update%c.Sample != 0 {
 		bad("update: %v must be a positive multiple of sample %v", c.Update, c.Sample)
 	}
-	if !slices.Contains(Policies, c.Policy) {
+	if c.Policy == Fixed && len(c.Fixed) != len(c.Backends) {
+		bad("fixed: %d weights for %d backends", len(c.Fixed), len(c.Backends))
+	}
+	for i, x := range c.Fixed {
+		if !(x >= 0) || math.IsInf(x, 0) {
+			bad("fixed[%d]: %v must be a finite weight >= 0", i, x)
+		}
+	}
+	if c.Policy != Fixed && !slices.Contains(Policies, c.Policy) {
 		bad("policy: %q is not one of %v", c.Policy, Policies)
 	}
 	if c.Policy.weightsPolicy() != "" {
@@ -266,7 +296,7 @@ func newSim(cfg *Config) *sim {
 	total := 0.0
 	for i, b := range cfg.Backends {
 		s.bs = append(s.bs, newStation(b, cfg.Steps, i, s.sample))
-		total += b.Speed
+		total += b.effective()
 	}
 	s.lambda = cfg.Load * total / cfg.MeanSize
 	s.arrive = rand.New(rand.NewPCG(cfg.Seed, 0x5eed_a111))

@@ -23,6 +23,7 @@ type station struct {
 	busy   []float64 // per sample interval: busy server-seconds
 	work   []float64 // per sample interval: work units of jobs that finished in it
 	jobs   []int32   // per sample interval: jobs that finished in it
+	nb     float64   // the neighbour's fixed share of the CPU (Backend.Neighbour)
 }
 
 // segment: from t on, the backend's total speed is speed (until the next segment).
@@ -30,7 +31,7 @@ type segment struct{ t, speed float64 }
 
 func newStation(b Backend, steps []Step, idx int, sample float64) *station {
 	k := max(b.Servers, 1)
-	st := &station{k: k, free: make([]float64, k), sample: sample, seg: []segment{{0, b.Speed}}}
+	st := &station{k: k, free: make([]float64, k), sample: sample, seg: []segment{{0, b.effective()}}, nb: b.Neighbour}
 	var mine []Step
 	for _, s := range steps {
 		if s.Backend == idx {
@@ -38,7 +39,7 @@ func newStation(b Backend, steps []Step, idx int, sample float64) *station {
 		}
 	}
 	slices.SortStableFunc(mine, func(a, b Step) int { return cmp.Compare(a.At, b.At) })
-	sp := b.Speed
+	sp := b.effective()
 	for _, s := range mine {
 		sp *= s.Factor
 		t := s.At.Seconds()
@@ -165,6 +166,13 @@ func (st *station) util(b int) float64 {
 		return 0
 	}
 	return st.busy[b] / (st.sample * float64(st.k))
+}
+
+// cpu returns what a probe reads for sample interval b: the CPU's whole use (the neighbour's
+// and the service's) and the service's own, both as fractions of the backend's CPU.
+func (st *station) cpu(b int) (busy, own float64) {
+	own = (1 - st.nb) * st.util(b)
+	return st.nb + own, own
 }
 
 // workIn returns the work completed in sample intervals [from, to).

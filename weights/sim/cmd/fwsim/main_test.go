@@ -13,7 +13,7 @@ func TestRun(t *testing.T) {
 		want        []string // substrings of the output
 		err         string
 	}{
-		{"quality", "quality", 100_000, []string{"#### Targets", "| dynamic |", "Scenario B"}, ""},
+		{"quality", "quality", 100_000, []string{"#### Targets", "| dynamic |", "| headroom |", "Scenario B", "Scenario C", "| best fixed split |"}, ""},
 		{"too few jobs for the warm-up", "quality", 20_000, nil, "no job arrived after the warm-up of 20m0s"},
 		{"oscillation", "oscillation", 1, []string{"### Settling after a load step", "| dead_band=0 | 2 |"}, ""},
 		{"unknown table", "fast", 1000, nil, `-table "fast"`},
