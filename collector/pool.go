@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +59,43 @@ type Sample struct {
 	CPUCount                  float64
 	MemBytes                  float64
 	HasCPU                    bool // false when the source could not measure CPU this time
+	Signals                   Signals
+}
+
+// Signals are the optional load signals of a sample (push protocol version 2). Each is
+// meaningful only with its Has flag: absent is not zero.
+type Signals struct {
+	// ServiceCPU is the CPU the service's own processes used, as a fraction of CPUCount.
+	ServiceCPU    float64
+	HasServiceCPU bool
+	// CPUPressure is the fraction of the interval in which some task waited for a CPU (PSI
+	// "some"); PressureCgroup says it is the cgroup's own rather than the host's.
+	CPUPressure    float64
+	HasPressure    bool
+	PressureCgroup bool
+	// Throttled is the fraction of CFS periods in which the cgroup hit its quota.
+	Throttled    float64
+	HasThrottled bool
+	// HasHealthLatency says Health.Latency is a measured check time.
+	HasHealthLatency bool
+}
+
+// Names lists the signals present, comma-separated in a fixed order ("service_cpu,cpu_pressure");
+// "none" when none is.
+func (s Signals) Names() string {
+	var names []string
+	for _, x := range []struct {
+		on   bool
+		name string
+	}{{s.HasServiceCPU, "service_cpu"}, {s.HasPressure, "cpu_pressure"}, {s.HasThrottled, "throttled"}, {s.HasHealthLatency, "health_latency"}} {
+		if x.on {
+			names = append(names, x.name)
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ",")
 }
 
 // Health is one health-check result.
@@ -79,6 +117,10 @@ type State struct {
 	Conns         float64 // smoothed
 	CPUCount      float64
 	MemBytes      float64
+	// Signals holds the optional signals of the latest sample, ServiceCPU smoothed like CPU.
+	// A signal the latest sample lacked is absent, whatever earlier ones said: a stale
+	// pidfile must not leave the weighting on a value from before.
+	Signals       Signals
 	LastReport    time.Time // zero when none yet
 	LastHealth    Health
 	ConsecFail    int
@@ -99,6 +141,7 @@ type backend struct {
 	mem      weights.EWMA
 	net      weights.EWMA
 	conns    weights.EWMA
+	svcCPU   weights.EWMA
 	// The newest push report applied: a report of the same boot with a
 	// lower seq arrived late (UDP reordering) and must not undo it.
 	applied      bool
@@ -208,6 +251,7 @@ func (p *Pool) expireTombs(now time.Time) {
 
 func (p *Pool) resetMetrics(b *backend) {
 	b.cpu, b.mem, b.net, b.conns = weights.NewEWMA(p.cfg.Alpha), weights.NewEWMA(p.cfg.Alpha), weights.NewEWMA(p.cfg.Alpha), weights.NewEWMA(p.cfg.Alpha)
+	b.svcCPU = weights.NewEWMA(p.cfg.Alpha)
 	b.st.HasMetrics = false
 }
 
@@ -318,6 +362,14 @@ func (p *Pool) observe(b *backend, now time.Time, s Sample) {
 	b.st.Mem = b.mem.Add(clamp(s.MemUtil))
 	b.st.Net = b.net.Add(clamp(s.NetUtil))
 	b.st.Conns = b.conns.Add(max(s.Conns, 0))
+	sig := s.Signals
+	if sig.HasServiceCPU {
+		sig.ServiceCPU = b.svcCPU.Add(clamp(sig.ServiceCPU))
+	} else {
+		b.svcCPU.Reset()
+	}
+	sig.CPUPressure, sig.Throttled = clamp(sig.CPUPressure), clamp(sig.Throttled)
+	b.st.Signals = sig
 	if s.CPUCount > 0 {
 		b.st.CPUCount = s.CPUCount
 	}
@@ -366,8 +418,11 @@ func (p *Pool) check(b *backend, now time.Time, h Health) {
 // resetMetricsKeepLast forgets the smoothed history of a recovering backend (its old load says
 // nothing about the new process) but keeps the latest sample as the new starting point.
 func (p *Pool) resetMetricsKeepLast(b *backend) {
-	cpu, mem, net, conns := b.st.CPU, b.st.Mem, b.st.Net, b.st.Conns
+	cpu, mem, net, conns, sig := b.st.CPU, b.st.Mem, b.st.Net, b.st.Conns, b.st.Signals
 	p.resetMetrics(b)
+	if sig.HasServiceCPU {
+		b.svcCPU.Add(sig.ServiceCPU)
+	}
 	b.cpu.Add(cpu)
 	b.mem.Add(mem)
 	b.net.Add(net)

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"testing"
 	"time"
@@ -342,5 +343,37 @@ func TestLateReportChangesNoState(t *testing.T) {
 				t.Errorf("late %d reports %d, want %d and %d (late reports are counted)", got.LateReports, got.Reports, tt.late, before.Reports+uint64(len(tt.steps)))
 			}
 		})
+	}
+}
+
+// TestSignalsSmoothedAndAbsentNotZero: the service's own CPU is smoothed like CPU, and a
+// sample without it makes it absent at once (a stale pidfile must not leave the weighting on
+// an old value), after which it starts afresh.
+func TestSignalsSmoothedAndAbsentNotZero(t *testing.T) {
+	c := newClock()
+	var trans []Transition
+	p := newPool(c, &trans)
+	own := func(v float64, ok bool) Sample {
+		return Sample{CPUUtil: 0.8, HasCPU: true, CPUCount: 2, MemBytes: 1 << 30,
+			Signals: Signals{ServiceCPU: v, HasServiceCPU: ok, CPUPressure: 0.1, HasPressure: true, PressureCgroup: true}}
+	}
+	steps := []struct {
+		s       Sample
+		want    float64
+		present bool
+		names   string
+	}{
+		{own(0.2, true), 0.2, true, "service_cpu,cpu_pressure"},
+		{own(0.4, true), 0.3, true, "service_cpu,cpu_pressure"}, // alpha 0.5
+		{own(0, false), 0, false, "cpu_pressure"},
+		{own(0.6, true), 0.6, true, "service_cpu,cpu_pressure"}, // afresh, not 0.45
+		{Sample{CPUUtil: 0.5, HasCPU: true}, 0, false, "none"},
+	}
+	for i, st := range steps {
+		p.Observe("a", st.s)
+		s, _ := p.Get("a")
+		if s.Signals.HasServiceCPU != st.present || math.Abs(s.Signals.ServiceCPU-st.want) > 1e-12 || s.Signals.Names() != st.names {
+			t.Fatalf("step %d: signals %+v (%s), want service cpu %v present %v, names %q", i, s.Signals, s.Signals.Names(), st.want, st.present, st.names)
+		}
 	}
 }

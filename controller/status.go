@@ -53,8 +53,11 @@ func printStatus(w io.Writer, services []balancer.ServiceView) {
 			slots = "slots=fallback (not proportional)"
 		}
 		fmt.Fprintf(w, "service %s  %s:%d  mode=%s group=%d policy=%s %s%s\n", s.Name, s.VIP, s.Port, s.Mode, s.GroupID, s.Policy, slots, panic)
+		if s.PolicyFallback != "" {
+			fmt.Fprintf(w, "  policy fallback: %s\n", s.PolicyFallback)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "BACKEND\tSTATE\tCPU\tMEM\tCONNS\tLS\tC\tAL\tLEARNED\tREPORT AGE\tWEIGHT\tSHARE\tSLOTS\tREALISED\t")
+		fmt.Fprintln(tw, "BACKEND\tSTATE\tCPU\tOWN CPU\tMEM\tCONNS\tLS\tC\tAL\tHEADROOM\tLEARNED\tREPORT AGE\tWEIGHT\tSHARE\tSLOTS\tREALISED\tSIGNALS\t")
 		for _, b := range s.Backends {
 			age := "never"
 			if b.LastReportAge >= 0 {
@@ -65,9 +68,16 @@ func printStatus(w io.Writer, services []balancer.ServiceView) {
 				share = float64(b.AppliedWeight) / float64(s.Total)
 			}
 			e := b.Explanation
-			fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%.1f%%\t%.0f\t%.3f\t%.2f\t%.3f\t%.2f\t%s\t%d\t%.1f%%\t%d\t%.1f%%\t\n",
-				b.Name, b.State, 100*b.CPU, 100*b.Mem, b.Conns, e.LS, e.C, e.AL, e.Learned, age, b.AppliedWeight, 100*share,
-				b.Slots, 100*b.RealisedShare)
+			own, headroom := "—", "—" // absent, not zero
+			if b.ServiceCPU != nil {
+				own = fmt.Sprintf("%.1f%%", 100**b.ServiceCPU)
+			}
+			if e.Used != "" && e.Avail > 0 {
+				headroom = fmt.Sprintf("%.3f", e.Headroom)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%.1f%%\t%.0f\t%.3f\t%.2f\t%.3f\t%s\t%.2f\t%s\t%d\t%.1f%%\t%d\t%.1f%%\t%s\t\n",
+				b.Name, b.State, 100*b.CPU, own, 100*b.Mem, b.Conns, e.LS, e.C, e.AL, headroom, e.Learned, age, b.AppliedWeight, 100*share,
+				b.Slots, 100*b.RealisedShare, b.Signals)
 		}
 		tw.Flush()
 		fmt.Fprintln(w)

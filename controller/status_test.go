@@ -74,3 +74,37 @@ func TestPrintStatusShares(t *testing.T) {
 		t.Errorf("status without a switch:\n%s", out.String())
 	}
 }
+
+// TestPrintStatusSignals: the table shows which signals each backend reports, the service's
+// own CPU only where it was measured (absent is a dash, not 0 %), and why the headroom policy
+// fell back.
+func TestPrintStatusSignals(t *testing.T) {
+	own := 0.25
+	svc := balancer.ServiceView{Name: "web", Total: 1000, Policy: "headroom",
+		PolicyFallback: "headroom needs the service's own CPU and 1 of 2 live backends do not report it: 1/AL used",
+		Backends: []balancer.BackendView{
+			{Name: "with", Signals: "service_cpu,cpu_pressure", ServiceCPU: &own},
+			{Name: "without", Signals: "none"},
+		}}
+	var out strings.Builder
+	printStatus(&out, []balancer.ServiceView{svc})
+	lines := strings.Split(out.String(), "\n")
+	var with, without string
+	for _, l := range lines {
+		switch f := strings.Fields(l); {
+		case len(f) > 0 && f[0] == "with":
+			with = l
+		case len(f) > 0 && f[0] == "without":
+			without = l
+		}
+	}
+	if !strings.Contains(with, "25.0%") || !strings.Contains(with, "service_cpu,cpu_pressure") {
+		t.Errorf("backend with service CPU: %q", with)
+	}
+	if !strings.Contains(without, "—") || !strings.Contains(without, "none") || strings.Contains(without, "25.0%") {
+		t.Errorf("backend without service CPU: %q", without)
+	}
+	if !strings.Contains(out.String(), "policy fallback: headroom needs") {
+		t.Errorf("no fallback line:\n%s", out.String())
+	}
+}

@@ -112,6 +112,7 @@ func (s *service) compute(states map[string]*collector.State) bool {
 			in.Status, in.WarmupElapsed, in.HasMetrics = st.Status, st.WarmupElapsed, st.HasMetrics
 			in.CPU, in.Mem, in.Net, in.Conns = st.CPU, st.Mem, st.Net, st.Conns
 			in.CPUCount, in.MemBytes = st.CPUCount, st.MemBytes
+			in.ServiceCPU, in.HasServiceCPU = st.Signals.ServiceCPU, st.Signals.HasServiceCPU
 		}
 		s.in[j] = in
 	}

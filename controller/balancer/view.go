@@ -3,20 +3,24 @@ package balancer
 import (
 	"time"
 
+	"flowweight/collector"
 	"flowweight/weights"
 )
 
 // ServiceView is what the API, the dashboard and `controller status` show of one service.
 type ServiceView struct {
-	Name     string        `json:"name"`
-	VIP      string        `json:"vip"`
-	Port     int           `json:"port"`
-	Mode     string        `json:"mode"`
-	GroupID  int           `json:"group_id"`
-	Policy   string        `json:"policy"`
-	Panic    bool          `json:"panic"`
-	Total    int           `json:"total"`
-	Backends []BackendView `json:"backends"`
+	Name    string `json:"name"`
+	VIP     string `json:"vip"`
+	Port    int    `json:"port"`
+	Mode    string `json:"mode"`
+	GroupID int    `json:"group_id"`
+	Policy  string `json:"policy"`
+	// PolicyFallback says why the headroom policy ran as 1/AL (a backend without the
+	// service's own CPU); empty when it did not.
+	PolicyFallback string        `json:"policy_fallback,omitempty"`
+	Panic          bool          `json:"panic"`
+	Total          int           `json:"total"`
+	Backends       []BackendView `json:"backends"`
 	// SlotTable is the number of slots of the service's select-group table on the first
 	// connected switch (docs/dataplane.md, "Exact shares"); 0 while no switch is connected.
 	SlotTable int `json:"slot_table"`
@@ -53,6 +57,16 @@ type BackendView struct {
 	// is Slots / SlotTable: what the switch really does with new connections.
 	Slots         int     `json:"slots"`
 	RealisedShare float64 `json:"realised_share"`
+	// Signals lists the optional signals of the backend's latest report ("service_cpu,
+	// cpu_pressure"; "none"), and the values of those present: absent is not zero.
+	Signals     string   `json:"signals"`
+	ServiceCPU  *float64 `json:"service_cpu,omitempty"`
+	CPUPressure *float64 `json:"cpu_pressure,omitempty"`
+	// PressureScope is "cgroup" or "host", with CPUPressure.
+	PressureScope string   `json:"pressure_scope,omitempty"`
+	Throttled     *float64 `json:"throttled,omitempty"`
+	// HealthLatency is the last health check's time in seconds, when measured.
+	HealthLatency *float64 `json:"health_latency_seconds,omitempty"`
 }
 
 // Point is one entry of a backend's recent history, for the dashboard's chart.
@@ -78,7 +92,7 @@ func (b *Balancer) servicesView() []ServiceView {
 	out := make([]ServiceView, 0, len(b.services))
 	for _, s := range b.services {
 		v := ServiceView{Name: s.cfg.Name, VIP: s.cfg.VIP, Port: s.cfg.Port, Mode: s.cfg.Mode, GroupID: s.cfg.GroupID,
-			Policy: string(s.tuning.Policy), Panic: s.result.Panic, Total: s.result.Total}
+			Policy: string(s.tuning.Policy), PolicyFallback: s.result.FallbackReason(), Panic: s.result.Panic, Total: s.result.Total}
 		for j, be := range s.cfg.Backends {
 			bv := BackendView{Name: be.Name, IP: be.IP, Port: be.Port, Source: be.Source, State: "unknown", LastReportAge: -1,
 				ThroughputBps: s.books[j].throughput}
@@ -93,6 +107,7 @@ func (b *Balancer) servicesView() []ServiceView {
 					bv.LastReportAge = now.Sub(st.LastReport).Seconds()
 				}
 				bv.ProbeDrain, bv.OperatorDrain = st.ProbeDrain, st.OperatorDrain
+				signalsView(&bv, st)
 				switch {
 				case st.LastHealth.OK:
 					bv.Health = "ok"
@@ -113,6 +128,28 @@ func (b *Balancer) servicesView() []ServiceView {
 		out = append(out, v)
 	}
 	return out
+}
+
+// signalsView fills the optional signals of the latest report, leaving absent ones nil.
+func signalsView(bv *BackendView, st *collector.State) {
+	sig := st.Signals
+	bv.Signals = sig.Names()
+	val := func(x float64) *float64 { return &x }
+	if sig.HasServiceCPU {
+		bv.ServiceCPU = val(sig.ServiceCPU)
+	}
+	if sig.HasPressure {
+		bv.CPUPressure, bv.PressureScope = val(sig.CPUPressure), "host"
+		if sig.PressureCgroup {
+			bv.PressureScope = "cgroup"
+		}
+	}
+	if sig.HasThrottled {
+		bv.Throttled = val(sig.Throttled)
+	}
+	if sig.HasHealthLatency {
+		bv.HealthLatency = val(st.LastHealth.Latency.Seconds())
+	}
 }
 
 // Drain drains or undrains a backend by name (the API's call).
