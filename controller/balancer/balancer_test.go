@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -437,5 +438,51 @@ func TestClampLoggedOncePerTransition(t *testing.T) {
 	}
 	if got := counterValues(t, m, "flowweight_capacity_clamps_total", "resource")["cpu"]; got != 11 {
 		t.Fatalf("clamps_total %v, want 11 (every entry counted)", got)
+	}
+}
+
+// TestThroughputSmoothedLikeTheCPU: per-backend throughput is smoothed with the tuning's
+// alpha (learned capacity divides it by a smoothed utilisation), and a period without a
+// counter makes it unknown and restarts the smoothing.
+func TestThroughputSmoothedLikeTheCPU(t *testing.T) {
+	b, err := New(testConfig(t, ""), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dpid = 7
+	b.switches[dpid] = &switchState{}
+	s := b.services[0]
+	cookie := dataplane.MakeCookie(s.index, 0, dataplane.KindReturn)
+	at := time.Unix(1e9, 0)
+	var total uint64
+	alpha := s.tuning.Alpha
+	steps := []struct {
+		bytes   uint64 // bytes in the second before this reading; 0 with present false: no counter
+		present bool
+		want    float64
+	}{
+		{0, true, 0}, // the first reading only sets the baseline
+		{1000, true, 1000},
+		{2000, true, 1000 + alpha*1000},
+		{0, false, 0},
+		{500, true, 0}, // the counter is back: a new baseline
+		{500, true, 500},
+	}
+	for i, st := range steps {
+		at = at.Add(time.Second)
+		c := switchCounts{dpid: dpid, at: at, bytes: map[uint64]uint64{}}
+		if st.present {
+			total += st.bytes
+			c.bytes[cookie] = total
+		} else {
+			b.switches[dpid].counters = nil // a reconnect forgets the baseline
+		}
+		b.mu.Lock()
+		b.measureThroughputLocked([]switchCounts{c})
+		got := s.books[0].throughput
+		b.mu.Unlock()
+		if math.Abs(got-st.want) > 1e-9 {
+			t.Fatalf("step %d: throughput %v, want %v", i, got, st.want)
+		}
 	}
 }

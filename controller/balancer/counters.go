@@ -70,7 +70,14 @@ func (b *Balancer) measureThroughputLocked(counts []switchCounts) {
 	}
 	for _, s := range b.services {
 		for j := range s.books {
-			s.books[j].throughput = rate[dataplane.MakeCookie(s.index, uint16(j), dataplane.KindReturn)]
+			bk := &s.books[j]
+			r, ok := rate[dataplane.MakeCookie(s.index, uint16(j), dataplane.KindReturn)]
+			if !ok { // no counter this period: unknown, and the smoothing starts afresh
+				bk.thr.Reset()
+				bk.throughput = 0
+				continue
+			}
+			bk.throughput = bk.thr.Add(r)
 		}
 	}
 }

@@ -64,7 +64,11 @@ func (s *service) anyUnknown(states map[string]*collector.State) bool {
 type book struct {
 	learned    float64
 	prevShare  float64
-	throughput float64 // bytes/s measured from the switch's per-backend return flow
+	throughput float64 // bytes/s measured from the switch's per-backend return flow, smoothed
+	// thr smooths the throughput like the pool smooths the CPU it is divided by when capacity
+	// is learned: a raw period's bytes over a smoothed utilisation made the learned factors
+	// noisy enough to overload the fastest backend near saturation (docs/weights.md).
+	thr weights.EWMA
 }
 
 func newService(cfg *config.Config, s *config.Service, i int, old *service) *service {
@@ -75,6 +79,9 @@ func newService(cfg *config.Config, s *config.Service, i int, old *service) *ser
 		svc.index = uint16(s.GroupID) // stable across reorderings of the file
 	}
 	svc.books = make([]book, len(s.Backends))
+	for j := range svc.books {
+		svc.books[j].thr = weights.NewEWMA(svc.tuning.Alpha)
+	}
 	svc.in = make([]weights.Backend, len(s.Backends))
 	if old != nil {
 		// Keep what was learned for backends that remain, so a reload does not reset capacity
