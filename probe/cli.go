@@ -194,15 +194,16 @@ func runAgent(cfg config.Config, stderr io.Writer) int {
 		Interval:  cfg.Interval,
 		Jitter:    cfg.Jitter,
 		DrainFile: cfg.DrainFile,
+		Sources:   sources,
+		Sender:    sender,
+		Clock:     agent.RealClock{},
+		Rand:      randFloat,
+		Log:       log,
+		BootNonce: agent.NewBootNonce(),
+
 		// Only a check that can fail needs the fast pace; without a URL it never starts.
 		FastInterval: cfg.Health.FastInterval,
 		FastRise:     cfg.Health.FastRise,
-		Sources:      sources,
-		Sender:       sender,
-		Clock:        agent.RealClock{},
-		Rand:         randFloat,
-		Log:          log,
-		BootNonce:    agent.NewBootNonce(),
 	}
 	if checker != nil {
 		a.Health = checker

@@ -91,16 +91,18 @@ const MinHealthFastInterval = 10 * time.Millisecond
 
 // Collector configures the metric sources and the backend state machine.
 type Collector struct {
-	PushListen    string        `toml:"push_listen"`    // UDP address for probe reports; default ":7946"
-	KeyFile       string        `toml:"key_file"`       // one HMAC key shared by every probe without a key_file of its own (key_mode "shared"; warned: any probe's key then speaks for every backend)
-	SecretFile    string        `toml:"secret_file"`    // controller secret: each probe's key is derived from it and the backend name (`controller key` prints it); key_mode "derived"
-	KeyMode       string        `toml:"key_mode"`       // "derived" (secret_file) or "shared" (key_file); default: derived when secret_file is set, shared when only key_file is
-	ClockSkew     time.Duration `toml:"clock_skew"`     // accepted difference between probe and collector clocks; default "30s"
-	StaleAfter    time.Duration `toml:"stale_after"`    // no report for this long -> stale (weight 0); default "15s"
-	FailThreshold int           `toml:"fail_threshold"` // consecutive failed health checks -> down; default 3
-	RiseThreshold int           `toml:"rise_threshold"` // consecutive good checks to come back (into warm-up); default 2
-	PollInterval  time.Duration `toml:"poll_interval"`  // SNMP poll and collector-side health check period; default "5s"
-	HealthTimeout time.Duration `toml:"health_timeout"` // collector-side HTTP health check timeout; default "2s"
+	PushListen     string        `toml:"push_listen"`     // UDP address for probe reports; default ":7946"
+	KeyFile        string        `toml:"key_file"`        // one HMAC key shared by every probe without a key_file of its own (key_mode "shared"; warned: any probe's key then speaks for every backend)
+	SecretFile     string        `toml:"secret_file"`     // controller secret: each probe's key is derived from it and the backend name (`controller key` prints it); key_mode "derived"
+	KeyMode        string        `toml:"key_mode"`        // "derived" (secret_file) or "shared" (key_file); default: derived when secret_file is set, shared when only key_file is
+	ClockSkew      time.Duration `toml:"clock_skew"`      // accepted difference between probe and collector clocks; default "30s"
+	StaleAfter     time.Duration `toml:"stale_after"`     // no report for this long -> stale (weight 0); default "15s"
+	FailThreshold  int           `toml:"fail_threshold"`  // consecutive failed health checks -> down; default 3
+	RiseThreshold  int           `toml:"rise_threshold"`  // consecutive good checks to come back (into warm-up); default 2
+	PollInterval   time.Duration `toml:"poll_interval"`   // SNMP poll and collector-side health check period; default "5s"
+	HealthTimeout  time.Duration `toml:"health_timeout"`  // collector-side HTTP health check timeout; default "2s"
+	ThroughputFrom string        `toml:"throughput_from"` // "switch" (per-backend flow counters, default) or "none"
+
 	// HealthFastInterval is how often the collector re-checks an SNMP backend's health URL
 	// (the URL alone; SNMP is still polled every PollInterval) after a failed check, until
 	// RiseThreshold checks in a row pass: fail_threshold failures then take
@@ -110,7 +112,6 @@ type Collector struct {
 	// faster pace would win little, while each SNMP backend that is down costs the
 	// collector 4 checks a second over the network.
 	HealthFastInterval time.Duration `toml:"health_fast_interval"`
-	ThroughputFrom     string        `toml:"throughput_from"` // "switch" (per-backend flow counters, default) or "none"
 }
 
 // Service is one virtual IP balanced over backends.

@@ -62,19 +62,7 @@ type Agent struct {
 	Key       []byte
 	Interval  time.Duration
 	// Jitter: each wait is Interval·(1 + Jitter·(2u−1)) with u from Rand, uniform in [0,1).
-	Jitter float64
-	// FastInterval is the pace after a failed health check (HAProxy's fastinter): the
-	// collector needs several failed checks in a row, one per report, before it takes the
-	// backend out, and at Interval those alone would take whole intervals. After a failure the
-	// loop checks and reports every FastInterval, counted from the end of the last report so
-	// that no two are closer even when one check is slow and the next quick, until FastRise
-	// checks in a row have passed, so that a recovery reaches the collector's rise_threshold
-	// as quickly. Load is still sampled every Interval; the reports between carry the last
-	// sample (see tick). Zero, or not below Interval: off, every report waits Interval.
-	FastInterval time.Duration
-	// FastRise is the number of passing checks in a row that ends the fast pace; below 1
-	// counts as 1.
-	FastRise  int
+	Jitter    float64
 	DrainFile string // drained while it exists; "" disables the file
 
 	Sources []Source
@@ -87,6 +75,19 @@ type Agent struct {
 	BootNonce uint64
 	// Stat reports whether a file exists; default os.Stat.
 	Stat func(name string) (fs.FileInfo, error)
+
+	// FastInterval is the pace after a failed health check (HAProxy's fastinter): the
+	// collector needs several failed checks in a row, one per report, before it takes the
+	// backend out, and at Interval those alone would take whole intervals. After a failure the
+	// loop checks and reports every FastInterval, counted from the end of the last report so
+	// that no two are closer even when one check is slow and the next quick, until FastRise
+	// checks in a row have passed, so that a recovery reaches the collector's rise_threshold
+	// as quickly. Load is still sampled every Interval; the reports between carry the last
+	// sample (see tick). Zero, or not below Interval: off, every report waits Interval.
+	FastInterval time.Duration
+	// FastRise is the number of passing checks in a row that ends the fast pace; below 1
+	// counts as 1.
+	FastRise int
 
 	Stats Stats
 
