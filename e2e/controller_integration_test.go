@@ -28,7 +28,7 @@ var (
 
 // buildAll builds the controller, probe and backendd once per test binary into a
 // temporary directory (never the source tree).
-func buildAll(t *testing.T) scenario.Binaries {
+func buildAll(t testing.TB) scenario.Binaries {
 	t.Helper()
 	binsOnce.Do(func() {
 		binsDir, binsErr = os.MkdirTemp("", "fw-e2e-bin-")
@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 
 // startScenario starts a scenario in a short temp dir, logs the lab into the test log, and
 // on failure dumps flows, groups, the API and every log.
-func startScenario(t *testing.T, o scenario.Options) *scenario.Scenario {
+func startScenario(t testing.TB, o scenario.Options) *scenario.Scenario {
 	t.Helper()
 	o.Bins = buildAll(t)
 	dir, err := os.MkdirTemp("", "fwe2e-")
@@ -82,7 +82,7 @@ func startScenario(t *testing.T, o scenario.Options) *scenario.Scenario {
 	return s
 }
 
-type testLog struct{ t *testing.T }
+type testLog struct{ t testing.TB }
 
 func (w testLog) Write(p []byte) (int, error) {
 	w.t.Logf("%s", bytes.TrimRight(p, "\n"))

@@ -291,7 +291,7 @@ func TestFaultSNMPAgentGone(t *testing.T) {
 }
 
 // waitWarm waits until every backend is up (past warm-up).
-func waitWarm(t *testing.T, s *scenario.Scenario) {
+func waitWarm(t testing.TB, s *scenario.Scenario) {
 	t.Helper()
 	_, err := waitFor(30*time.Second, func() error {
 		v, err := s.Service()

@@ -28,8 +28,10 @@ const usage = `Usage:
 
 The probe samples CPU, memory, established connections on the service ports, optional NIC
 throughput and an HTTP health check of the local service every interval, and sends one
-HMAC-authenticated UDP datagram to the collector. With [agent_check] listen set, it also
-answers HAProxy's agent check with up/down, ready/drain and a weight percentage.
+HMAC-authenticated UDP datagram to the collector. After a failed check it checks and
+reports every health.fast_interval until health.fast_rise checks in a row pass. With
+[agent_check] listen set, it also answers HAProxy's agent check with up/down, ready/drain
+and a weight percentage.
 
 Signals to a running probe:
   SIGUSR1   drain now (reported at once)
@@ -198,12 +200,17 @@ func runAgent(cfg config.Config, stderr io.Writer) int {
 		Rand:      randFloat,
 		Log:       log,
 		BootNonce: agent.NewBootNonce(),
+
+		// Only a check that can fail needs the fast pace; without a URL it never starts.
+		FastInterval: cfg.Health.FastInterval,
+		FastRise:     cfg.Health.FastRise,
 	}
 	if checker != nil {
 		a.Health = checker
 	}
 	log.Info("probe started", "collector", cfg.Collector, "interval", cfg.Interval, "scope", cfg.Scope,
-		"service_ports", cfg.ServicePorts, "health_url", cfg.Health.URL, "agent_check", cfg.AgentCheck.Listen)
+		"service_ports", cfg.ServicePorts, "health_url", cfg.Health.URL, "fast_interval", cfg.Health.FastInterval,
+		"agent_check", cfg.AgentCheck.Listen)
 	if err := a.Run(ctx, drain); err != nil {
 		log.Error("probe stopped", "err", err)
 		return 1

@@ -13,8 +13,9 @@
 #   peers            bash scripts/bench-peers.sh                       (docs/benchmarks.md)
 #   probe-footprint  scripts/probe-footprint.sh                        (docs/benchmarks.md)
 #   lab              go run ./e2e/bench                                (docs/benchmarks.md)
+#   detect           go test -tags integration -bench KillDetection ./e2e/ (docs/design.md, "Failure detection time")
 #
-# About 15 minutes on this 2-core machine when the lab switch is free (the lab steps wait for
+# About 20 minutes on this 2-core machine when the lab switch is free (the lab steps wait for
 # the host-wide lab lock while another test holds it). Logs go to OUT (default a new temp dir);
 # the summary lists every step with its status and time and the lines worth reading.
 #
@@ -31,7 +32,7 @@ ONLY=${ONLY:-}
 LAB_RUN=${LAB_RUN:-share,disruption,quality,hidden}
 mkdir -p "$OUT"
 
-steps=(weights sim-bench report push snmp probe-sample ofswitch fwsim peers probe-footprint lab)
+steps=(weights sim-bench report push snmp probe-sample ofswitch fwsim peers probe-footprint lab detect)
 declare -A cmd=(
 	[weights]="go test -run '^\$' -bench Compute -benchmem -benchtime 1000x -count 2 ./weights"
 	[sim-bench]="go test -run '^\$' -bench RunDynamic -benchtime 5x -count 2 ./weights/sim/"
@@ -44,6 +45,7 @@ declare -A cmd=(
 	[peers]="bash scripts/bench-peers.sh"
 	[probe-footprint]="DURATION=\${FOOTPRINT_DURATION:-30} bash scripts/probe-footprint.sh"
 	[lab]="go run ./e2e/bench -run $LAB_RUN -conns 1500 -measure 15s"
+	[detect]="go test -count=1 -tags integration -run '^\$' -bench KillDetection -benchtime 1x -timeout 20m -v ./e2e/"
 )
 # What the summary shows of each log.
 declare -A pick=(
@@ -51,6 +53,7 @@ declare -A pick=(
 	[peers]='^(#|\||[A-Za-z].*:)'
 	[probe-footprint]='(RSS|HWM|CPU|cpu|%)'
 	[lab]='^(#|\||Pool)'
+	[detect]='(Benchmark|kill +[0-9]+:|target|ok|FAIL)'
 )
 
 declare -A status secs

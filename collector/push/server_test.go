@@ -602,3 +602,52 @@ func TestServeSources(t *testing.T) {
 		})
 	}
 }
+
+// A probe at its fastest health pace (probe/config.MinFastInterval, 10 ms) is accepted whole,
+// even on a network that delivers every datagram twice: the duplicates are replays and are
+// charged to the source's failure budget (DefaultSourceFailRate, 20 a second, well below 100),
+// but a source whose last good report for the backend came from that address is never shed
+// nor put on the kernel drop list.
+// At the default fast_interval of 100 ms even the duplicates alone (10 a second) stay inside
+// the budget.
+func TestFastProbeAccepted(t *testing.T) {
+	tests := []struct {
+		name   string
+		every  time.Duration
+		copies int
+	}{
+		{"100ms", 100 * time.Millisecond, 1},
+		{"100ms duplicated", 100 * time.Millisecond, 2},
+		{"10ms duplicated", 10 * time.Millisecond, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := testEpoch
+			sink := &nopSink{}
+			s, err := New(Config{Listen: "127.0.0.1:0", KeyFor: keyFor, Now: func() time.Time { return now }}, sink)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			from := netip.MustParseAddrPort("192.0.2.7:4000")
+			const reports = 3000
+			for seq := uint64(1); seq <= reports; seq++ {
+				now = testEpoch.Add(time.Duration(seq) * tt.every)
+				b := mkDatagram(t, "a", seq, now, keyA)
+				for range tt.copies {
+					s.handle(b, from)
+				}
+			}
+			rej := s.Rejected()
+			if sink.n != reports || rej[ReasonShed] != 0 {
+				t.Errorf("accepted %d of %d, rejected %v", sink.n, reports, rej)
+			}
+			if want := uint64(reports * (tt.copies - 1)); rej[report.ReasonReplay] != want {
+				t.Errorf("%d replays counted, want %d", rej[report.ReasonReplay], want)
+			}
+			if len(s.drops.entries) != 0 {
+				t.Errorf("the probe's address was put on the kernel drop list: %v", s.drops.entries)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"flowweight/collector"
@@ -34,9 +35,10 @@ func (b *Balancer) startSNMP() {
 			}
 		}
 	}
-	interval, timeout := b.cfg.Collector.PollInterval, b.cfg.Collector.HealthTimeout
+	c := b.cfg.Collector
+	tm := snmpTiming{interval: c.PollInterval, timeout: c.HealthTimeout, fast: c.HealthFastInterval, rise: c.RiseThreshold}
 	for name, src := range b.pollers {
-		if be, ok := want[name]; !ok || specOf(be, interval, timeout) != src.spec {
+		if be, ok := want[name]; !ok || specOf(be, tm) != src.spec {
 			src.cancel()
 			delete(b.pollers, name)
 		}
@@ -46,22 +48,30 @@ func (b *Balancer) startSNMP() {
 			continue
 		}
 		ctx, cancel := context.WithCancel(b.ctx)
-		b.pollers[name] = &snmpSource{cancel: cancel, spec: specOf(be, interval, timeout)}
+		b.pollers[name] = &snmpSource{cancel: cancel, spec: specOf(be, tm)}
 		b.srcWG.Add(1)
 		go func() {
 			defer b.srcWG.Done()
-			b.runSNMP(ctx, be, interval, timeout)
+			b.runSNMP(ctx, be, tm)
 		}()
 	}
 }
 
-func specOf(be config.Backend, interval, timeout time.Duration) string {
-	t := be.SNMPTarget()
-	return t.Address + "|" + t.Version + "|" + t.Community + "|" + t.User + "|" + t.AuthPassphrase + "|" + t.PrivPassphrase +
-		"|" + be.HealthURL + "|" + interval.String() + "|" + timeout.String() + "|" + t.Timeout.String()
+// snmpTiming is the part of [collector] an SNMP source runs with.
+type snmpTiming struct {
+	interval, timeout, fast time.Duration
+	rise                    int
 }
 
-func (b *Balancer) runSNMP(ctx context.Context, be config.Backend, interval, timeout time.Duration) {
+func specOf(be config.Backend, tm snmpTiming) string {
+	t := be.SNMPTarget()
+	return t.Address + "|" + t.Version + "|" + t.Community + "|" + t.User + "|" + t.AuthPassphrase + "|" + t.PrivPassphrase +
+		"|" + be.HealthURL + "|" + tm.interval.String() + "|" + tm.timeout.String() + "|" + t.Timeout.String() +
+		"|" + tm.fast.String() + "|" + strconv.Itoa(tm.rise)
+}
+
+// runSNMP polls be and checks its health URL on the schedule of a checkPace until ctx ends.
+func (b *Balancer) runSNMP(ctx context.Context, be config.Backend, tm snmpTiming) {
 	log := b.log.With("backend", be.Name, "source", "snmp")
 	poller, err := snmp.NewPoller(be.SNMPTarget())
 	if err != nil {
@@ -69,33 +79,46 @@ func (b *Balancer) runSNMP(ctx context.Context, be config.Backend, interval, tim
 		return
 	}
 	defer poller.Close()
-	checker, err := health.New(probecfg.Health{URL: be.HealthURL, Timeout: timeout, ExpectStatus: "200-399"})
+	checker, err := health.New(probecfg.Health{URL: be.HealthURL, Timeout: tm.timeout, ExpectStatus: "200-399"})
 	if err != nil {
 		log.Error("health check not started", "err", err)
 		return
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		pctx, cancel := context.WithTimeout(ctx, interval)
-		s, err := poller.Poll(pctx)
-		cancel()
+	pace := newCheckPace(tm.interval, tm.fast, tm.rise)
+	check := func() {
+		r := checker.Check(ctx)
 		if ctx.Err() != nil {
-			return
+			return // stopping: a check cut short says nothing about the backend
 		}
-		if err != nil {
-			// An unreachable or refusing agent counts as a failed check.
-			b.metrics.snmpErrors.WithLabelValues(be.Name).Inc()
-			log.Warn("snmp poll failed", "err", err)
-			b.pool.CheckResult(be.Name, collector.Health{OK: false, Err: err.Error()})
+		pace.checked(r.OK)
+		b.pool.CheckResult(be.Name, collector.Health{OK: r.OK, Status: int(r.Status), Latency: r.Latency, Err: r.Err})
+	}
+	for {
+		if pace.step(time.Now()) {
+			pctx, cancel := context.WithTimeout(ctx, tm.interval)
+			s, err := poller.Poll(pctx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				// An unreachable or refusing agent counts as a failed check.
+				b.metrics.snmpErrors.WithLabelValues(be.Name).Inc()
+				log.Warn("snmp poll failed", "err", err)
+				pace.pollFailed()
+				b.pool.CheckResult(be.Name, collector.Health{OK: false, Err: err.Error()})
+			} else {
+				b.pool.Observe(be.Name, collector.Sample{CPUUtil: s.CPUUtil, HasCPU: s.CPUKnown, MemUtil: s.MemUtil,
+					Conns: float64(s.Conns), CPUCount: s.CPUCount, MemBytes: float64(s.MemBytes)})
+				check()
+			}
 		} else {
-			b.pool.Observe(be.Name, collector.Sample{CPUUtil: s.CPUUtil, HasCPU: s.CPUKnown, MemUtil: s.MemUtil,
-				Conns: float64(s.Conns), CPUCount: s.CPUCount, MemBytes: float64(s.MemBytes)})
-			r := checker.Check(ctx)
-			b.pool.CheckResult(be.Name, collector.Health{OK: r.OK, Status: int(r.Status), Latency: r.Latency, Err: r.Err})
+			check() // the fast pace: the health URL alone
 		}
+		t := time.NewTimer(pace.wait(time.Now()))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}

@@ -85,6 +85,10 @@ func (Secret) MarshalText() ([]byte, error) { return []byte("[redacted]"), nil }
 // Reveal returns the secret itself, for the one place that compares it.
 func (s Secret) Reveal() string { return string(s) }
 
+// MinHealthFastInterval is the shortest collector.health_fast_interval: below it the checks of
+// a backend that is down, not the backend, become the load.
+const MinHealthFastInterval = 10 * time.Millisecond
+
 // Collector configures the metric sources and the backend state machine.
 type Collector struct {
 	PushListen     string        `toml:"push_listen"`     // UDP address for probe reports; default ":7946"
@@ -98,6 +102,16 @@ type Collector struct {
 	PollInterval   time.Duration `toml:"poll_interval"`   // SNMP poll and collector-side health check period; default "5s"
 	HealthTimeout  time.Duration `toml:"health_timeout"`  // collector-side HTTP health check timeout; default "2s"
 	ThroughputFrom string        `toml:"throughput_from"` // "switch" (per-backend flow counters, default) or "none"
+
+	// HealthFastInterval is how often the collector re-checks an SNMP backend's health URL
+	// (the URL alone; SNMP is still polled every PollInterval) after a failed check, until
+	// RiseThreshold checks in a row pass: fail_threshold failures then take
+	// (fail_threshold−1) of these rather than of poll intervals (HAProxy's fastinter).
+	// [10ms, poll_interval]; equal to poll_interval switches it off. Default "250ms": the
+	// first failure is still poll_interval/2 away on average (2.5 s at the default), so a
+	// faster pace would win little, while each SNMP backend that is down costs the
+	// collector 4 checks a second over the network.
+	HealthFastInterval time.Duration `toml:"health_fast_interval"`
 }
 
 // Service is one virtual IP balanced over backends.
@@ -155,7 +169,7 @@ func Default() Config {
 			IdleTimeout: 30 * time.Second, MaxHeaderBytes: 32 << 10, MaxBodyBytes: 4 << 10, MaxConnections: 64},
 		Collector: Collector{PushListen: ":7946", ClockSkew: 30 * time.Second, StaleAfter: 15 * time.Second,
 			FailThreshold: 3, RiseThreshold: 2, PollInterval: 5 * time.Second, HealthTimeout: 2 * time.Second,
-			ThroughputFrom: "switch"},
+			HealthFastInterval: 250 * time.Millisecond, ThroughputFrom: "switch"},
 		Weighting: weights.DefaultTuning(),
 	}
 }
@@ -328,6 +342,11 @@ func (c *Config) Validate() error {
 	positive(&p, "collector.stale_after", c.Collector.StaleAfter)
 	positive(&p, "collector.poll_interval", c.Collector.PollInterval)
 	positive(&p, "collector.health_timeout", c.Collector.HealthTimeout)
+	if f := c.Collector.HealthFastInterval; f < MinHealthFastInterval {
+		p.Addf("collector.health_fast_interval", "%v is below the minimum %v (write durations as strings, e.g. \"250ms\")", f, MinHealthFastInterval)
+	} else if f > c.Collector.PollInterval && c.Collector.PollInterval > 0 {
+		p.Addf("collector.health_fast_interval", "%v is longer than poll_interval %v: it is the faster pace after a failed check", f, c.Collector.PollInterval)
+	}
 	if c.Collector.FailThreshold < 1 || c.Collector.FailThreshold > 100 {
 		p.Addf("collector.fail_threshold", "%d outside [1,100]", c.Collector.FailThreshold)
 	}

@@ -41,7 +41,7 @@ func ControllerTOML(o Options, sock, keyFile string, capacities []float64, mode 
 // service port, the health URL on the backend's own address, pushing to the controller.
 func ProbeTOML(o Options, name, ip, cgroupPath, keyFile, drainFile string) string {
 	timeout := min(o.ProbeInterval/2, time.Second)
-	return fmt.Sprintf(`backend_id = %q
+	text := fmt.Sprintf(`backend_id = %q
 collector = %q
 key_file = %q
 interval = %q
@@ -57,4 +57,8 @@ url = "http://%s:%d/health"
 timeout = %q
 `, name, fmt.Sprintf("%s:%d", o.addr(ctlHost), PushPort), keyFile, o.ProbeInterval.String(), cgroupPath,
 		BackendPort, drainFile, ip, BackendPort, timeout.String())
+	if o.ProbeFastInterval > 0 {
+		text += fmt.Sprintf("fast_interval = %q\n", o.ProbeFastInterval.String())
+	}
+	return text
 }

@@ -294,6 +294,23 @@ func (b *Backend) StopHTTP() error {
 	return nil
 }
 
+// KillHTTP ends the backend's backendd with SIGKILL, as a crash would: no graceful close, new
+// connections refused at once. It returns when the process has exited.
+func (b *Backend) KillHTTP() error {
+	b.mu.Lock()
+	p := b.http
+	b.mu.Unlock()
+	if p == nil || p.Exited() {
+		return fmt.Errorf("scenario: backend %s: backendd not running", b.Name)
+	}
+	_ = p.Signal(sigCONT) // a frozen process dies all the same, but say so plainly
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("scenario: backend %s: %w", b.Name, err)
+	}
+	<-p.Done()
+	return nil
+}
+
 // Freeze stops the backend's backendd with SIGSTOP: connections hang, health checks time out.
 func (b *Backend) Freeze() error { return b.signalHTTP(sigSTOP) }
 

@@ -64,6 +64,9 @@ type Options struct {
 	Work int
 	// ProbeInterval is the probes' report interval; default 1s.
 	ProbeInterval time.Duration
+	// ProbeFastInterval is the probes' health.fast_interval, the pace after a failed check;
+	// 0 leaves the probe's default (100ms).
+	ProbeFastInterval time.Duration
 	// UpdatePeriod, ReadbackPeriod, StaleAfter, Warmup: controller tuning; defaults
 	// 1s, 2s, 4s, 6s.
 	UpdatePeriod, ReadbackPeriod, StaleAfter, Warmup time.Duration

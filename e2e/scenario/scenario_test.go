@@ -80,8 +80,15 @@ func TestControllerTOMLLoads(t *testing.T) {
 }
 
 func TestProbeTOMLLoads(t *testing.T) {
-	for _, interval := range []time.Duration{time.Second, 300 * time.Millisecond, 5 * time.Second} {
-		o := Options{Dir: "/x", Net: 3, ProbeInterval: interval}
+	tests := []struct{ interval, fast, wantFast time.Duration }{
+		{time.Second, 0, 100 * time.Millisecond}, // the probe's default
+		{300 * time.Millisecond, 0, 100 * time.Millisecond},
+		{5 * time.Second, 0, 100 * time.Millisecond},
+		{time.Second, 50 * time.Millisecond, 50 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		interval := tt.interval
+		o := Options{Dir: "/x", Net: 3, ProbeInterval: interval, ProbeFastInterval: tt.fast}
 		if err := o.fill(); err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +107,7 @@ func TestProbeTOMLLoads(t *testing.T) {
 			t.Fatalf("interval %v: the probe rejects the scenario's config: %v\n%s", interval, err, text)
 		}
 		if c.Interval != interval || c.Collector != "10.77.3.2:7946" || c.Health.URL != "http://10.77.3.11:8080/health" ||
-			!slices.Equal(c.ServicePorts, []int{BackendPort}) || c.Health.Timeout > interval {
+			!slices.Equal(c.ServicePorts, []int{BackendPort}) || c.Health.Timeout > interval || c.Health.FastInterval != tt.wantFast {
 			t.Errorf("interval %v: probe config %+v", interval, c)
 		}
 	}

@@ -76,6 +76,19 @@ type Agent struct {
 	// Stat reports whether a file exists; default os.Stat.
 	Stat func(name string) (fs.FileInfo, error)
 
+	// FastInterval is the pace after a failed health check (HAProxy's fastinter): the
+	// collector needs several failed checks in a row, one per report, before it takes the
+	// backend out, and at Interval those alone would take whole intervals. After a failure the
+	// loop checks and reports every FastInterval, counted from the end of the last report so
+	// that no two are closer even when one check is slow and the next quick, until FastRise
+	// checks in a row have passed, so that a recovery reaches the collector's rise_threshold
+	// as quickly. Load is still sampled every Interval; the reports between carry the last
+	// sample (see tick). Zero, or not below Interval: off, every report waits Interval.
+	FastInterval time.Duration
+	// FastRise is the number of passing checks in a row that ends the fast pace; below 1
+	// counts as 1.
+	FastRise int
+
 	Stats Stats
 
 	seq      uint64
@@ -90,6 +103,12 @@ type Agent struct {
 	absent   map[string]bool // sources whose signal this machine does not offer, logged once
 	memBound string          // the last memory bound logged
 	connsVia string          // the last way of counting connections logged
+
+	dueFull    time.Time // when the next sample is due: the start of the last one + nextWait
+	fastLeft   int       // passing checks still to make at FastInterval; 0: normal pace
+	paced      bool      // the last tick was made at the fast pace
+	healthOK   bool      // the last check's result, for logging transitions
+	healthSeen bool      // a check has been made
 }
 
 // Run samples and reports until ctx ends, then sends one report flagged leaving and returns
@@ -118,11 +137,9 @@ func (a *Agent) Run(ctx context.Context, drain <-chan bool) error {
 		unavailable |= v.Unavailable
 	}
 	a.Log.Info("sampling", "signals", provided&^unavailable, "unavailable", unavailable)
-	var spent time.Duration // how long the last tick took
+	a.dueFull = a.Clock.Now().Add(a.nextWait())
 	for {
-		// The wait counts from the start of the last tick, so a slow health check does not
-		// stretch the period the collector expects (Report.Interval).
-		timer := a.Clock.After(max(a.nextWait()-spent, 0))
+		timer := a.Clock.After(a.wait())
 		select {
 		case <-ctx.Done():
 			a.leave()
@@ -132,12 +149,40 @@ func (a *Agent) Run(ctx context.Context, drain <-chan bool) error {
 				a.drained = d
 				a.Log.Info("drain state changed", "drained", d, "by", "signal")
 			}
-			spent = a.timedTick(ctx)
+			a.paced = a.fast()
+			a.fullTick(ctx)
 		case <-timer:
 			a.pollDrainFile()
-			spent = a.timedTick(ctx)
+			a.paced = a.fast()
+			if a.paced && a.Clock.Now().Before(a.dueFull) {
+				a.tick(ctx, false)
+			} else {
+				a.fullTick(ctx)
+			}
 		}
 	}
+}
+
+// fastOn reports whether the fast pace is configured.
+func (a *Agent) fastOn() bool { return a.FastInterval > 0 && a.FastInterval < a.Interval }
+
+// fast reports whether the next check is due at FastInterval.
+func (a *Agent) fast() bool { return a.fastOn() && a.fastLeft > 0 }
+
+// wait is how long the loop sleeps before the next tick. At the normal pace the next sample
+// is due a jittered interval after the start of the last one, so a slow health check does
+// not stretch the period the collector expects (Report.Interval). At the fast pace it is
+// FastInterval from now, the end of the last tick. Leaving the fast pace, the wait is still
+// at least FastInterval, so the reports never come closer than that.
+func (a *Agent) wait() time.Duration {
+	if a.fast() {
+		return a.FastInterval
+	}
+	w := a.dueFull.Sub(a.Clock.Now())
+	if a.paced {
+		return max(w, a.FastInterval)
+	}
+	return max(w, 0)
 }
 
 func (a *Agent) check() error {
@@ -198,16 +243,44 @@ func (a *Agent) pollDrainFile() {
 	}
 }
 
-func (a *Agent) timedTick(ctx context.Context) time.Duration {
+// fullTick samples, checks and reports, and schedules the next sample.
+func (a *Agent) fullTick(ctx context.Context) {
 	start := a.Clock.Now()
-	a.tick(ctx)
-	return a.Clock.Now().Sub(start)
+	a.tick(ctx, true)
+	a.dueFull = start.Add(a.nextWait())
 }
 
-// tick samples, checks health, and sends one report.
-func (a *Agent) tick(ctx context.Context) {
+// noteHealth runs the fast pace's state and logs health transitions. A failure (re)starts the
+// fast pace for FastRise passing checks; each passing check counts one off.
+func (a *Agent) noteHealth(h health.Result) {
+	if !h.OK {
+		if a.healthOK || !a.healthSeen {
+			a.logLimited("health", "health check failing", "err", h.Err, "status", h.Status, "fast_interval", a.FastInterval)
+		}
+		a.fastLeft = max(a.FastRise, 1)
+	} else {
+		if !a.healthOK && a.healthSeen {
+			if n, ok := a.limiter.allow("health:up"); ok {
+				a.Log.Info("health check passing again", "status", h.Status, "suppressed", n)
+			}
+		}
+		a.fastLeft = max(a.fastLeft-1, 0)
+	}
+	a.healthOK, a.healthSeen = h.OK, true
+}
+
+// tick checks health and sends one report. With resample it runs the samplers first; without
+// (a tick at the fast pace between two samples) the report carries the held values of the
+// last sample: re-sampling at FastInterval would cost a /proc or cgroup read and a netlink
+// dump per check, measure CPU and NIC rates over windows ten times shorter, and count
+// StaleAfter in checks instead of intervals.
+func (a *Agent) tick(ctx context.Context, resample bool) {
 	var v sample.Values
-	for _, s := range a.Sources {
+	sources := a.Sources
+	if !resample {
+		sources = nil
+	}
+	for _, s := range sources {
 		r, err := s.Sampler.Sample(ctx)
 		v.Merge(r)
 		switch {
@@ -233,6 +306,7 @@ func (a *Agent) tick(ctx context.Context) {
 		if ctx.Err() != nil {
 			return // stopping: a check cut short says nothing about the service
 		}
+		a.noteHealth(h)
 		r.HealthStatus, r.HealthLatency, r.HealthError = h.Status, h.Latency, h.Err
 		if !h.OK {
 			r.Flags = 0
@@ -244,11 +318,13 @@ func (a *Agent) tick(ctx context.Context) {
 		}
 		now = a.Clock.Now()
 	}
-	a.logSignals(v)
+	if resample {
+		a.logSignals(v)
+	}
 	if a.drained {
 		r.Flags |= report.FlagDrain
 	}
-	if !a.held.fill(&r, v) {
+	if !a.held.fill(&r, v, resample) {
 		a.Stats.Unsent.Add(1)
 		a.logLimited("capacity", "report not sent: CPU count or memory size never measured")
 		return

@@ -527,3 +527,270 @@ func TestMemBoundLogged(t *testing.T) {
 		t.Errorf("logs:\n%s", logs)
 	}
 }
+
+// healthScript is a health checker that plays results in order, repeating the last, and takes
+// each step's time off the fake clock.
+type healthScript struct {
+	clk   *fakeClock
+	mu    sync.Mutex
+	steps []healthStep
+}
+
+type healthStep struct {
+	ok   bool
+	took time.Duration
+}
+
+func (h *healthScript) Check(context.Context) health.Result {
+	h.mu.Lock()
+	s := h.steps[0]
+	if len(h.steps) > 1 {
+		h.steps = h.steps[1:]
+	}
+	h.mu.Unlock()
+	h.clk.advance(s.took)
+	if s.ok {
+		return health.Result{OK: true, Status: 200, Latency: s.took}
+	}
+	return health.Result{Latency: s.took, Err: "GET http://127.0.0.1/healthz: connection refused"}
+}
+
+func (h *healthScript) set(steps ...healthStep) {
+	h.mu.Lock()
+	h.steps = steps
+	h.mu.Unlock()
+}
+
+// counting counts the samples taken.
+type counting struct {
+	sample.Sampler
+	mu sync.Mutex
+	n  int
+}
+
+func (c *counting) Sample(ctx context.Context) (sample.Values, error) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return c.Sampler.Sample(ctx)
+}
+
+func (c *counting) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+var (
+	up   = healthStep{ok: true}
+	down = healthStep{}
+)
+
+// fastHarness is a probe at a 1 s interval without jitter, 100 ms fast_interval, fast_rise 3,
+// with a scripted health check and a sampler that counts its calls.
+func fastHarness(t *testing.T, steps ...healthStep) (*harness, *healthScript, *counting) {
+	t.Helper()
+	hs := &healthScript{steps: steps}
+	cnt := &counting{}
+	h := start(t, func(a *Agent) {
+		hs.clk = a.Clock.(*fakeClock)
+		cnt.Sampler = a.Sources[0].Sampler
+		a.Sources[0].Sampler = cnt
+		a.Interval, a.Jitter = time.Second, 0
+		a.FastInterval, a.FastRise = 100*time.Millisecond, 3
+		a.Health = hs
+	})
+	return h, hs, cnt
+}
+
+// step lets the loop's next wait pass and returns the wait and the report sent.
+func (h *harness) step() (time.Duration, report.Report) {
+	h.t.Helper()
+	d := <-h.clk.registered
+	h.clk.advance(d)
+	return d, h.recv()
+}
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// The pace through a failure and a recovery: each row is one report, the wait before it and
+// whether it says healthy. The failing check's report goes out in the tick that made it, the
+// next ones every fast_interval until fast_rise checks in a row have passed, then the normal
+// interval resumes counted from the last sample.
+func TestFastPaceThroughFailureAndRecovery(t *testing.T) {
+	h, _, cnt := fastHarness(t, up, up, down, down, down, down, up, up, up, up, up)
+	t0 := h.clk.Now()
+	want := []struct {
+		wait    time.Duration
+		ok      bool
+		sampled bool // the samplers ran for this report
+	}{
+		{ms(1000), true, true},
+		{ms(1000), true, true},
+		{ms(1000), false, true}, // the first failed check, reported at once
+		{ms(100), false, false},
+		{ms(100), false, false}, // the collector's third failure, 200 ms after the first
+		{ms(100), false, false},
+		{ms(100), true, false}, // recovery: the first passing check
+		{ms(100), true, false},
+		{ms(100), true, false}, // fast_rise passes in a row: the fast pace ends
+		{ms(400), true, true},  // 1 s after the sample at 3 s
+		{ms(1000), true, true},
+	}
+	at := t0
+	samples := 1 // the first reading, before the loop
+	for i, w := range want {
+		d, r := h.step()
+		at = at.Add(d)
+		if d != w.wait {
+			t.Errorf("report %d: waited %v, want %v", i, d, w.wait)
+		}
+		if !r.Time.Equal(at) {
+			t.Errorf("report %d: time %v, want %v (sent when checked)", i, r.Time.Sub(t0), at.Sub(t0))
+		}
+		if got := r.Flags&report.FlagHealthOK != 0; got != w.ok {
+			t.Errorf("report %d: healthy %v, want %v", i, got, w.ok)
+		}
+		if r.Seq != uint64(i+1) || r.Interval != time.Second || r.CPUUtil != 0.375 || r.Conns != 17 {
+			t.Errorf("report %d: %+v (want seq %d, the normal interval and the last load)", i, r, i+1)
+		}
+		n := cnt.count()
+		if sampled := n > samples; sampled != w.sampled {
+			t.Errorf("report %d: sampled %v, want %v", i, sampled, w.sampled)
+		}
+		samples = n
+	}
+}
+
+// A service that stays down is checked and reported every fast_interval, and its load is
+// still sampled every interval, not every check.
+func TestFastPaceWhileDownSamplesEveryInterval(t *testing.T) {
+	h, _, cnt := fastHarness(t, down)
+	t0 := h.clk.Now()
+	var times []time.Duration
+	for range 31 {
+		_, r := h.step()
+		times = append(times, r.Time.Sub(t0))
+	}
+	// The first check at 1 s fails; the next 30 follow every 100 ms, to 4 s.
+	for i, got := range times {
+		if want := ms(1000 + 100*i); got != want {
+			t.Errorf("report %d at %v, want %v", i, got, want)
+		}
+	}
+	// The first reading before the loop, then samples at 1, 2, 3 and 4 s.
+	if n := cnt.count(); n != 5 {
+		t.Errorf("%d samples over 3 s of fast checks, want 5", n)
+	}
+}
+
+// Held values age per sample, not per fast check: with the CPU sampler failing while the
+// service is down, 25 fast reports still carry the held utilisation (StaleAfter is 3).
+func TestFastPaceDoesNotAgeHeldValues(t *testing.T) {
+	h, _, _ := fastHarness(t, up, down)
+	h.step()
+	h.src.set(result{sample.Values{Known: sample.FieldCPUCount | sample.FieldMemBytes, CPUCount: 2.5, MemBytes: 4 << 30},
+		errors.New("cpuacct.usage: no such file")})
+	for i := range 25 { // 2 s: two failed samples, fewer than StaleAfter
+		if _, r := h.step(); r.CPUUtil != 0.375 || r.MemUtil != 0.5 {
+			t.Fatalf("report %d: %+v, want the held utilisations", i, r)
+		}
+	}
+}
+
+// A service flapping on every check keeps the fast pace and never goes faster: reports are
+// fast_interval apart, also when a slow check is followed by a quick one.
+func TestFastPaceFlappingIsBounded(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []healthStep
+	}{
+		{"instant checks", []healthStep{down, up}},
+		{"slow then quick", []healthStep{{took: ms(90)}, {ok: true}, {took: ms(60)}, {ok: true, took: ms(5)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var steps []healthStep
+			for range 20 {
+				steps = append(steps, tt.steps...)
+			}
+			h, _, _ := fastHarness(t, append([]healthStep{up}, steps...)...)
+			_, prev := h.step()
+			for i := range len(steps) - 1 {
+				d, r := h.step()
+				if gap := r.Time.Sub(prev.Time); gap < ms(100) {
+					t.Errorf("report %d: %v after the one before, less than fast_interval", i, gap)
+				}
+				if i > 0 && d != ms(100) {
+					t.Errorf("report %d: waited %v while flapping, want fast_interval", i, d)
+				}
+				prev = r
+			}
+		})
+	}
+}
+
+// With a healthy service the fast pace never starts: the cadence is the interval.
+func TestHealthyKeepsInterval(t *testing.T) {
+	h, _, cnt := fastHarness(t, up)
+	for i := range 5 {
+		if d, r := h.step(); d != time.Second || r.Flags != report.FlagHealthOK {
+			t.Errorf("report %d: waited %v, flags %v", i, d, r.Flags)
+		}
+	}
+	if n := cnt.count(); n != 6 {
+		t.Errorf("%d samples for 5 reports, want 6 with the first reading", n)
+	}
+}
+
+// fast_interval not below interval, or unset, switches the fast pace off.
+func TestFastPaceOff(t *testing.T) {
+	for _, fast := range []time.Duration{0, time.Second} {
+		hs := &healthScript{steps: []healthStep{down}}
+		h := start(t, func(a *Agent) {
+			hs.clk = a.Clock.(*fakeClock)
+			a.Interval, a.Jitter, a.FastInterval, a.FastRise, a.Health = time.Second, 0, fast, 3, hs
+		})
+		for i := range 3 {
+			if d, r := h.step(); d != time.Second || r.Flags&report.FlagHealthOK != 0 {
+				t.Errorf("fast_interval %v, report %d: waited %v, flags %v", fast, i, d, r.Flags)
+			}
+		}
+	}
+}
+
+// A failure and a recovery are each logged once, however fast the checks come.
+func TestHealthTransitionsLogged(t *testing.T) {
+	h, _, _ := fastHarness(t, up, down, down, down, up, up, up)
+	for range 7 {
+		h.step()
+	}
+	h.stop()
+	logs := h.logText()
+	if strings.Count(logs, "health check failing") != 1 || strings.Count(logs, "health check passing again") != 1 ||
+		!strings.Contains(logs, "connection refused") {
+		t.Errorf("logs:\n%s", logs)
+	}
+}
+
+// Leaving the fast pace just before a sample is due, the wait is still fast_interval: the
+// last fast check ends at 2.95 s, the sample is due at 3 s, and it waits until 3.05 s.
+func TestLeavingFastPaceKeepsGap(t *testing.T) {
+	steps := []healthStep{up, down}
+	for range 6 {
+		steps = append(steps, down)
+	}
+	steps = append(steps, up, up, healthStep{ok: true, took: ms(50)}, up)
+	h, _, _ := fastHarness(t, steps...)
+	t0 := h.clk.Now()
+	var last report.Report
+	for range len(steps) - 1 {
+		_, last = h.step()
+	}
+	if at := last.Time.Sub(t0); at != ms(2950) {
+		t.Fatalf("last fast report at %v, want 2.95s", at)
+	}
+	if d, r := h.step(); d != ms(100) || r.Time.Sub(last.Time) != ms(100) {
+		t.Errorf("waited %v, report %v after the last fast one; want 100ms", d, r.Time.Sub(last.Time))
+	}
+}

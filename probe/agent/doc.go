@@ -1,5 +1,7 @@
 // Package agent is the probe's loop: every interval (with jitter) it runs the samplers and the
-// health check, builds a report, seals it with the backend's key and sends one datagram.
+// health check, builds a report, seals it with the backend's key and sends one datagram. After
+// a failed check it checks and reports every FastInterval, with the last sample's load, until
+// FastRise checks in a row have passed (Agent.FastInterval).
 //
 // The clock and the sender are small interfaces so that the loop is tested without sleeping
 // and without a network; the wire format is collector/report's. The loop never stops because

@@ -16,13 +16,15 @@ var fields = [...]sample.Field{
 	sample.FieldMemBytes, sample.FieldConns, sample.FieldNetUtil,
 }
 
-// fill writes the values for this interval into r, applying StaleAfter. It returns false
-// when a capacity was never measured, so no report can be built.
-func (h *held) fill(r *report.Report, now sample.Values) bool {
+// fill writes the values for this interval into r, applying StaleAfter. aged says that now is
+// a new sample, so each held field not in it is one interval older; a report between samples
+// (the fast pace) passes false and ages nothing. It returns false when a capacity was never
+// measured, so no report can be built.
+func (h *held) fill(r *report.Report, now sample.Values, aged bool) bool {
 	for i, f := range fields {
 		if now.Has(f) {
 			h.age[i] = 0
-		} else if h.v.Has(f) {
+		} else if h.v.Has(f) && aged {
 			h.age[i]++
 		}
 	}

@@ -43,6 +43,7 @@ func TestDefaultsApplied(t *testing.T) {
 	want.BackendID, want.Collector = "web1", "127.0.0.1:7946"
 	if c.Interval != want.Interval || c.Jitter != want.Jitter || c.Scope != want.Scope ||
 		c.Health.Timeout != want.Health.Timeout || c.Health.ExpectStatus != want.Health.ExpectStatus ||
+		c.Health.FastInterval != 100*time.Millisecond || c.Health.FastRise != 3 ||
 		c.DrainFile != want.DrainFile || c.LogLevel != want.LogLevel || c.AgentCheck != want.AgentCheck {
 		t.Errorf("got %+v, want defaults %+v", c, want)
 	}
@@ -84,6 +85,11 @@ func TestLoadErrors(t *testing.T) {
 		{"status reversed", minimal + "[health]\nexpect_status = \"399-200\"\n", "health.expect_status", "reversed"},
 		{"status range", minimal + "[health]\nexpect_status = \"200-700\"\n", "health.expect_status", "outside"},
 		{"status junk", minimal + "[health]\nexpect_status = \"ok\"\n", "health.expect_status", "not a status"},
+		{"fast interval short", minimal + "[health]\nfast_interval = \"5ms\"\n", "health.fast_interval", "below the minimum 10ms"},
+		{"fast interval integer", minimal + "[health]\nfast_interval = 100\n", "health.fast_interval", "below the minimum"},
+		{"fast interval long", minimal + "interval = \"1s\"\n[health]\nfast_interval = \"1.5s\"\n", "health.fast_interval", "longer than interval 1s"},
+		{"fast rise zero", minimal + "[health]\nfast_rise = 0\n", "health.fast_rise", "outside 1-100"},
+		{"fast rise large", minimal + "[health]\nfast_rise = 101\n", "health.fast_rise", "outside 1-100"},
 		{"status empty", minimal + "[health]\nexpect_status = \"\"\n", "health.expect_status", "empty"},
 		{"drain relative", minimal + "drain_file = \"drain\"\n", "drain_file", "absolute"},
 		{"log level", minimal + "log_level = \"loud\"\n", "log_level", "loud"},
@@ -198,6 +204,28 @@ func TestAgentCheckAccepted(t *testing.T) {
 			}
 			if c.AgentCheck != tt.want {
 				t.Errorf("got %+v, want %+v", c.AgentCheck, tt.want)
+			}
+		})
+	}
+}
+
+// fast_interval may equal interval (which switches the faster pace off) but not exceed it,
+// and the bound follows interval, not the default.
+func TestFastIntervalBounds(t *testing.T) {
+	tests := []struct {
+		name, body string
+		ok         bool
+	}{
+		{"default under shortest interval", "interval = \"100ms\"\n", true},
+		{"equal to interval", "interval = \"1s\"\n[health]\nfast_interval = \"1s\"\n", true},
+		{"minimum", "[health]\nfast_interval = \"10ms\"\n", true},
+		{"above interval", "interval = \"200ms\"\n[health]\nfast_interval = \"250ms\"\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(write(t, minimal+tt.body))
+			if (err == nil) != tt.ok {
+				t.Errorf("error %v, want ok=%v", err, tt.ok)
 			}
 		})
 	}
