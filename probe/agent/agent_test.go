@@ -218,6 +218,7 @@ func TestReportsEveryInterval(t *testing.T) {
 			Interval: 5 * time.Second, Flags: report.FlagHealthOK,
 			CPUUtil: 0.375, CPUCount: 2.5, MemUtil: 0.5, MemBytes: 4 << 30, Conns: 17,
 			HealthLatency: 1500 * time.Microsecond, HealthStatus: 200,
+			Version: report.Version2, // the default the probe sends
 		}
 		if !r.Time.Equal(want.Time) {
 			t.Errorf("seq %d: time %v, want %v", seq, r.Time, want.Time)
