@@ -245,6 +245,7 @@ func (a *Agent) tick(ctx context.Context) {
 		now = a.Clock.Now()
 	}
 	a.logSignals(v)
+	a.fillSignals(&r, v)
 	if a.drained {
 		r.Flags |= report.FlagDrain
 	}
@@ -314,8 +315,8 @@ func (a *Agent) noteUnavailable(source string, err error) bool {
 	return false
 }
 
-// logSignals logs the memory bound and the way connections are counted when they change and, at debug level, the signals the push
-// protocol does not carry yet.
+// logSignals logs the memory bound and the way connections are counted when they change and, at
+// debug level, the sample's signals with the details the push protocol does not carry.
 func (a *Agent) logSignals(v sample.Values) {
 	if v.Has(sample.FieldMemBytes) && v.MemBound != a.memBound {
 		a.memBound = v.MemBound

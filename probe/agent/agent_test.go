@@ -218,7 +218,7 @@ func TestReportsEveryInterval(t *testing.T) {
 			Interval: 5 * time.Second, Flags: report.FlagHealthOK,
 			CPUUtil: 0.375, CPUCount: 2.5, MemUtil: 0.5, MemBytes: 4 << 30, Conns: 17,
 			HealthLatency: 1500 * time.Microsecond, HealthStatus: 200,
-			Version: report.Version2, // the default the probe sends
+			Version: report.Version2, Signals: report.SignalHealthLatency,
 		}
 		if !r.Time.Equal(want.Time) {
 			t.Errorf("seq %d: time %v, want %v", seq, r.Time, want.Time)
@@ -512,6 +512,70 @@ func TestHealthLatencySignal(t *testing.T) {
 		if v.Has(sample.FieldHealthLatency) != tt.want || (tt.want && v.HealthLatency != tt.r.Latency) {
 			t.Errorf("%s: sample %+v", tt.name, v)
 		}
+	}
+}
+
+// The version-2 signals measured this interval travel with their bits; the others are absent,
+// never 0 with a bit, and an impossible value is dropped rather than costing the report.
+func TestReportSignals(t *testing.T) {
+	with := func(mod func(v *sample.Values)) sample.Values {
+		v := full
+		mod(&v)
+		return v
+	}
+	answered := health.Result{OK: true, Status: 200, Latency: 3 * time.Millisecond}
+	tests := []struct {
+		name      string
+		v         sample.Values
+		health    health.Result // zero: no checker
+		want      report.Signals
+		pressure  float64
+		throttled float64
+		latency   time.Duration
+	}{
+		{"nothing but the load", full, health.Result{}, 0, 0, 0, 0},
+		{"host pressure", with(func(v *sample.Values) {
+			v.Known |= sample.FieldCPUPressure
+			v.CPUPressure, v.PressureScope = 0.4, sample.ScopeHost
+		}), health.Result{}, report.SignalCPUPressure, 0.4, 0, 0},
+		{"cgroup pressure and throttling", with(func(v *sample.Values) {
+			v.Known |= sample.FieldCPUPressure | sample.FieldThrottled
+			v.CPUPressure, v.PressureScope, v.Throttled = 0.125, sample.ScopeCgroup, 0.5
+		}), health.Result{}, report.SignalCPUPressure | report.SignalPressureCgroup | report.SignalThrottled, 0.125, 0.5, 0},
+		{"measured zero pressure is present", with(func(v *sample.Values) {
+			v.Known |= sample.FieldCPUPressure
+			v.PressureScope = sample.ScopeHost
+		}), health.Result{}, report.SignalCPUPressure, 0, 0, 0},
+		{"a value without its Known bit stays absent", with(func(v *sample.Values) {
+			v.CPUPressure, v.PressureScope, v.Throttled = 0.9, sample.ScopeCgroup, 0.9
+		}), health.Result{}, 0, 0, 0, 0},
+		{"answered health check", full, answered, report.SignalHealthLatency, 0, 0, 3 * time.Millisecond},
+		{"refused health check keeps its latency, not the signal", full,
+			health.Result{Latency: 40 * time.Microsecond, Err: "connection refused"}, 0, 0, 0, 40 * time.Microsecond},
+		{"out-of-range throttling is dropped", with(func(v *sample.Values) {
+			v.Known |= sample.FieldThrottled | sample.FieldCPUPressure
+			v.Throttled, v.CPUPressure, v.PressureScope = 1.5, 0.25, sample.ScopeHost
+		}), health.Result{}, report.SignalCPUPressure, 0.25, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := start(t, func(a *Agent) {
+				a.Sources = []Source{{"fake", &script{results: []result{{tt.v, nil}}}}}
+				if tt.health != (health.Result{}) {
+					a.Health = fakeHealth{tt.health}
+				}
+			})
+			r := h.tick()
+			if r.Version != report.Version2 || r.Signals != tt.want || r.CPUPressure != tt.pressure ||
+				r.Throttled != tt.throttled || r.ServiceCPU != 0 || r.HealthLatency != tt.latency {
+				t.Errorf("report version %d signals %s pressure %v throttled %v service %v latency %v,\nwant version 2 signals %s pressure %v throttled %v service 0 latency %v",
+					r.Version, r.Signals, r.CPUPressure, r.Throttled, r.ServiceCPU, r.HealthLatency,
+					tt.want, tt.pressure, tt.throttled, tt.latency)
+			}
+			if r.CPUUtil != 0.375 {
+				t.Errorf("cpu_util %v: the load must travel whatever the signals", r.CPUUtil)
+			}
+		})
 	}
 }
 

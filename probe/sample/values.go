@@ -12,8 +12,8 @@ import (
 // Field is a bit naming one measured quantity in Values.
 type Field uint16
 
-// The measured quantities. The first six are the push protocol's fields; the others are
-// measured and kept here for a later protocol version.
+// The measured quantities. The first six are the push protocol's version-1 fields; the others
+// travel as version-2 signals (report.Signals), each only when its bit is set.
 const (
 	FieldCPUUtil Field = 1 << iota
 	FieldCPUCount
