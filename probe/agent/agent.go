@@ -245,7 +245,6 @@ func (a *Agent) tick(ctx context.Context) {
 		now = a.Clock.Now()
 	}
 	a.logSignals(v)
-	a.fillSignals(&r, v)
 	if a.drained {
 		r.Flags |= report.FlagDrain
 	}
@@ -254,6 +253,7 @@ func (a *Agent) tick(ctx context.Context) {
 		a.logLimited("capacity", "report not sent: CPU count or memory size never measured")
 		return
 	}
+	a.fillSignals(&r, v)
 	r.Time = now
 	a.last, a.haveLast = r, true
 	a.send(&r)
@@ -338,6 +338,9 @@ func (a *Agent) logSignals(v sample.Values) {
 	}
 	if v.Has(sample.FieldHealthLatency) {
 		args = append(args, "health_latency", v.HealthLatency)
+	}
+	if v.Has(sample.FieldServiceCPU) {
+		args = append(args, "service_cores", v.ServiceCores)
 	}
 	a.Log.Debug("sample", args...)
 }

@@ -519,7 +519,7 @@ func TestHealthLatencySignal(t *testing.T) {
 // never 0 with a bit, and an impossible value is dropped rather than costing the report.
 func TestReportSignals(t *testing.T) {
 	with := func(mod func(v *sample.Values)) sample.Values {
-		v := full
+		v := full // CPUCount 2.5
 		mod(&v)
 		return v
 	}
@@ -531,31 +531,43 @@ func TestReportSignals(t *testing.T) {
 		want      report.Signals
 		pressure  float64
 		throttled float64
+		service   float64
 		latency   time.Duration
 	}{
-		{"nothing but the load", full, health.Result{}, 0, 0, 0, 0},
-		{"host pressure", with(func(v *sample.Values) {
+		{name: "nothing but the load", v: full},
+		{name: "host pressure", v: with(func(v *sample.Values) {
 			v.Known |= sample.FieldCPUPressure
 			v.CPUPressure, v.PressureScope = 0.4, sample.ScopeHost
-		}), health.Result{}, report.SignalCPUPressure, 0.4, 0, 0},
-		{"cgroup pressure and throttling", with(func(v *sample.Values) {
+		}), want: report.SignalCPUPressure, pressure: 0.4},
+		{name: "cgroup pressure and throttling", v: with(func(v *sample.Values) {
 			v.Known |= sample.FieldCPUPressure | sample.FieldThrottled
 			v.CPUPressure, v.PressureScope, v.Throttled = 0.125, sample.ScopeCgroup, 0.5
-		}), health.Result{}, report.SignalCPUPressure | report.SignalPressureCgroup | report.SignalThrottled, 0.125, 0.5, 0},
-		{"measured zero pressure is present", with(func(v *sample.Values) {
+		}), want: report.SignalCPUPressure | report.SignalPressureCgroup | report.SignalThrottled, pressure: 0.125, throttled: 0.5},
+		{name: "measured zero pressure is present", v: with(func(v *sample.Values) {
 			v.Known |= sample.FieldCPUPressure
 			v.PressureScope = sample.ScopeHost
-		}), health.Result{}, report.SignalCPUPressure, 0, 0, 0},
-		{"a value without its Known bit stays absent", with(func(v *sample.Values) {
-			v.CPUPressure, v.PressureScope, v.Throttled = 0.9, sample.ScopeCgroup, 0.9
-		}), health.Result{}, 0, 0, 0, 0},
-		{"answered health check", full, answered, report.SignalHealthLatency, 0, 0, 3 * time.Millisecond},
-		{"refused health check keeps its latency, not the signal", full,
-			health.Result{Latency: 40 * time.Microsecond, Err: "connection refused"}, 0, 0, 0, 40 * time.Microsecond},
-		{"out-of-range throttling is dropped", with(func(v *sample.Values) {
-			v.Known |= sample.FieldThrottled | sample.FieldCPUPressure
-			v.Throttled, v.CPUPressure, v.PressureScope = 1.5, 0.25, sample.ScopeHost
-		}), health.Result{}, report.SignalCPUPressure, 0.25, 0, 0},
+		}), want: report.SignalCPUPressure},
+		{name: "a value without its Known bit stays absent", v: with(func(v *sample.Values) {
+			v.CPUPressure, v.PressureScope, v.Throttled, v.ServiceCores = 0.9, sample.ScopeCgroup, 0.9, 1
+		})},
+		{name: "service cpu is a fraction of the cpu count", v: with(func(v *sample.Values) {
+			v.Known |= sample.FieldServiceCPU
+			v.ServiceCores = 0.5
+		}), want: report.SignalServiceCPU, service: 0.2},
+		{name: "service cpu above the cpu count is clamped", v: with(func(v *sample.Values) {
+			v.Known |= sample.FieldServiceCPU
+			v.ServiceCores = 4
+		}), want: report.SignalServiceCPU, service: 1},
+		{name: "an idle service is a measured 0", v: with(func(v *sample.Values) {
+			v.Known |= sample.FieldServiceCPU
+		}), want: report.SignalServiceCPU},
+		{name: "answered health check", v: full, health: answered, want: report.SignalHealthLatency, latency: 3 * time.Millisecond},
+		{name: "refused health check keeps its latency, not the signal", v: full,
+			health: health.Result{Latency: 40 * time.Microsecond, Err: "connection refused"}, latency: 40 * time.Microsecond},
+		{name: "out-of-range values are dropped", v: with(func(v *sample.Values) {
+			v.Known |= sample.FieldThrottled | sample.FieldCPUPressure | sample.FieldServiceCPU
+			v.Throttled, v.CPUPressure, v.PressureScope, v.ServiceCores = 1.5, 0.25, sample.ScopeHost, -1
+		}), want: report.SignalCPUPressure, pressure: 0.25},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -567,15 +579,41 @@ func TestReportSignals(t *testing.T) {
 			})
 			r := h.tick()
 			if r.Version != report.Version2 || r.Signals != tt.want || r.CPUPressure != tt.pressure ||
-				r.Throttled != tt.throttled || r.ServiceCPU != 0 || r.HealthLatency != tt.latency {
-				t.Errorf("report version %d signals %s pressure %v throttled %v service %v latency %v,\nwant version 2 signals %s pressure %v throttled %v service 0 latency %v",
+				r.Throttled != tt.throttled || r.ServiceCPU != tt.service || r.HealthLatency != tt.latency {
+				t.Errorf("report version %d signals %s pressure %v throttled %v service %v latency %v,\nwant version 2 signals %s pressure %v throttled %v service %v latency %v",
 					r.Version, r.Signals, r.CPUPressure, r.Throttled, r.ServiceCPU, r.HealthLatency,
-					tt.want, tt.pressure, tt.throttled, tt.latency)
+					tt.want, tt.pressure, tt.throttled, tt.service, tt.latency)
 			}
 			if r.CPUUtil != 0.375 {
 				t.Errorf("cpu_util %v: the load must travel whatever the signals", r.CPUUtil)
 			}
 		})
+	}
+}
+
+// The service's CPU is a fraction of the CPU count the report carries, also when that count
+// is held from an earlier interval because its sampler failed now.
+func TestServiceCPUWithHeldCount(t *testing.T) {
+	svc := &script{results: []result{{sample.Values{}, fmt.Errorf("service cpu: %w", sample.ErrFirstSample)}}}
+	h := start(t, func(a *Agent) { a.Sources = append(a.Sources, Source{"service_cpu", svc}) })
+	if r := h.tick(); r.Signals&report.SignalServiceCPU != 0 {
+		t.Fatalf("first reading: signals %s, want no service_cpu", r.Signals)
+	}
+	h.src.set(result{sample.Values{}, errors.New("cgroup cpu: gone")})
+	svc.set(result{sample.Values{Known: sample.FieldServiceCPU, ServiceCores: 1.25}, nil})
+	r := h.tick()
+	if r.CPUCount != 2.5 || r.Signals&report.SignalServiceCPU == 0 || r.ServiceCPU != 0.5 {
+		t.Errorf("cpu_count %v signals %s service_cpu %v, want 2.5 (held), service_cpu 0.5", r.CPUCount, r.Signals, r.ServiceCPU)
+	}
+	unavailable := fmt.Errorf("service cpu: %w: pidfile /run/web.pid names PID 7, which is not running (stale pidfile)", sample.ErrUnavailable)
+	svc.set(result{sample.Values{Unavailable: sample.FieldServiceCPU}, unavailable})
+	h.tick()
+	if r := h.tick(); r.Signals&report.SignalServiceCPU != 0 || r.ServiceCPU != 0 {
+		t.Errorf("stale pidfile: signals %s service_cpu %v, want it absent", r.Signals, r.ServiceCPU)
+	}
+	h.stop()
+	if logs := h.logText(); strings.Count(logs, "stale pidfile") != 1 {
+		t.Errorf("the stale pidfile is logged %d times, want once:\n%s", strings.Count(logs, "stale pidfile"), logs)
 	}
 }
 

@@ -5,7 +5,8 @@ import (
 	"flowweight/probe/sample"
 )
 
-// fillSignals copies this interval's version-2 signals from v into r and sets their bits.
+// fillSignals copies this interval's version-2 signals from v into r and sets their bits; r's
+// CPU count must be filled in already (held.fill).
 // Unlike the utilisations (see held) a signal is never carried over from an earlier interval
 // nor given a policy value: a signal not measured now is absent, which the collector can tell
 // from zero load. A value outside [0,1] (a sampler bug) is left absent and logged rather than
@@ -38,5 +39,16 @@ func (a *Agent) fillSignals(r *report.Report, v sample.Values) {
 	// The agent merges FieldHealthLatency only for a check the service answered.
 	if v.Has(sample.FieldHealthLatency) {
 		r.Signals |= report.SignalHealthLatency
+	}
+	// The service's CPU travels as a fraction of the CPU count this report gives (held
+	// when this interval's reading failed), so it compares directly with cpu_util.
+	if v.Has(sample.FieldServiceCPU) {
+		if f, ok := sample.ServiceCPUFraction(v.ServiceCores, r.CPUCount); ok {
+			r.Signals |= report.SignalServiceCPU
+			r.ServiceCPU = f
+		} else {
+			a.logLimited("signal:service_cpu", "signal out of range, reported as absent", "signal", "service_cpu",
+				"cores", v.ServiceCores, "cpu_count", r.CPUCount)
+		}
 	}
 }

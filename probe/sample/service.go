@@ -159,9 +159,10 @@ func (s *ServiceCPU) Sample(ctx context.Context) (Values, error) {
 
 // ServiceCPUFraction is cores used as a fraction of cpuCount, clamped to [0,1]: the service
 // can use slightly more than a quota within one window, and a service outside the measured
-// cgroup more than all of it. ok is false when cpuCount is not positive.
+// cgroup more than all of it. ok is false when cpuCount is not positive or cores is negative
+// or NaN, which no measurement gives, so that it is never mistaken for 0.
 func ServiceCPUFraction(cores, cpuCount float64) (frac float64, ok bool) {
-	if !(cpuCount > 0) {
+	if !(cpuCount > 0) || !(cores >= 0) {
 		return 0, false
 	}
 	return clamp01(cores / cpuCount), true

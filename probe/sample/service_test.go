@@ -337,6 +337,8 @@ func TestServiceCPUFraction(t *testing.T) {
 		{0.3, 0.25, 1, true}, // more than the quota within one window
 		{1, 0, 0, false},
 		{1, math.NaN(), 0, false},
+		{math.NaN(), 2, 0, false},
+		{-0.1, 2, 0, false},
 	}
 	for _, tt := range tests {
 		if got, ok := ServiceCPUFraction(tt.cores, tt.count); got != tt.want || ok != tt.ok {
