@@ -80,14 +80,15 @@ func ParseProcStat(data []byte) (ProcStat, error) {
 	return st, nil
 }
 
-// ParsePID parses a pidfile: one positive decimal PID, surrounding white space allowed.
+// ParsePID parses a pidfile: one positive decimal PID (digits only, below 2^31), surrounding
+// white space allowed.
 func ParsePID(data []byte) (int, error) {
 	s := strings.TrimSpace(string(data))
-	pid, err := strconv.Atoi(s)
-	if err != nil || pid <= 0 {
+	pid, err := strconv.ParseUint(s, 10, 31)
+	if err != nil || pid == 0 {
 		return 0, fmt.Errorf("%q is not a PID", truncate(s))
 	}
-	return pid, nil
+	return int(pid), nil
 }
 
 // ServiceCPU samples the CPU time used by the service's own processes, so the collector can

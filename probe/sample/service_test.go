@@ -346,3 +346,50 @@ func TestServiceCPUFraction(t *testing.T) {
 		}
 	}
 }
+
+func TestParsePID(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int // 0: an error
+	}{
+		{"1234\n", 1234},
+		{"  7 ", 7},
+		{"0", 0},
+		{"-3", 0},
+		{"+3", 0},
+		{"12 13", 0},
+		{"", 0},
+		{"2147483648", 0},
+	}
+	for _, tt := range tests {
+		got, err := ParsePID([]byte(tt.in))
+		if tt.want == 0 {
+			if err == nil || !strings.Contains(err.Error(), "is not a PID") {
+				t.Errorf("ParsePID(%q) = %d, %v; want an error", tt.in, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ParsePID(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// FuzzParseProcStat: arbitrary stat files never panic, and an accepted one keeps its fields
+// when the command name is replaced by one full of spaces and parentheses.
+func FuzzParseProcStat(f *testing.F) {
+	f.Add(statLine(42, 7, 11, 5, 1234))
+	f.Add([]byte("9 (sh) R 1 9 9 0 -1 4194304 100 0 0 0 1 2 3 4 20 0 1 0 77"))
+	f.Add([]byte(")"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st, err := ParseProcStat(data)
+		if err != nil {
+			return
+		}
+		end := strings.LastIndexByte(string(data), ')')
+		again, err := ParseProcStat(append([]byte("1 (a) (b c) ) x"), data[end:]...))
+		if err != nil || again != st {
+			t.Fatalf("%q: %+v, with another command name %+v, %v", data, st, again, err)
+		}
+	})
+}
