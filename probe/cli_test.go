@@ -31,6 +31,8 @@ func TestCLI(t *testing.T) {
 	openKey, openDir := writeConfig(t, "")
 	os.Chmod(filepath.Join(openDir, "probe.key"), 0o644)
 	noCgroup, _ := writeConfig(t, "scope = \"cgroup\"\ncgroup_path = \"/not/a/cgroup\"\n")
+	pidfile, _ := writeConfig(t, "[service]\npidfile = \"/run/not-running.pid\"\n") // checked each interval, not at start
+	noServiceCgroup, _ := writeConfig(t, "[service]\ncgroup = \"/not/a/cgroup\"\n")
 	tests := []struct {
 		name   string
 		args   []string
@@ -43,6 +45,8 @@ func TestCLI(t *testing.T) {
 		{"check bad names keys", []string{"-check-config", "-config", bad}, 1, nil, []string{"jitter:", "scope:"}},
 		{"check readable key", []string{"-check-config", "-config", openKey}, 1, nil, []string{"key_file", "readable by others"}},
 		{"check cgroup", []string{"-check-config", "-config", noCgroup}, 1, nil, []string{"cgroup_path", "/not/a/cgroup"}},
+		{"check service pidfile", []string{"-check-config", "-config", pidfile}, 0, []string{"OK"}, nil},
+		{"check service cgroup", []string{"-check-config", "-config", noServiceCgroup}, 1, nil, []string{"service.cgroup", "/not/a/cgroup"}},
 		{"missing config", []string{"-check-config", "-config", "/nonexistent/probe.toml"}, 1, nil, []string{"/nonexistent/probe.toml"}},
 		{"unknown flag", []string{"-bogus"}, 2, nil, []string{"-bogus", "Usage"}},
 		{"unknown command", []string{"-config", good, "dance"}, 2, nil, []string{`"dance"`}},

@@ -61,7 +61,38 @@ func buildSources(cfg config.Config) ([]agent.Source, sample.Cgroup, error) {
 	if cfg.NIC != "" {
 		srcs = append(srcs, agent.Source{Name: "nic", Sampler: &sample.NIC{Name: cfg.NIC, SpeedMbps: cfg.NICSpeedMbps}})
 	}
+	svc, err := buildService(cfg.Service)
+	if err != nil {
+		return nil, cg, err
+	}
+	if svc != nil {
+		srcs = append(srcs, agent.Source{Name: "service_cpu", Sampler: svc})
+	}
 	return srcs, cg, nil
+}
+
+// buildService returns the sampler of the service's own CPU, or nil when [service] names no
+// processes. A unit or cgroup is resolved against the mounts now, so a probe without a cgroup
+// file system says so at start; whether the cgroup exists is checked every interval, since a
+// unit may be started after the probe.
+func buildService(svc config.Service) (*sample.ServiceCPU, error) {
+	switch {
+	case svc.PIDFile != "":
+		return &sample.ServiceCPU{PIDFile: svc.PIDFile}, nil
+	case svc.Unit != "":
+		cg, err := sample.LoadCgroup(svc.UnitCgroup())
+		if err != nil {
+			return nil, fmt.Errorf("service.unit: %w", err)
+		}
+		return &sample.ServiceCPU{Cgroup: cg}, nil
+	case svc.Cgroup != "":
+		cg, err := sample.LoadCgroup(svc.Cgroup)
+		if err != nil {
+			return nil, fmt.Errorf("service.cgroup: %w", err)
+		}
+		return &sample.ServiceCPU{Cgroup: cg}, nil
+	}
+	return nil, nil
 }
 
 // buildHealth returns the health checker, or nil when no URL is configured.

@@ -47,6 +47,7 @@ func mkReport(id string, seq uint64, at time.Time) report.Report {
 		BackendID: id, BootNonce: 0xfeed, Seq: seq, Time: at, Interval: time.Second,
 		Flags: report.FlagHealthOK, CPUUtil: 0.25, CPUCount: 4, MemUtil: 0.5, MemBytes: 1 << 30,
 		Conns: uint32(seq), HealthStatus: 200, HealthLatency: time.Millisecond,
+		Version: report.Version2, Signals: report.SignalHealthLatency,
 	}
 }
 
@@ -139,8 +140,8 @@ func TestServe(t *testing.T) {
 		t.Errorf("from = %s, want %s", got.from, client)
 	}
 
-	v2 := bytes.Clone(a1)
-	v2[2] = 2
+	v3 := bytes.Clone(a1) // the collector speaks versions 1 and 2
+	v3[2] = 3
 	unknown := mkReport("c", 1, testEpoch)
 	unknownB, _ := unknown.AppendSeal(nil, keyA)
 	bad := []struct {
@@ -153,7 +154,7 @@ func TestServe(t *testing.T) {
 		{"truncated", a1[:50], report.ReasonTruncated},
 		{"garbage", bytes.Repeat([]byte("junk"), 40), report.ReasonMalformed},
 		{"oversized", make([]byte, 1000), report.ReasonOversized},
-		{"wrong version", v2, report.ReasonVersion},
+		{"wrong version", v3, report.ReasonVersion},
 		{"unknown backend", unknownB, report.ReasonUnknownBackend},
 		{"clock skew", mkDatagram(t, "a", 3, testEpoch.Add(time.Hour), keyA), report.ReasonClockSkew},
 	}

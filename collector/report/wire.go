@@ -28,19 +28,71 @@ const (
 	knownFlags = FlagHealthOK | FlagDrain | FlagLeaving
 )
 
-// Wire constants of protocol version 1 (docs/push-protocol.md).
+// Signals says which version-2 signals a report carries. A clear bit means absent (not
+// measured, or not available on that machine), never zero load: the collector must be able
+// to tell "no CPU pressure" from "pressure not known". Unknown bits are malformed, for the
+// same reason as unknown Flags.
+type Signals uint16
+
 const (
-	Version     = 1   // the only version this package speaks
-	MaxDatagram = 512 // longer datagrams are ReasonOversized
-	TagSize     = 32  // full HMAC-SHA256, never truncated
+	SignalCPUPressure    Signals = 1 << iota // CPUPressure is set
+	SignalPressureCgroup                     // CPUPressure is the cgroup's own cpu.pressure, not the host's /proc/pressure/cpu (only with SignalCPUPressure)
+	SignalThrottled                          // Throttled is set
+	SignalServiceCPU                         // ServiceCPU is set
+	SignalHealthLatency                      // HealthLatency is a measured health-check time
+
+	knownSignals = SignalCPUPressure | SignalPressureCgroup | SignalThrottled | SignalServiceCPU | SignalHealthLatency
+)
+
+var signalNames = [...]string{"cpu_pressure", "pressure_cgroup", "throttled", "service_cpu", "health_latency"}
+
+// String lists the bits of s by name, comma-separated ("cpu_pressure,throttled"), unknown
+// bits as one hex number; "none" for 0. The names are the ones docs/push-protocol.md uses.
+func (s Signals) String() string {
+	var b strings.Builder
+	for i, n := range signalNames {
+		if s&(1<<i) != 0 {
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(n)
+		}
+	}
+	if rest := s &^ knownSignals; rest != 0 {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%#x", uint16(rest))
+	}
+	if b.Len() == 0 {
+		return "none"
+	}
+	return b.String()
+}
+
+// Wire constants of the push protocol (docs/push-protocol.md). Version 2 is version 1 with a
+// 16-byte extension after the header; a collector accepts both, so probes can be upgraded one
+// at a time after the collectors.
+const (
+	Version1    = 1        // the original layout: no Signals
+	Version2    = 2        // adds Signals, CPUPressure, Throttled and ServiceCPU
+	Version     = Version2 // the version AppendSeal writes for a Report whose Version is 0
+	MaxDatagram = 512      // longer datagrams are ReasonOversized
+	TagSize     = 32       // full HMAC-SHA256, never truncated
 
 	MaxIDLen          = 64  // bytes of BackendID
 	MaxHealthErrorLen = 128 // bytes of HealthError
 	MinKeyLen         = 16  // bytes of key, for AppendSeal, Open and LoadKey
 
-	// HeaderSize is the fixed part before the backend id.
+	// HeaderSize is the fixed header both versions start with; in version 1 the backend id
+	// follows it.
 	HeaderSize = 80
-	// MinDatagram is a header, a one-byte id and the tag.
+	// ExtensionSize is the version-2 extension between the header and the backend id.
+	ExtensionSize = 16
+	// HeaderSizeV2 is the fixed part before the backend id in version 2.
+	HeaderSizeV2 = HeaderSize + ExtensionSize
+	// MinDatagram is the smallest datagram of any version: a version-1 header, a one-byte id
+	// and the tag.
 	MinDatagram = HeaderSize + 1 + TagSize
 
 	magic0, magic1 = 'F', 'W'
@@ -74,7 +126,22 @@ const (
 	offConns     = 72 // 4
 	offStatus    = 76 // 2
 	offReserved2 = 78 // 2, must be 0
+
+	// The version-2 extension.
+	offSignals     = 80 // 2
+	offReserved3   = 82 // 2, must be 0
+	offCPUPressure = 84 // 4, ppb
+	offThrottled   = 88 // 4, ppb
+	offServiceCPU  = 92 // 4, ppb
 )
+
+// headerSize is the fixed part before the backend id of version v, which Frame checked.
+func headerSize(v byte) int {
+	if v == Version1 {
+		return HeaderSize
+	}
+	return HeaderSizeV2
+}
 
 // Report is one probe sample as it travels from probe to collector.
 type Report struct {
@@ -93,6 +160,20 @@ type Report struct {
 	HealthLatency time.Duration
 	HealthStatus  uint16 // HTTP status of the health check, 0 when no response
 	HealthError   string // <=128 bytes, empty when healthy
+
+	// Version is the protocol version the report came in (1 or 2). AppendSeal writes the
+	// version given, and Version (2) when it is 0, so a probe that leaves it unset speaks the
+	// current version; Open sets it. A version-1 report can carry no signal but
+	// SignalHealthLatency, and Open gives a version-1 report SignalHealthLatency exactly when
+	// HealthStatus is not 0 (version 1's rule: only an answered check times the service).
+	Version uint8
+	// Signals says which of the fields below are set, and whether HealthLatency is a
+	// measured health-check time (without SignalHealthLatency it is whatever the check took
+	// to fail, such as its timeout). A field whose bit is clear must be 0.
+	Signals     Signals
+	CPUPressure float64 // [0,1]: fraction of the interval in which some task waited for CPU (PSI "some")
+	Throttled   float64 // [0,1]: fraction of CFS periods in the interval in which the cgroup hit its quota
+	ServiceCPU  float64 // [0,1] of CPUCount: CPU used by the service's own processes
 }
 
 // validID reports whether id is 1..MaxIDLen bytes of [A-Za-z0-9._-]. The
@@ -150,6 +231,42 @@ func (r *Report) Validate() error {
 	case !utf8.ValidString(r.HealthError):
 		return bad("health_error is not valid UTF-8")
 	}
+	return r.validateSignals()
+}
+
+// validateSignals checks the version and the version-2 fields: values only under their bits,
+// so a collector never mistakes an unset field for a measured zero.
+func (r *Report) validateSignals() error {
+	bad := func(format string, args ...any) error {
+		return reject(ReasonMalformed, r.BackendID, format, args...)
+	}
+	s := r.Signals
+	switch {
+	case r.Version > Version2:
+		return bad("version %d: want 1, 2, or 0 for %d", r.Version, Version)
+	case s&^knownSignals != 0:
+		return bad("signals %#04x: unknown bits %#04x", uint16(s), uint16(s&^knownSignals))
+	case s&SignalPressureCgroup != 0 && s&SignalCPUPressure == 0:
+		return bad("signals %s: pressure_cgroup without cpu_pressure", s)
+	case r.Version == Version1 && s&^SignalHealthLatency != 0:
+		return bad("signals %s: version 1 carries only health_latency", s)
+	}
+	for _, f := range [...]struct {
+		name string
+		bit  Signals
+		v    float64
+	}{
+		{"cpu_pressure", SignalCPUPressure, r.CPUPressure},
+		{"throttled", SignalThrottled, r.Throttled},
+		{"service_cpu", SignalServiceCPU, r.ServiceCPU},
+	} {
+		switch {
+		case s&f.bit == 0 && f.v != 0:
+			return bad("%s %v without signal %s: want 0 (absent)", f.name, f.v, f.name)
+		case !unitRange(f.v):
+			return bad("%s %v: want [0,1]", f.name, f.v)
+		}
+	}
 	return nil
 }
 
@@ -178,7 +295,11 @@ func (r *Report) AppendSeal(dst, key []byte) ([]byte, error) {
 	}
 	start := len(dst)
 	be := binary.BigEndian
-	dst = append(dst, magic0, magic1, Version, byte(len(r.BackendID)), byte(len(r.HealthError)), 0)
+	v := r.Version
+	if v == 0 {
+		v = Version
+	}
+	dst = append(dst, magic0, magic1, v, byte(len(r.BackendID)), byte(len(r.HealthError)), 0)
 	dst = be.AppendUint16(dst, uint16(r.Flags))
 	dst = be.AppendUint64(dst, r.BootNonce)
 	dst = be.AppendUint64(dst, r.Seq)
@@ -193,6 +314,13 @@ func (r *Report) AppendSeal(dst, key []byte) ([]byte, error) {
 	dst = be.AppendUint32(dst, r.Conns)
 	dst = be.AppendUint16(dst, r.HealthStatus)
 	dst = be.AppendUint16(dst, 0)
+	if v == Version2 {
+		dst = be.AppendUint16(dst, uint16(r.Signals))
+		dst = be.AppendUint16(dst, 0)
+		dst = be.AppendUint32(dst, toUtil(r.CPUPressure))
+		dst = be.AppendUint32(dst, toUtil(r.Throttled))
+		dst = be.AppendUint32(dst, toUtil(r.ServiceCPU))
+	}
 	dst = append(dst, r.BackendID...)
 	dst = append(dst, r.HealthError...)
 	return hmacSHA256(dst, key, dst[start:]), nil
@@ -266,8 +394,9 @@ func (o *Opener) Open(datagram []byte, keyFor func(backendID string) (key []byte
 	if len(key) < MinKeyLen {
 		return o.fail(ReasonUnknownBackend, id, owned, fmt.Sprintf("configured key is %d bytes, want >= %d", len(key), MinKeyLen))
 	}
+	hdr := headerSize(datagram[offVersion])
 	idLen, errLen := int(datagram[offIDLen]), int(datagram[offErrLen])
-	body := HeaderSize + idLen + errLen
+	body := hdr + idLen + errLen
 	if !verifyMAC(key, datagram[:body], datagram[body:]) {
 		return o.fail(ReasonBadMAC, id, owned, "tag does not verify")
 	}
@@ -277,7 +406,7 @@ func (o *Opener) Open(datagram []byte, keyFor func(backendID string) (key []byte
 	if !cached {
 		o.intern(id)
 	}
-	return o.fields(datagram, id, idLen, body, r)
+	return o.fields(datagram, id, hdr+idLen, body, r)
 }
 
 // Frame runs the checks that need no key (size, magic, version, lengths,
@@ -295,20 +424,21 @@ func Frame(datagram []byte) (id []byte, reason Reason) {
 		return nil, ReasonTruncated
 	case datagram[offMagic] != magic0 || datagram[offMagic+1] != magic1:
 		return nil, ReasonMalformed
-	case datagram[offVersion] != Version:
+	case datagram[offVersion] != Version1 && datagram[offVersion] != Version2:
 		return nil, ReasonVersion
 	}
+	hdr := headerSize(datagram[offVersion])
 	idLen, errLen := int(datagram[offIDLen]), int(datagram[offErrLen])
 	if idLen == 0 || idLen > MaxIDLen || errLen > MaxHealthErrorLen {
 		return nil, ReasonMalformed
 	}
-	if want := HeaderSize + idLen + errLen + TagSize; n != want {
+	if want := hdr + idLen + errLen + TagSize; n != want {
 		if n < want {
 			return nil, ReasonTruncated
 		}
 		return nil, ReasonMalformed
 	}
-	id = datagram[HeaderSize : HeaderSize+idLen]
+	id = datagram[hdr : hdr+idLen]
 	if !validID(id) {
 		return nil, ReasonMalformed
 	}
@@ -328,9 +458,11 @@ func frameError(datagram []byte) error {
 	if datagram[offMagic] != magic0 || datagram[offMagic+1] != magic1 {
 		return reject(ReasonMalformed, "", "bad magic %#02x%02x, want %#02x%02x", datagram[0], datagram[1], magic0, magic1)
 	}
-	if v := datagram[offVersion]; v != Version {
-		return reject(ReasonVersion, "", "version %d, this collector speaks %d", v, Version)
+	v := datagram[offVersion]
+	if v != Version1 && v != Version2 {
+		return reject(ReasonVersion, "", "version %d, this collector speaks %d and %d", v, Version1, Version2)
 	}
+	hdr := headerSize(v)
 	idLen, errLen := int(datagram[offIDLen]), int(datagram[offErrLen])
 	if idLen == 0 || idLen > MaxIDLen {
 		return reject(ReasonMalformed, "", "id length %d, want 1..%d", idLen, MaxIDLen)
@@ -338,14 +470,14 @@ func frameError(datagram []byte) error {
 	if errLen > MaxHealthErrorLen {
 		return reject(ReasonMalformed, "", "health error length %d, want <= %d", errLen, MaxHealthErrorLen)
 	}
-	body := HeaderSize + idLen + errLen
+	body := hdr + idLen + errLen
 	if want := body + TagSize; n != want {
 		if n < want {
-			return reject(ReasonTruncated, "", "datagram is %d bytes, its lengths say %d", n, want)
+			return reject(ReasonTruncated, "", "version-%d datagram is %d bytes, its lengths say %d", v, n, want)
 		}
-		return reject(ReasonMalformed, "", "datagram is %d bytes, its lengths say %d", n, want)
+		return reject(ReasonMalformed, "", "version-%d datagram is %d bytes, its lengths say %d", v, n, want)
 	}
-	if idb := datagram[HeaderSize : HeaderSize+idLen]; !validID(idb) {
+	if idb := datagram[hdr : hdr+idLen]; !validID(idb) {
 		return reject(ReasonMalformed, "", "backend id %q: want [A-Za-z0-9._-]", idb)
 	}
 	return reject(ReasonMalformed, "", "framing") // unreachable while Frame and this agree
@@ -368,14 +500,15 @@ func (o *Opener) fail(reason Reason, id string, owned bool, msg string) error {
 var briefErrors = map[Reason]*Error{
 	ReasonOversized:      {Reason: ReasonOversized, Err: errors.New("datagram too long")},
 	ReasonTruncated:      {Reason: ReasonTruncated, Err: errors.New("datagram shorter than its framing")},
-	ReasonMalformed:      {Reason: ReasonMalformed, Err: errors.New("framing is not a version-1 report")},
+	ReasonMalformed:      {Reason: ReasonMalformed, Err: errors.New("framing is not a version-1 or version-2 report")},
 	ReasonVersion:        {Reason: ReasonVersion, Err: errors.New("a protocol version this collector does not speak")},
 	ReasonUnknownBackend: {Reason: ReasonUnknownBackend, Err: errors.New("no key for the claimed backend id")},
 	ReasonBadMAC:         {Reason: ReasonBadMAC, Err: errors.New("tag does not verify")},
 }
 
-// fields decodes and checks the authenticated header fields.
-func (o *Opener) fields(datagram []byte, id string, idLen, body int, r *Report) error {
+// fields decodes and checks the authenticated header fields; the health error runs from
+// errStart to body.
+func (o *Opener) fields(datagram []byte, id string, errStart, body int, r *Report) error {
 	be := binary.BigEndian
 	bad := func(format string, args ...any) error { return reject(ReasonMalformed, id, format, args...) }
 	if datagram[offReserved] != 0 || be.Uint16(datagram[offReserved2:]) != 0 {
@@ -425,7 +558,15 @@ func (o *Opener) fields(datagram []byte, id string, idLen, body int, r *Report) 
 	if out.HealthStatus = be.Uint16(datagram[offStatus:]); !validStatus(out.HealthStatus) {
 		return bad("health_status %d: want 0 or 100..599", out.HealthStatus)
 	}
-	if errb := datagram[HeaderSize+idLen : body]; len(errb) > 0 {
+	out.Version = datagram[offVersion]
+	if out.Version == Version1 {
+		if out.HealthStatus != 0 {
+			out.Signals = SignalHealthLatency
+		}
+	} else if out, err = extension(datagram, id, out); err != nil {
+		return err
+	}
+	if errb := datagram[errStart:body]; len(errb) > 0 {
 		if !utf8.Valid(errb) {
 			return bad("health_error is not valid UTF-8")
 		}
@@ -435,6 +576,49 @@ func (o *Opener) fields(datagram []byte, id string, idLen, body int, r *Report) 
 	}
 	*r = out
 	return nil
+}
+
+// extension decodes and checks the version-2 extension into out: the same rules as
+// validateSignals, on the wire's integers. It takes out by value and returns it, so that
+// fields' Report stays on the stack.
+func extension(d []byte, id string, out Report) (Report, error) {
+	be := binary.BigEndian
+	bad := func(format string, args ...any) error { return reject(ReasonMalformed, id, format, args...) }
+	if be.Uint16(d[offReserved3:]) != 0 {
+		return out, bad("reserved bytes of the version-2 extension are not zero")
+	}
+	s := Signals(be.Uint16(d[offSignals:]))
+	switch {
+	case s&^knownSignals != 0:
+		return out, bad("signals %#04x: unknown bits %#04x", uint16(s), uint16(s&^knownSignals))
+	case s&SignalPressureCgroup != 0 && s&SignalCPUPressure == 0:
+		return out, bad("signals %s: pressure_cgroup without cpu_pressure", s)
+	}
+	out.Signals = s
+	var vals [3]float64
+	for i, f := range [...]struct {
+		off  int
+		name string
+		bit  Signals
+	}{
+		{offCPUPressure, "cpu_pressure", SignalCPUPressure},
+		{offThrottled, "throttled", SignalThrottled},
+		{offServiceCPU, "service_cpu", SignalServiceCPU},
+	} {
+		if s&f.bit == 0 {
+			if u := be.Uint32(d[f.off:]); u != 0 {
+				return out, bad("%s %d ppb without signal %s: want 0 (absent)", f.name, u, f.name)
+			}
+			continue
+		}
+		v, err := utilField(d, f.off, f.name, id)
+		if err != nil {
+			return out, err
+		}
+		vals[i] = v
+	}
+	out.CPUPressure, out.Throttled, out.ServiceCPU = vals[0], vals[1], vals[2]
+	return out, nil
 }
 
 func utilField(d []byte, off int, name, id string) (float64, error) {

@@ -47,7 +47,21 @@ func sample() Report {
 		NetUtil:       0.01,
 		HealthLatency: 1500 * time.Microsecond,
 		HealthStatus:  200,
+		Version:       Version2,
+		Signals:       SignalCPUPressure | SignalPressureCgroup | SignalThrottled | SignalServiceCPU | SignalHealthLatency,
+		CPUPressure:   0.125,
+		Throttled:     0.25,
+		ServiceCPU:    0.3,
 	}
+}
+
+// sampleV1 is sample as a version-1 report: no signal but health_latency, which version 1
+// implies for an answered check.
+func sampleV1() Report {
+	r := sample()
+	r.Version, r.Signals = Version1, SignalHealthLatency
+	r.CPUPressure, r.Throttled, r.ServiceCPU = 0, 0, 0
+	return r
 }
 
 func seal(t testing.TB, r Report) []byte {
@@ -93,6 +107,25 @@ func TestRoundTrip(t *testing.T) {
 		{"status 599", func(r *Report) { r.HealthStatus = 599 }},
 		{"earliest time", func(r *Report) { r.Time = time.Unix(1, 0).UTC() }},
 		{"time in another zone", func(r *Report) { r.Time = testEpoch.In(time.FixedZone("X", 3600)) }},
+		{"version 2 without signals", func(r *Report) { r.Signals, r.CPUPressure, r.Throttled, r.ServiceCPU = 0, 0, 0, 0 }},
+		{"version 2 host pressure only", func(r *Report) {
+			r.Signals, r.Throttled, r.ServiceCPU = SignalCPUPressure, 0, 0
+		}},
+		{"version 2 bounds of signals", func(r *Report) { r.CPUPressure, r.Throttled, r.ServiceCPU = 0, 1, 1e-9 }},
+		{"version 2 unanswered check keeps its latency", func(r *Report) {
+			r.Signals &^= SignalHealthLatency
+			r.HealthStatus, r.HealthLatency, r.HealthError = 0, 2*time.Second, "timeout"
+		}},
+		{"version 1", func(r *Report) { *r = sampleV1() }},
+		{"version 1 longest id and health error", func(r *Report) {
+			*r = sampleV1()
+			r.BackendID = strings.Repeat("x", MaxIDLen)
+			r.HealthError = strings.Repeat("é", MaxHealthErrorLen/2)
+		}},
+		{"version 1 no response", func(r *Report) {
+			*r = sampleV1()
+			r.Signals, r.HealthStatus, r.HealthError = 0, 0, "connection refused"
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,6 +149,62 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("round trip:\n got %+v\nwant %+v", out, want)
 			}
 		})
+	}
+}
+
+// TestVersionDefaults covers what AppendSeal and Open fill in on their own: version 2 for a
+// Report without a Version, and health_latency for a version-1 report with a response, the
+// only version-1 datagrams whose latency timed the service.
+func TestVersionDefaults(t *testing.T) {
+	tests := []struct {
+		name        string
+		mod         func(r *Report)
+		wantVersion uint8
+		wantSignals Signals
+		wantLen     int // of the sealed datagram
+	}{
+		{"version 0 is sealed as 2", func(r *Report) { r.Version = 0 }, Version2, sample().Signals, HeaderSizeV2 + 5 + TagSize},
+		{"version 1 with a response", func(r *Report) { *r = sampleV1(); r.Signals = 0 }, Version1, SignalHealthLatency, HeaderSize + 5 + TagSize},
+		{"version 1 without a response", func(r *Report) {
+			*r = sampleV1()
+			r.HealthStatus = 0
+		}, Version1, 0, HeaderSize + 5 + TagSize},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := sample()
+			tt.mod(&in)
+			b := seal(t, in)
+			if len(b) != tt.wantLen || b[offVersion] != tt.wantVersion {
+				t.Fatalf("sealed %d bytes of version %d, want %d bytes of version %d", len(b), b[offVersion], tt.wantLen, tt.wantVersion)
+			}
+			var out Report
+			if err := Open(b, keys, &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.Version != tt.wantVersion || out.Signals != tt.wantSignals {
+				t.Errorf("decoded version %d signals %s, want %d %s", out.Version, out.Signals, tt.wantVersion, tt.wantSignals)
+			}
+		})
+	}
+}
+
+func TestSignalsString(t *testing.T) {
+	tests := []struct {
+		s    Signals
+		want string
+	}{
+		{0, "none"},
+		{SignalCPUPressure, "cpu_pressure"},
+		{SignalCPUPressure | SignalThrottled, "cpu_pressure,throttled"},
+		{knownSignals, "cpu_pressure,pressure_cgroup,throttled,service_cpu,health_latency"},
+		{SignalServiceCPU | 1<<15, "service_cpu,0x8000"},
+		{1 << 5, "0x20"},
+	}
+	for _, tt := range tests {
+		if got := tt.s.String(); got != tt.want {
+			t.Errorf("Signals(%#x).String() = %q, want %q", uint16(tt.s), got, tt.want)
+		}
 	}
 }
 
@@ -171,6 +260,19 @@ func TestValidate(t *testing.T) {
 		{"health_status", func(r *Report) { r.HealthStatus = 600 }},
 		{"health_error", func(r *Report) { r.HealthError = strings.Repeat("e", MaxHealthErrorLen+1) }},
 		{"health_error", func(r *Report) { r.HealthError = "bad \xff utf-8" }},
+		{"version 3", func(r *Report) { r.Version = 3 }},
+		{"signals", func(r *Report) { r.Signals |= 1 << 5 }},
+		{"pressure_cgroup without cpu_pressure", func(r *Report) { r.Signals &^= SignalCPUPressure; r.CPUPressure = 0 }},
+		{"version 1 carries only health_latency", func(r *Report) { *r = sampleV1(); r.Signals |= SignalThrottled; r.Throttled = 0.5 }},
+		{"cpu_pressure 0.125 without signal cpu_pressure", func(r *Report) { r.Signals &^= SignalCPUPressure | SignalPressureCgroup }},
+		{"throttled 0.25 without signal throttled", func(r *Report) { r.Signals &^= SignalThrottled }},
+		{"service_cpu 0.3 without signal service_cpu", func(r *Report) { r.Signals &^= SignalServiceCPU }},
+		{"service_cpu 0.3 without signal service_cpu", func(r *Report) { *r = sampleV1(); r.ServiceCPU = 0.3 }},
+		{"cpu_pressure", func(r *Report) { r.CPUPressure = math.NaN() }},
+		{"cpu_pressure", func(r *Report) { r.CPUPressure = 1.0000001 }},
+		{"throttled", func(r *Report) { r.Throttled = -0.5 }},
+		{"throttled", func(r *Report) { r.Throttled = math.Inf(1) }},
+		{"service_cpu", func(r *Report) { r.ServiceCPU = 2 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.field, func(t *testing.T) {
@@ -236,18 +338,25 @@ func TestOpenRejects(t *testing.T) {
 		{"bad magic", func() []byte { b := bytes.Clone(good); b[0] = 'G'; return b }, nil, ReasonMalformed, ""},
 		{"garbage", func() []byte { return bytes.Repeat([]byte{0xa5}, 200) }, nil, ReasonMalformed, ""},
 		{"version 0", func() []byte { b := bytes.Clone(good); b[offVersion] = 0; return b }, nil, ReasonVersion, ""},
-		{"version 2", func() []byte { b := bytes.Clone(good); b[offVersion] = 2; return b }, nil, ReasonVersion, ""},
+		{"version 3", func() []byte { b := bytes.Clone(good); b[offVersion] = 3; return b }, nil, ReasonVersion, ""},
+		{"version 1 with an extension", func() []byte { b := bytes.Clone(good); b[offVersion] = Version1; return b }, nil, ReasonMalformed, ""},
+		{"version 2 without an extension", func() []byte { b := seal(t, sampleV1()); b[offVersion] = Version2; return b }, nil, ReasonTruncated, ""},
+		{"version 2 header only", func() []byte { return good[:HeaderSizeV2] }, nil, ReasonTruncated, ""},
+		{"version 1 tag cut", func() []byte { b := seal(t, sampleV1()); return b[:len(b)-1] }, nil, ReasonTruncated, ""},
+		{"version 1 bad id byte", func() []byte { b := seal(t, sampleV1()); b[HeaderSize] = ' '; return b }, nil, ReasonMalformed, ""},
+		{"version 1 tag flipped", func() []byte { b := seal(t, sampleV1()); b[len(b)-1] ^= 1; return b }, nil, ReasonBadMAC, "web-1"},
+		{"version 1 reserved word", func() []byte { b := seal(t, sampleV1()); b[offReserved2+1] = 1; return reseal(b) }, nil, ReasonMalformed, "web-1"},
 		{"id length 0", func() []byte { b := bytes.Clone(good); b[offIDLen] = 0; return b }, nil, ReasonMalformed, ""},
 		{"id length 65", func() []byte { b := bytes.Clone(good); b[offIDLen] = MaxIDLen + 1; return b }, nil, ReasonMalformed, ""},
 		{"error length 129", func() []byte { b := bytes.Clone(good); b[offErrLen] = MaxHealthErrorLen + 1; return b }, nil, ReasonMalformed, ""},
 		{"lengths longer than datagram", func() []byte { b := bytes.Clone(good); b[offErrLen] = 1; return b }, nil, ReasonTruncated, ""},
-		{"bad id byte", func() []byte { b := bytes.Clone(good); b[HeaderSize] = ' '; return b }, nil, ReasonMalformed, ""},
+		{"bad id byte", func() []byte { b := bytes.Clone(good); b[HeaderSizeV2] = ' '; return b }, nil, ReasonMalformed, ""},
 		{"unknown backend", func() []byte { r := sample(); r.BackendID = "web-9"; return seal(t, r) }, nil, ReasonUnknownBackend, "web-9"},
 		{"short configured key", func() []byte { r := sample(); r.BackendID = "short-key"; return seal(t, r) }, nil, ReasonUnknownBackend, "short-key"},
 		{"no key lookup", func() []byte { return good }, func(string) ([]byte, bool) { return nil, false }, ReasonUnknownBackend, "web-1"},
 		{"wrong key", func() []byte { r := sample(); b, _ := r.AppendSeal(nil, otherKey); return b }, nil, ReasonBadMAC, "web-1"},
 		{"tag flipped", func() []byte { b := bytes.Clone(good); b[len(b)-1] ^= 1; return b }, nil, ReasonBadMAC, "web-1"},
-		{"id swapped", func() []byte { b := bytes.Clone(good); copy(b[HeaderSize:], "web-2"); return b }, nil, ReasonBadMAC, "web-2"},
+		{"id swapped", func() []byte { b := bytes.Clone(good); copy(b[HeaderSizeV2:], "web-2"); return b }, nil, ReasonBadMAC, "web-2"},
 		{"reserved byte", func() []byte { b := bytes.Clone(good); b[offReserved] = 1; return reseal(b) }, nil, ReasonMalformed, "web-1"},
 		{"reserved word", func() []byte { b := bytes.Clone(good); b[offReserved2+1] = 1; return reseal(b) }, nil, ReasonMalformed, "web-1"},
 		{"unknown flag", func() []byte { b := bytes.Clone(good); put16(b, offFlags, 1<<15); return reseal(b) }, nil, ReasonMalformed, "web-1"},
@@ -302,19 +411,72 @@ func TestOpenRejects(t *testing.T) {
 	}
 }
 
+// TestOpenRejectsExtension: each bad version-2 extension, behind a valid tag, is malformed
+// with an error naming the field at fault.
+func TestOpenRejectsExtension(t *testing.T) {
+	tests := []struct {
+		name  string
+		field string // must appear in the error
+		mod   func(b []byte)
+	}{
+		{"reserved", "reserved bytes of the version-2 extension", func(b []byte) { b[offReserved3+1] = 1 }},
+		{"unknown signal", "signals", func(b []byte) { put16(b, offSignals, uint16(knownSignals)+1<<5) }},
+		{"pressure_cgroup alone", "pressure_cgroup without cpu_pressure", func(b []byte) {
+			put16(b, offSignals, uint16(SignalPressureCgroup))
+			put32(b, offCPUPressure, 0)
+			put32(b, offThrottled, 0)
+			put32(b, offServiceCPU, 0)
+		}},
+		{"cpu_pressure without its bit", "cpu_pressure 125000000 ppb without signal", func(b []byte) {
+			put16(b, offSignals, uint16(SignalThrottled|SignalServiceCPU))
+		}},
+		{"throttled without its bit", "throttled 250000000 ppb without signal", func(b []byte) {
+			put16(b, offSignals, uint16(SignalCPUPressure|SignalServiceCPU))
+		}},
+		{"service_cpu without its bit", "service_cpu 300000000 ppb without signal", func(b []byte) {
+			put16(b, offSignals, uint16(SignalCPUPressure|SignalThrottled))
+		}},
+		{"cpu_pressure over 1", "cpu_pressure", func(b []byte) { put32(b, offCPUPressure, utilScale+1) }},
+		{"throttled over 1", "throttled", func(b []byte) { put32(b, offThrottled, math.MaxUint32) }},
+		{"service_cpu over 1", "service_cpu", func(b []byte) { put32(b, offServiceCPU, utilScale+1) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := seal(t, sample())
+			tt.mod(b)
+			var r Report
+			err := Open(reseal(b), keys, &r)
+			if ReasonOf(err) != ReasonMalformed {
+				t.Fatalf("Open: %v, want reason %s", err, ReasonMalformed)
+			}
+			if !strings.Contains(err.Error(), tt.field) {
+				t.Errorf("error %q does not name %q", err, tt.field)
+			}
+			if r != (Report{}) {
+				t.Errorf("r changed on error: %+v", r)
+			}
+		})
+	}
+}
+
 // TestTamperAnyByte flips every bit of every byte of a sealed report: each
 // must be rejected, whatever the reason.
 func TestTamperAnyByte(t *testing.T) {
-	r := sample()
-	r.HealthError = "timeout"
-	good := seal(t, r)
+	for _, r := range []Report{sample(), sampleV1()} {
+		r.HealthError = "timeout"
+		tamper(t, seal(t, r))
+	}
+}
+
+func tamper(t *testing.T, good []byte) {
+	t.Helper()
 	for i := range good {
 		for bit := range 8 {
 			b := bytes.Clone(good)
 			b[i] ^= 1 << bit
 			var out Report
 			if err := Open(b, keys, &out); err == nil {
-				t.Errorf("byte %d bit %d flipped: accepted as %+v", i, bit, out)
+				t.Errorf("version %d, byte %d bit %d flipped: accepted as %+v", good[offVersion], i, bit, out)
 			}
 		}
 	}
@@ -387,7 +549,7 @@ func TestOpenerCache(t *testing.T) {
 
 	// Unauthenticated ids never enter the cache.
 	bad := bytes.Clone(dgrams[0])
-	copy(bad[HeaderSize:], "zz")
+	copy(bad[HeaderSizeV2:], "zz")
 	if err := o.Open(bad, keyFor, &r); ReasonOf(err) != ReasonBadMAC {
 		t.Fatalf("forged id: %v, want bad_mac", err)
 	}
@@ -462,7 +624,7 @@ func TestBriefOpenerNoAllocs(t *testing.T) {
 	if !errors.As(err, &e) || e.BackendID != "web-1" {
 		t.Fatalf("plain Opener: %v, want an error naming web-1", err)
 	}
-	forged[HeaderSize] = 'X' // the id's bytes are reused: the error's copy must not change
+	forged[HeaderSizeV2] = 'X' // the id's bytes are reused: the error's copy must not change
 	if e.BackendID != "web-1" {
 		t.Errorf("the error's backend id shares the datagram's memory: now %q", e.BackendID)
 	}

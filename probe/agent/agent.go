@@ -329,6 +329,7 @@ func (a *Agent) tick(ctx context.Context, resample bool) {
 		a.logLimited("capacity", "report not sent: CPU count or memory size never measured")
 		return
 	}
+	a.fillSignals(&r, v)
 	r.Time = now
 	a.last, a.haveLast = r, true
 	a.send(&r)
@@ -390,8 +391,8 @@ func (a *Agent) noteUnavailable(source string, err error) bool {
 	return false
 }
 
-// logSignals logs the memory bound and the way connections are counted when they change and, at debug level, the signals the push
-// protocol does not carry yet.
+// logSignals logs the memory bound and the way connections are counted when they change and, at
+// debug level, the sample's signals with the details the push protocol does not carry.
 func (a *Agent) logSignals(v sample.Values) {
 	if v.Has(sample.FieldMemBytes) && v.MemBound != a.memBound {
 		a.memBound = v.MemBound
@@ -413,6 +414,9 @@ func (a *Agent) logSignals(v sample.Values) {
 	}
 	if v.Has(sample.FieldHealthLatency) {
 		args = append(args, "health_latency", v.HealthLatency)
+	}
+	if v.Has(sample.FieldServiceCPU) {
+		args = append(args, "service_cores", v.ServiceCores)
 	}
 	a.Log.Debug("sample", args...)
 }

@@ -218,6 +218,7 @@ func TestReportsEveryInterval(t *testing.T) {
 			Interval: 5 * time.Second, Flags: report.FlagHealthOK,
 			CPUUtil: 0.375, CPUCount: 2.5, MemUtil: 0.5, MemBytes: 4 << 30, Conns: 17,
 			HealthLatency: 1500 * time.Microsecond, HealthStatus: 200,
+			Version: report.Version2, Signals: report.SignalHealthLatency,
 		}
 		if !r.Time.Equal(want.Time) {
 			t.Errorf("seq %d: time %v, want %v", seq, r.Time, want.Time)
@@ -511,6 +512,108 @@ func TestHealthLatencySignal(t *testing.T) {
 		if v.Has(sample.FieldHealthLatency) != tt.want || (tt.want && v.HealthLatency != tt.r.Latency) {
 			t.Errorf("%s: sample %+v", tt.name, v)
 		}
+	}
+}
+
+// The version-2 signals measured this interval travel with their bits; the others are absent,
+// never 0 with a bit, and an impossible value is dropped rather than costing the report.
+func TestReportSignals(t *testing.T) {
+	with := func(mod func(v *sample.Values)) sample.Values {
+		v := full // CPUCount 2.5
+		mod(&v)
+		return v
+	}
+	answered := health.Result{OK: true, Status: 200, Latency: 3 * time.Millisecond}
+	tests := []struct {
+		name      string
+		v         sample.Values
+		health    health.Result // zero: no checker
+		want      report.Signals
+		pressure  float64
+		throttled float64
+		service   float64
+		latency   time.Duration
+	}{
+		{name: "nothing but the load", v: full},
+		{name: "host pressure", v: with(func(v *sample.Values) {
+			v.Known |= sample.FieldCPUPressure
+			v.CPUPressure, v.PressureScope = 0.4, sample.ScopeHost
+		}), want: report.SignalCPUPressure, pressure: 0.4},
+		{name: "cgroup pressure and throttling", v: with(func(v *sample.Values) {
+			v.Known |= sample.FieldCPUPressure | sample.FieldThrottled
+			v.CPUPressure, v.PressureScope, v.Throttled = 0.125, sample.ScopeCgroup, 0.5
+		}), want: report.SignalCPUPressure | report.SignalPressureCgroup | report.SignalThrottled, pressure: 0.125, throttled: 0.5},
+		{name: "measured zero pressure is present", v: with(func(v *sample.Values) {
+			v.Known |= sample.FieldCPUPressure
+			v.PressureScope = sample.ScopeHost
+		}), want: report.SignalCPUPressure},
+		{name: "a value without its Known bit stays absent", v: with(func(v *sample.Values) {
+			v.CPUPressure, v.PressureScope, v.Throttled, v.ServiceCores = 0.9, sample.ScopeCgroup, 0.9, 1
+		})},
+		{name: "service cpu is a fraction of the cpu count", v: with(func(v *sample.Values) {
+			v.Known |= sample.FieldServiceCPU
+			v.ServiceCores = 0.5
+		}), want: report.SignalServiceCPU, service: 0.2},
+		{name: "service cpu above the cpu count is clamped", v: with(func(v *sample.Values) {
+			v.Known |= sample.FieldServiceCPU
+			v.ServiceCores = 4
+		}), want: report.SignalServiceCPU, service: 1},
+		{name: "an idle service is a measured 0", v: with(func(v *sample.Values) {
+			v.Known |= sample.FieldServiceCPU
+		}), want: report.SignalServiceCPU},
+		{name: "answered health check", v: full, health: answered, want: report.SignalHealthLatency, latency: 3 * time.Millisecond},
+		{name: "refused health check keeps its latency, not the signal", v: full,
+			health: health.Result{Latency: 40 * time.Microsecond, Err: "connection refused"}, latency: 40 * time.Microsecond},
+		{name: "out-of-range values are dropped", v: with(func(v *sample.Values) {
+			v.Known |= sample.FieldThrottled | sample.FieldCPUPressure | sample.FieldServiceCPU
+			v.Throttled, v.CPUPressure, v.PressureScope, v.ServiceCores = 1.5, 0.25, sample.ScopeHost, -1
+		}), want: report.SignalCPUPressure, pressure: 0.25},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := start(t, func(a *Agent) {
+				a.Sources = []Source{{"fake", &script{results: []result{{tt.v, nil}}}}}
+				if tt.health != (health.Result{}) {
+					a.Health = fakeHealth{tt.health}
+				}
+			})
+			r := h.tick()
+			if r.Version != report.Version2 || r.Signals != tt.want || r.CPUPressure != tt.pressure ||
+				r.Throttled != tt.throttled || r.ServiceCPU != tt.service || r.HealthLatency != tt.latency {
+				t.Errorf("report version %d signals %s pressure %v throttled %v service %v latency %v,\nwant version 2 signals %s pressure %v throttled %v service %v latency %v",
+					r.Version, r.Signals, r.CPUPressure, r.Throttled, r.ServiceCPU, r.HealthLatency,
+					tt.want, tt.pressure, tt.throttled, tt.service, tt.latency)
+			}
+			if r.CPUUtil != 0.375 {
+				t.Errorf("cpu_util %v: the load must travel whatever the signals", r.CPUUtil)
+			}
+		})
+	}
+}
+
+// The service's CPU is a fraction of the CPU count the report carries, also when that count
+// is held from an earlier interval because its sampler failed now.
+func TestServiceCPUWithHeldCount(t *testing.T) {
+	svc := &script{results: []result{{sample.Values{}, fmt.Errorf("service cpu: %w", sample.ErrFirstSample)}}}
+	h := start(t, func(a *Agent) { a.Sources = append(a.Sources, Source{"service_cpu", svc}) })
+	if r := h.tick(); r.Signals&report.SignalServiceCPU != 0 {
+		t.Fatalf("first reading: signals %s, want no service_cpu", r.Signals)
+	}
+	h.src.set(result{sample.Values{}, errors.New("cgroup cpu: gone")})
+	svc.set(result{sample.Values{Known: sample.FieldServiceCPU, ServiceCores: 1.25}, nil})
+	r := h.tick()
+	if r.CPUCount != 2.5 || r.Signals&report.SignalServiceCPU == 0 || r.ServiceCPU != 0.5 {
+		t.Errorf("cpu_count %v signals %s service_cpu %v, want 2.5 (held), service_cpu 0.5", r.CPUCount, r.Signals, r.ServiceCPU)
+	}
+	unavailable := fmt.Errorf("service cpu: %w: pidfile /run/web.pid names PID 7, which is not running (stale pidfile)", sample.ErrUnavailable)
+	svc.set(result{sample.Values{Unavailable: sample.FieldServiceCPU}, unavailable})
+	h.tick()
+	if r := h.tick(); r.Signals&report.SignalServiceCPU != 0 || r.ServiceCPU != 0 {
+		t.Errorf("stale pidfile: signals %s service_cpu %v, want it absent", r.Signals, r.ServiceCPU)
+	}
+	h.stop()
+	if logs := h.logText(); strings.Count(logs, "stale pidfile") != 1 {
+		t.Errorf("the stale pidfile is logged %d times, want once:\n%s", strings.Count(logs, "stale pidfile"), logs)
 	}
 }
 

@@ -89,6 +89,41 @@ type Config struct {
 	LogLevel string `toml:"log_level"`
 	// AgentCheck configures the answer to HAProxy's agent check.
 	AgentCheck AgentCheck `toml:"agent_check"`
+	// Service names the service's own processes, whose CPU is reported as service_cpu so
+	// the collector can tell the service's load from a neighbour's. Optional.
+	Service Service `toml:"service"`
+}
+
+// Service says where the service's processes are: one of the keys, or none (no service_cpu).
+type Service struct {
+	// PIDFile is the absolute path of a file holding the service's main PID; that process
+	// and its descendants are measured. Re-read every interval. Default: empty.
+	PIDFile string `toml:"pidfile"`
+	// Unit is a systemd service unit, "nginx" or "nginx.service"; the CPU of its cgroup,
+	// system.slice/NAME.service under the cgroup mount, is measured. Default: empty.
+	Unit string `toml:"unit"`
+	// Cgroup is a cgroup directory whose CPU is measured, written as cgroup_path is (absolute,
+	// or relative to the hierarchy root). Default: empty.
+	Cgroup string `toml:"cgroup"`
+}
+
+// UnitMaxLen is systemd's limit on a unit name.
+const UnitMaxLen = 255
+
+// unitChars are the characters systemd allows in a unit name.
+const unitChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:-_.@\\"
+
+// UnitCgroup is the cgroup of Unit relative to the hierarchy root: system.slice/NAME.service,
+// where systemd puts system services. "" when Unit is not set.
+func (s Service) UnitCgroup() string {
+	if s.Unit == "" {
+		return ""
+	}
+	name := s.Unit
+	if !strings.HasSuffix(name, ".service") {
+		name += ".service" // as systemctl reads a bare name
+	}
+	return "system.slice/" + name
 }
 
 // AgentCheck configures the TCP port that answers HAProxy's agent check (`agent-check
@@ -264,7 +299,49 @@ func (c Config) Validate() error {
 		p.Add("log_level", err)
 	}
 	c.validateAgentCheck(&p)
+	c.validateService(&p)
 	return p.Err()
+}
+
+// validateService checks [service]: at most one way of finding the processes, each well formed.
+func (c Config) validateService(p *configs.Problems) {
+	s := c.Service
+	var set []string
+	for _, k := range []struct{ key, v string }{{"pidfile", s.PIDFile}, {"unit", s.Unit}, {"cgroup", s.Cgroup}} {
+		if k.v != "" {
+			set = append(set, k.key)
+		}
+	}
+	if len(set) > 1 {
+		p.Addf("service", "%s are all set: give one of pidfile, unit and cgroup", strings.Join(set, " and "))
+	}
+	if s.PIDFile != "" && !filepath.IsAbs(s.PIDFile) {
+		p.Addf("service.pidfile", "%q is not an absolute path", s.PIDFile)
+	}
+	if u := s.Unit; u != "" {
+		base, suffix, dotted := u, "", false
+		if i := strings.LastIndexByte(u, '.'); i >= 0 {
+			base, suffix, dotted = u[:i], u[i+1:], true
+		}
+		switch {
+		case len(u) > UnitMaxLen:
+			p.Addf("service.unit", "%d bytes, at most %d allowed", len(u), UnitMaxLen)
+		case strings.Trim(u, unitChars) != "":
+			p.Addf("service.unit", "%q: a unit name has only letters, digits and \":-_.@\\\"", u)
+		case base == "" || strings.HasSuffix(base, "@"):
+			p.Addf("service.unit", "%q has no name (a template needs an instance: name@instance)", u)
+		case dotted && suffix != "service":
+			p.Addf("service.unit", "%q: only service units are looked up (as system.slice/NAME.service); give another unit's cgroup directory as service.cgroup", u)
+		}
+	}
+	if cg := s.Cgroup; cg != "" {
+		for _, part := range strings.Split(cg, "/") {
+			if part == ".." {
+				p.Addf("service.cgroup", "%q: \"..\" is not allowed in a cgroup path", cg)
+				break
+			}
+		}
+	}
 }
 
 // validateAgentCheck checks [agent_check] whether or not listen is set, so that a table

@@ -106,6 +106,17 @@ func TestLoadErrors(t *testing.T) {
 		{"agent floor", minimal + "[agent_check]\nfloor_percent = 101\n", "agent_check.floor_percent", "outside 0-100"},
 		{"agent unknown key", minimal + "[agent_check]\nport = 8081\n", "agent_check.port", "unknown key"},
 		{"backend id long", strings.Replace(minimal, "web1", strings.Repeat("x", 65), 1), "backend_id", "65 bytes"},
+		{"service two keys", minimal + "[service]\npidfile = \"/run/web.pid\"\nunit = \"web\"\n", "service", "pidfile and unit are all set"},
+		{"service three keys", minimal + "[service]\npidfile = \"/run/web.pid\"\nunit = \"web\"\ncgroup = \"web\"\n", "service", "pidfile and unit and cgroup"},
+		{"service pidfile relative", minimal + "[service]\npidfile = \"web.pid\"\n", "service.pidfile", "absolute"},
+		{"service unit slash", minimal + "[service]\nunit = \"system.slice/web.service\"\n", "service.unit", "only letters"},
+		{"service unit dotted without suffix", minimal + "[service]\nunit = \"org.example.web\"\n", "service.unit", "only service units"},
+		{"service unit socket", minimal + "[service]\nunit = \"web.socket\"\n", "service.unit", "only service units"},
+		{"service unit empty template", minimal + "[service]\nunit = \"web@.service\"\n", "service.unit", "needs an instance"},
+		{"service unit suffix only", minimal + "[service]\nunit = \".service\"\n", "service.unit", "no name"},
+		{"service unit long", minimal + "[service]\nunit = \"" + strings.Repeat("u", 256) + "\"\n", "service.unit", "256 bytes"},
+		{"service cgroup dotdot", minimal + "[service]\ncgroup = \"/sys/fs/cgroup/../etc\"\n", "service.cgroup", "not allowed"},
+		{"service unknown key", minimal + "[service]\npid = 12\n", "service.pid", "unknown key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -235,5 +246,32 @@ func TestShortIntervalWithoutHealthCheck(t *testing.T) {
 	// No [health] url: the default 2 s timeout never runs, so a 1 s interval is fine.
 	if _, err := Load(write(t, minimal+"interval = \"1s\"\n")); err != nil {
 		t.Fatalf("interval 1s without a health check rejected: %v", err)
+	}
+}
+
+func TestServiceAccepted(t *testing.T) {
+	tests := []struct {
+		name       string
+		table      string
+		want       Service
+		unitCgroup string
+	}{
+		{"none", "", Service{}, ""},
+		{"pidfile", "pidfile = \"/run/nginx.pid\"\n", Service{PIDFile: "/run/nginx.pid"}, ""},
+		{"bare unit", "unit = \"nginx\"\n", Service{Unit: "nginx"}, "system.slice/nginx.service"},
+		{"unit with suffix", "unit = \"nginx.service\"\n", Service{Unit: "nginx.service"}, "system.slice/nginx.service"},
+		{"dotted template instance", "unit = \"getty@tty1.service\"\n", Service{Unit: "getty@tty1.service"}, "system.slice/getty@tty1.service"},
+		{"cgroup", "cgroup = \"/sys/fs/cgroup/lab/web\"\n", Service{Cgroup: "/sys/fs/cgroup/lab/web"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(write(t, minimal+"[service]\n"+tt.table))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Service != tt.want || c.Service.UnitCgroup() != tt.unitCgroup {
+				t.Errorf("got %+v (unit cgroup %q), want %+v (%q)", c.Service, c.Service.UnitCgroup(), tt.want, tt.unitCgroup)
+			}
+		})
 	}
 }

@@ -255,8 +255,14 @@ func (c *CgroupCPU) quota(read ReadFileFunc) (CPUQuota, error) {
 }
 
 func (c *CgroupCPU) usage(read ReadFileFunc) (time.Duration, error) {
-	if c.Cgroup.Version == 2 {
-		file := path.Join(c.Cgroup.Dir, "cpu.stat")
+	return cgroupUsage(read, c.Cgroup)
+}
+
+// cgroupUsage is the CPU time used by every process that ran in cg: usage_usec in cpu.stat on
+// v2 (present whether or not the cpu controller is enabled), cpuacct.usage on v1.
+func cgroupUsage(read ReadFileFunc, cg Cgroup) (time.Duration, error) {
+	if cg.Version == 2 {
+		file := path.Join(cg.Dir, "cpu.stat")
 		data, err := read(file)
 		if err != nil {
 			return 0, fmt.Errorf("cgroup cpu usage: %w", err)
@@ -270,7 +276,7 @@ func (c *CgroupCPU) usage(read ReadFileFunc) (time.Duration, error) {
 		}
 		return time.Duration(us) * time.Microsecond, nil
 	}
-	file := path.Join(c.Cgroup.CPUAcct, "cpuacct.usage")
+	file := path.Join(cg.CPUAcct, "cpuacct.usage")
 	data, err := read(file)
 	if err != nil {
 		return 0, fmt.Errorf("cgroup cpu usage: %w", err)

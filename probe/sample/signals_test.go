@@ -248,6 +248,7 @@ func TestFieldString(t *testing.T) {
 		{0, "none"},
 		{FieldCPUUtil | FieldMemBytes, "cpu_util,mem_bytes"},
 		{FieldCPUPressure | FieldThrottled | FieldHealthLatency, "cpu_pressure,cpu_throttled,health_latency"},
+		{FieldServiceCPU, "service_cpu"},
 		{1 << 15, "0x8000"},
 	}
 	for _, tt := range tests {
@@ -263,9 +264,11 @@ func TestMergeSignals(t *testing.T) {
 	v.Merge(Values{Known: FieldMemBytes, MemBytes: 5, MemBound: MemBoundAncestor + "/x"})
 	v.Merge(Values{Known: FieldThrottled, Throttled: 0.5, ThrottledTime: time.Second})
 	v.Merge(Values{Known: FieldHealthLatency, HealthLatency: time.Millisecond})
-	v.Merge(Values{MemBound: "ignored without its bit", Throttled: 1})
-	want := Values{Known: FieldMemBytes | FieldThrottled | FieldHealthLatency, MemBytes: 5, MemBound: MemBoundAncestor + "/x",
-		Throttled: 0.5, ThrottledTime: time.Second, HealthLatency: time.Millisecond, Unavailable: FieldCPUPressure}
+	v.Merge(Values{Unavailable: FieldServiceCPU})
+	v.Merge(Values{Known: FieldServiceCPU, ServiceCores: 0.75})
+	v.Merge(Values{MemBound: "ignored without its bit", Throttled: 1, ServiceCores: 3})
+	want := Values{Known: FieldMemBytes | FieldThrottled | FieldHealthLatency | FieldServiceCPU, MemBytes: 5, MemBound: MemBoundAncestor + "/x",
+		Throttled: 0.5, ThrottledTime: time.Second, HealthLatency: time.Millisecond, ServiceCores: 0.75, Unavailable: FieldCPUPressure}
 	if v != want {
 		t.Errorf("merged %+v, want %+v", v, want)
 	}

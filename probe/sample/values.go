@@ -12,8 +12,8 @@ import (
 // Field is a bit naming one measured quantity in Values.
 type Field uint16
 
-// The measured quantities. The first six are the push protocol's fields; the others are
-// measured and kept here for a later protocol version.
+// The measured quantities. The first six are the push protocol's version-1 fields; the others
+// travel as version-2 signals (report.Signals), each only when its bit is set.
 const (
 	FieldCPUUtil Field = 1 << iota
 	FieldCPUCount
@@ -24,10 +24,11 @@ const (
 	FieldCPUPressure   // CPUPressure and PressureScope
 	FieldThrottled     // Throttled and ThrottledTime
 	FieldHealthLatency // HealthLatency
+	FieldServiceCPU    // ServiceCores
 )
 
 var fieldNames = [...]string{"cpu_util", "cpu_count", "mem_util", "mem_bytes", "conns", "net_util",
-	"cpu_pressure", "cpu_throttled", "health_latency"}
+	"cpu_pressure", "cpu_throttled", "health_latency", "service_cpu"}
 
 // String lists the fields in f by name, comma-separated ("cpu_util,mem_util"); "none" for 0.
 func (f Field) String() string {
@@ -94,6 +95,10 @@ type Values struct {
 	ThrottledTime time.Duration
 	// HealthLatency is how long the last health check that got a response took.
 	HealthLatency time.Duration
+	// ServiceCores is the CPU the service's own processes used over the last period, in
+	// cores (CPU time over elapsed time, not clamped); the report carries it as a fraction of
+	// CPUCount (ServiceCPUFraction).
+	ServiceCores float64
 
 	// Unavailable lists the fields a sampler found this machine cannot provide at all (no
 	// PSI in the kernel, no cpu.stat throttling counters): unlike a clear Known bit alone,
@@ -139,6 +144,9 @@ func (v *Values) Merge(o Values) {
 	if o.Has(FieldHealthLatency) {
 		v.HealthLatency = o.HealthLatency
 	}
+	if o.Has(FieldServiceCPU) {
+		v.ServiceCores = o.ServiceCores
+	}
 	v.Known |= o.Known
 	v.Unavailable = (v.Unavailable | o.Unavailable) &^ v.Known
 }
@@ -153,7 +161,8 @@ type Sampler interface {
 var ErrFirstSample = errors.New("first reading, no rate yet")
 
 // ErrUnavailable is wrapped by a sampler whose signal this machine does not offer (the file
-// does not exist, or the kernel refuses it): not a failure to count, a fact to log once. The
+// does not exist, or the kernel refuses it), or, for ServiceCPU, whose service's processes
+// cannot be found at the moment: not a failure to count, a fact to log once. The
 // sampler sets the signal's bits in Values.Unavailable and keeps trying, cheaply, in case it
 // appears (a controller enabled later).
 var ErrUnavailable = errors.New("signal not available here")
