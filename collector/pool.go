@@ -80,6 +80,25 @@ type Signals struct {
 	HasHealthLatency bool
 }
 
+// SignalsOf takes the optional signals of a push report (version 1 carries at most the
+// health-check latency).
+func SignalsOf(r *report.Report) Signals {
+	has := func(s report.Signals) bool { return r.Signals&s != 0 }
+	sig := Signals{HasServiceCPU: has(report.SignalServiceCPU), HasPressure: has(report.SignalCPUPressure),
+		PressureCgroup: has(report.SignalPressureCgroup), HasThrottled: has(report.SignalThrottled),
+		HasHealthLatency: has(report.SignalHealthLatency)}
+	if sig.HasServiceCPU {
+		sig.ServiceCPU = r.ServiceCPU
+	}
+	if sig.HasPressure {
+		sig.CPUPressure = r.CPUPressure
+	}
+	if sig.HasThrottled {
+		sig.Throttled = r.Throttled
+	}
+	return sig
+}
+
 // Names lists the signals present, comma-separated in a fixed order ("service_cpu,cpu_pressure");
 // "none" when none is.
 func (s Signals) Names() string {
@@ -296,7 +315,7 @@ func (p *Pool) Accept(r *report.Report, from netip.AddrPort) {
 		return
 	}
 	p.observe(b, now, Sample{CPUUtil: r.CPUUtil, MemUtil: r.MemUtil, NetUtil: r.NetUtil, Conns: float64(r.Conns),
-		CPUCount: r.CPUCount, MemBytes: float64(r.MemBytes), HasCPU: true})
+		CPUCount: r.CPUCount, MemBytes: float64(r.MemBytes), HasCPU: true, Signals: SignalsOf(r)})
 	h := Health{OK: r.Flags&report.FlagHealthOK != 0, Status: int(r.HealthStatus), Latency: r.HealthLatency, Err: r.HealthError}
 	p.check(b, now, h)
 }

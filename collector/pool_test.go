@@ -377,3 +377,25 @@ func TestSignalsSmoothedAndAbsentNotZero(t *testing.T) {
 		}
 	}
 }
+
+// TestAcceptCarriesVersion2Signals: a version-2 report's signals reach the state, and a
+// version-1 report (no signals) leaves them absent rather than zero.
+func TestAcceptCarriesVersion2Signals(t *testing.T) {
+	_, p, _ := upPool(t)
+	r := rep("a", true)
+	r.Version, r.Signals = 2, report.SignalServiceCPU|report.SignalCPUPressure|report.SignalThrottled|report.SignalHealthLatency
+	r.ServiceCPU, r.CPUPressure, r.Throttled = 0.3, 0.2, 0.1
+	r.Seq = 100
+	p.Accept(r, from)
+	s, _ := p.Get("a")
+	want := Signals{ServiceCPU: 0.3, HasServiceCPU: true, CPUPressure: 0.2, HasPressure: true, Throttled: 0.1, HasThrottled: true, HasHealthLatency: true}
+	if s.Signals != want {
+		t.Fatalf("signals %+v, want %+v", s.Signals, want)
+	}
+	v1 := rep("a", true)
+	v1.Version, v1.Seq = 1, 101
+	p.Accept(v1, from)
+	if s, _ := p.Get("a"); s.Signals != (Signals{}) || s.Signals.Names() != "none" {
+		t.Fatalf("after a version-1 report: %+v", s.Signals)
+	}
+}
