@@ -228,3 +228,117 @@ func TestProbeBinary(t *testing.T) {
 	t.Logf("last report seq %d flags %#x; %d reports; cpu %.3f of %v, mem %.3f of %s bytes",
 		last.Seq, uint16(last.Flags), last.Seq, last.CPUUtil, last.CPUCount, last.MemUtil, strconv.FormatUint(last.MemBytes, 10))
 }
+
+// TestProbeBinaryServiceCPU: with a [service] pidfile the real probe sends version-2 reports
+// carrying the service's own CPU; when the pidfile names a process that has exited (a stale
+// pidfile), the signal is absent, not zero, and comes back when the pidfile is fixed.
+func TestProbeBinaryServiceCPU(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "probe")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	sink, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	key := []byte("integration-key-0123456789abcdef")
+	keyFile := filepath.Join(dir, "probe.key")
+	if err := os.WriteFile(keyFile, append(key, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The service is this test process: it spins below while the probe measures it.
+	pidFile := filepath.Join(dir, "service.pid")
+	writePID := func(pid int) {
+		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writePID(os.Getpid())
+	cfg := filepath.Join(dir, "probe.toml")
+	body := strings.Join([]string{
+		`backend_id = "it-svc"`,
+		`collector = "` + sink.LocalAddr().String() + `"`,
+		`key_file = "` + keyFile + `"`,
+		`interval = "200ms"`,
+		`jitter = 0.0`,
+		`[service]`,
+		`pidfile = "` + pidFile + `"`,
+	}, "\n") + "\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	cmd := exec.Command(bin, "-config", cfg)
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopSpin := make(chan struct{})
+	spun := make(chan struct{})
+	go func() { // bounded: stopped at the end, and never longer than 30 s
+		defer close(spun)
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
+			select {
+			case <-stopSpin:
+				return
+			default:
+			}
+		}
+	}()
+	defer func() {
+		close(stopSpin)
+		<-spun
+		select {
+		case <-exited:
+		default:
+			cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("probe log:\n%s", logs.String())
+		}
+	}()
+
+	waitFor := func(what string, max int, ok func(report.Report) bool) report.Report {
+		t.Helper()
+		buf := make([]byte, 1024)
+		for range max {
+			sink.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, _, err := sink.ReadFrom(buf)
+			if err != nil {
+				t.Fatalf("waiting for %s: %v", what, err)
+			}
+			var r report.Report
+			if err := report.Open(buf[:n], func(id string) ([]byte, bool) { return key, id == "it-svc" }, &r); err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			if ok(r) {
+				return r
+			}
+		}
+		t.Fatalf("no report with %s within %d reports", what, max)
+		return report.Report{}
+	}
+	has := func(r report.Report) bool { return r.Signals&report.SignalServiceCPU != 0 }
+	r := waitFor("the service's CPU", 10, has)
+	// The spinning goroutine keeps about one core busy: well above nothing on any core count.
+	if r.Version != 2 || r.ServiceCPU <= 0.05/r.CPUCount || r.ServiceCPU > 1 {
+		t.Fatalf("version %d, service cpu %v of %v cores", r.Version, r.ServiceCPU, r.CPUCount)
+	}
+
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	writePID(gone.Process.Pid)
+	r = waitFor("no service CPU for a stale pidfile", 10, func(r report.Report) bool { return !has(r) })
+	if r.ServiceCPU != 0 {
+		t.Fatalf("absent signal with a value: %+v", r)
+	}
+	writePID(os.Getpid())
+	waitFor("the service's CPU again", 10, has)
+}
