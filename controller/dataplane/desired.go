@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -376,20 +375,4 @@ func apply(a ...ofp.Action) ofp.Instructions {
 
 func gotoTable(t uint8) ofp.Instructions {
 	return ofp.Instructions{&ofp.InstructionGotoTable{Table: ofp.Table(t)}}
-}
-
-func encodeInstructions(in ofp.Instructions) string {
-	var buf bytes.Buffer
-	if _, err := in.WriteTo(&buf); err != nil {
-		panic(fmt.Sprintf("dataplane: encoding instructions: %v", err))
-	}
-	return buf.String()
-}
-
-func encodeActions(a ofp.Actions) string {
-	var buf bytes.Buffer
-	if _, err := a.WriteTo(&buf); err != nil {
-		panic(fmt.Sprintf("dataplane: encoding actions: %v", err))
-	}
-	return buf.String()
 }

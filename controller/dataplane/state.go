@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
@@ -127,18 +126,4 @@ func canonicalMatch(b []byte) (string, error) {
 		return "", err
 	}
 	return encodeFields(fields)
-}
-
-// encodeFields encodes match fields in canonical (sorted) order.
-func encodeFields(fields []ofp.XM) (string, error) {
-	enc := make([][]byte, 0, len(fields))
-	for i := range fields {
-		var buf bytes.Buffer
-		if _, err := fields[i].WriteTo(&buf); err != nil {
-			return "", fmt.Errorf("encoding match field %v: %w", fields[i].Type, err)
-		}
-		enc = append(enc, buf.Bytes())
-	}
-	slices.SortFunc(enc, bytes.Compare)
-	return string(bytes.Join(enc, nil)), nil
 }

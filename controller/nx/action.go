@@ -2,6 +2,7 @@ package nx
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -61,19 +62,38 @@ type CT struct {
 func (a *CT) Type() ofp.ActionType { return ofp.ActionTypeExperimenter }
 
 // MarshalBinary returns the wire form of the action.
-func (a *CT) MarshalBinary() ([]byte, error) {
-	var nested bytes.Buffer
-	if _, err := a.Actions.WriteTo(&nested); err != nil {
-		return nil, fmt.Errorf("nx: ct nested actions: %w", err)
+func (a *CT) MarshalBinary() ([]byte, error) { return a.AppendBinary(nil) }
+
+// AppendBinary appends the wire form of the action to dst (encoding.BinaryAppender): the
+// controller encodes every bucket on every reweight, and appending to one buffer is what
+// keeps that cheap. Nested actions that are BinaryAppenders are appended in place; others
+// are written through their WriteTo.
+func (a *CT) AppendBinary(dst []byte) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, make([]byte, ctHeaderLen)...)
+	for _, n := range a.Actions {
+		var err error
+		if ap, ok := n.(encoding.BinaryAppender); ok {
+			dst, err = ap.AppendBinary(dst)
+		} else {
+			var buf bytes.Buffer
+			if _, err = n.WriteTo(&buf); err == nil {
+				dst = append(dst, buf.Bytes()...)
+			}
+		}
+		if err != nil {
+			return dst[:start], fmt.Errorf("nx: ct nested actions: %w", err)
+		}
 	}
-	if nested.Len()%8 != 0 {
-		return nil, fmt.Errorf("nx: ct nested actions are %d bytes, not a multiple of 8", nested.Len())
+	nested := len(dst) - start - ctHeaderLen
+	if nested%8 != 0 {
+		return dst[:start], fmt.Errorf("nx: ct nested actions are %d bytes, not a multiple of 8", nested)
 	}
-	total := ctHeaderLen + nested.Len()
+	total := ctHeaderLen + nested
 	if total > 0xffff {
-		return nil, fmt.Errorf("nx: ct action of %d bytes is too long", total)
+		return dst[:start], fmt.Errorf("nx: ct action of %d bytes is too long", total)
 	}
-	b := make([]byte, ctHeaderLen, total)
+	b := dst[start:]
 	putExperimenterHeader(b, uint16(total), SubtypeCT)
 	binary.BigEndian.PutUint16(b[10:], uint16(a.Flags))
 	binary.BigEndian.PutUint32(b[12:], a.ZoneSrc)
@@ -81,7 +101,7 @@ func (a *CT) MarshalBinary() ([]byte, error) {
 	b[18] = a.Table
 	// b[19:22] pad
 	binary.BigEndian.PutUint16(b[22:], a.Alg)
-	return append(b, nested.Bytes()...), nil
+	return dst, nil
 }
 
 // WriteTo implements io.WriterTo (and so ofp.Action).
@@ -161,7 +181,10 @@ type NAT struct {
 func (a *NAT) Type() ofp.ActionType { return ofp.ActionTypeExperimenter }
 
 // MarshalBinary returns the wire form of the action, padded to 8 bytes.
-func (a *NAT) MarshalBinary() ([]byte, error) {
+func (a *NAT) MarshalBinary() ([]byte, error) { return a.AppendBinary(nil) }
+
+// AppendBinary appends the wire form of the action to dst (encoding.BinaryAppender).
+func (a *NAT) AppendBinary(dst []byte) ([]byte, error) {
 	if a.IPMin.IsValid() && a.IPMax.IsValid() && a.IPMin.Is4() != a.IPMax.Is4() {
 		return nil, fmt.Errorf("nx: nat range %v-%v mixes address families", a.IPMin, a.IPMax)
 	}
@@ -196,13 +219,15 @@ func (a *NAT) MarshalBinary() ([]byte, error) {
 	}
 	total := natHeaderLen + len(tail)
 	total += (8 - total%8) % 8
-	b := make([]byte, total)
+	start := len(dst)
+	dst = append(dst, make([]byte, total)...)
+	b := dst[start:]
 	putExperimenterHeader(b, uint16(total), SubtypeNAT)
 	// b[10:12] pad
 	binary.BigEndian.PutUint16(b[12:], uint16(a.Flags))
 	binary.BigEndian.PutUint16(b[14:], present)
 	copy(b[natHeaderLen:], tail)
-	return b, nil
+	return dst, nil
 }
 
 // WriteTo implements io.WriterTo (and so ofp.Action).
