@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,6 +126,9 @@ func (r *running) report(t *testing.T, seq uint64, id string, cpu, cores float64
 	t.Helper()
 	rep := report.Report{BackendID: id, BootNonce: 42, Seq: seq, Time: time.Now(), Interval: time.Second,
 		Flags: report.FlagHealthOK, CPUUtil: cpu, CPUCount: cores, MemUtil: 0.3, MemBytes: 4 << 30, Conns: 3}
+	if id == "big" { // a version-2 probe that knows its service; "small" reports no signals
+		rep.Signals, rep.ServiceCPU = report.SignalServiceCPU, cpu/2
+	}
 	dgram, err := rep.AppendSeal(nil, testKey)
 	if err != nil {
 		t.Fatal(err)
@@ -189,6 +193,17 @@ func TestServicesAPI(t *testing.T) {
 	}
 	if small.Explanation.LS <= 0 || big.Explanation.C <= small.Explanation.C || small.LastReportAge < 0 {
 		t.Fatalf("explanations %+v / %+v", small.Explanation, big.Explanation)
+	}
+	// Signals: present ones with their values, absent ones absent; the headroom policy says it
+	// fell back because one backend lacks the service's own CPU.
+	if big.Signals != "service_cpu" || big.ServiceCPU == nil || *big.ServiceCPU <= 0 || big.Explanation.Used != "service_cpu" {
+		t.Fatalf("big's signals %q %v, used %q", big.Signals, big.ServiceCPU, big.Explanation.Used)
+	}
+	if small.Signals != "none" || small.ServiceCPU != nil || small.Explanation.Used != "cpu" {
+		t.Fatalf("small's signals %q %v, used %q", small.Signals, small.ServiceCPU, small.Explanation.Used)
+	}
+	if s.Policy != "headroom" || !strings.Contains(s.PolicyFallback, "1 of 2") {
+		t.Fatalf("policy %q, fallback %q", s.Policy, s.PolicyFallback)
 	}
 	var flat []balancer.BackendView
 	get(t, r.url+"/api/v1/backends", &flat)

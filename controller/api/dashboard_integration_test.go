@@ -71,6 +71,16 @@ func TestDashboardShowsTheAPIsWeights(t *testing.T) {
 	if !equal(got, want) {
 		t.Fatalf("dashboard shows %v, API says %v", got, want)
 	}
+	// Which signals each backend reports, and why the headroom policy fell back.
+	for _, b := range svcs[0].Backends {
+		cell := regexp.MustCompile(`<tr data-backend="` + regexp.QuoteMeta(b.Name) + `">.*?data-signals="([^"]*)"`).FindSubmatch(dom)
+		if cell == nil || string(cell[1]) != b.Signals {
+			t.Errorf("dashboard signals of %s: %q, API says %q", b.Name, cell, b.Signals)
+		}
+	}
+	if !regexp.MustCompile(`data-fallback="1"[^>]*>policy fallback: headroom needs`).Match(dom) {
+		t.Errorf("dashboard does not say the policy fell back:\n%s", dom)
+	}
 
 	out := os.Getenv("TEST_OUTPUT_DIR")
 	if out == "" {
