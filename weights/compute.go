@@ -363,7 +363,7 @@ func Compute(in []Backend, t Tuning, out *Result) {
 			if asked {
 				e.Used = "cpu"
 				if x.svc {
-					e.Used = "service_cpu"
+					e.Used, e.Own = "service_cpu", x.own // shown even when the pool fell back
 				}
 			}
 			if t.Policy == PolicyHeadroom {

@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"flowweight/controller/arp"
+	"flowweight/weights"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -25,6 +26,10 @@ type Metrics struct {
 	stateWrites                         *prometheus.CounterVec
 	push                                *pushCollector
 	shares                              *shareCollector // slots.go
+	// The headroom policy's view (docs/weights.md): the series exist only while the signal
+	// does, so a dashboard shows a gap, not a zero, when a backend stops reporting its own CPU.
+	serviceCPU, headroom *prometheus.GaugeVec
+	fallback             *prometheus.GaugeVec
 }
 
 // NewMetrics creates unregistered collectors.
@@ -39,6 +44,11 @@ func NewMetrics() *Metrics {
 		al:       g("backend_adjusted_load_ratio", "AL = LS / C."),
 		computed: g("backend_weight_computed", "Bucket weight computed at the last update."),
 		applied:  g("backend_weight_applied", "Bucket weight last written to the switches."),
+		serviceCPU: g("backend_service_cpu_ratio",
+			"CPU the service's own processes use, as a fraction of the backend's CPUs (smoothed); absent while not reported."),
+		headroom: g("backend_headroom_ratio", "Spare capacity C·(avail − own) of the headroom policy, in pool-mean units; absent when it did not run."),
+		fallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "flowweight", Name: "service_policy_fallback_backends",
+			Help: "Live backends without the service's own CPU, for which the headroom policy ran as 1/AL at the last update; 0 when it did not fall back."}, []string{"service"}),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "flowweight", Name: "backend_state",
 			Help: "1 for the backend's current state, 0 for the others."}, []string{"service", "backend", "state"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "backend_transitions_total",
@@ -94,7 +104,8 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	m.stateWrites.WithLabelValues("error")
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
 		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.arpFaults, m.barrierRTT, m.push, &ofCollector{m.push},
-		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps, m.shares, m.reloads, m.stateWrites} {
+		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps, m.shares, m.reloads, m.stateWrites,
+		m.serviceCPU, m.headroom, m.fallback} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -120,12 +131,27 @@ var stateNames = []string{"unknown", "warming", "up", "down", "stale", "drained"
 
 // observeService records one service's latest computation. Called with b.mu held.
 func (m *Metrics) observeService(s *service) {
+	if s.tuning.Policy == weights.PolicyHeadroom {
+		m.fallback.WithLabelValues(s.cfg.Name).Set(float64(s.result.Fallback))
+	} else {
+		m.fallback.DeleteLabelValues(s.cfg.Name)
+	}
 	for j, e := range s.result.Backends {
 		name := s.cfg.Backends[j].Name
 		m.ls.WithLabelValues(s.cfg.Name, name).Set(e.LS)
 		m.c.WithLabelValues(s.cfg.Name, name).Set(e.C)
 		m.al.WithLabelValues(s.cfg.Name, name).Set(e.AL)
 		m.computed.WithLabelValues(s.cfg.Name, name).Set(float64(e.Weight))
+		if e.Used == "service_cpu" {
+			m.serviceCPU.WithLabelValues(s.cfg.Name, name).Set(e.Own)
+		} else {
+			m.serviceCPU.DeleteLabelValues(s.cfg.Name, name)
+		}
+		if e.Avail > 0 {
+			m.headroom.WithLabelValues(s.cfg.Name, name).Set(e.Headroom)
+		} else {
+			m.headroom.DeleteLabelValues(s.cfg.Name, name)
+		}
 		if s.applied != nil {
 			m.applied.WithLabelValues(s.cfg.Name, name).Set(float64(s.applied[j]))
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"flowweight/collector"
+	"flowweight/collector/report"
 	"flowweight/controller/ratelog"
 )
 
@@ -199,5 +202,86 @@ func TestPacketInFaultsCountedAndRateLimited(t *testing.T) {
 	}
 	if got := len(gathered(t, reg, "flowweight_openflow_faults_total", "reason")); got < 10 {
 		t.Errorf("flowweight_openflow_faults_total has %d reasons, want the whole fixed set", got)
+	}
+}
+
+// TestHeadroomSeriesOnlyWhileMeasured: the service's own CPU and the headroom are exported only
+// while they exist, and the fallback gauge counts the backends that made the policy fall back.
+func TestHeadroomSeriesOnlyWhileMeasured(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	m := NewMetrics()
+	b, err := New(testConfig(t, ""), Options{Now: clk.now, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gauges := func(family string) map[string]float64 {
+		t.Helper()
+		reg := prometheus.NewRegistry()
+		if err := m.Register(reg); err != nil {
+			t.Fatal(err)
+		}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() != family {
+				continue
+			}
+			for _, x := range mf.GetMetric() {
+				key := ""
+				for _, l := range x.GetLabel() {
+					if l.GetName() == "backend" || (key == "" && l.GetName() == "service") {
+						key = l.GetValue()
+					}
+				}
+				out[key] = x.GetGauge().GetValue()
+			}
+		}
+		return out
+	}
+	seq := uint64(0)
+	update := func(withB bool) {
+		t.Helper()
+		for _, id := range []string{"a", "b"} {
+			seq++
+			r := &report.Report{BackendID: id, Seq: seq, Flags: report.FlagHealthOK, CPUUtil: 0.6, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30}
+			if id == "a" || withB {
+				r.Signals, r.ServiceCPU = report.SignalServiceCPU, 0.3
+			}
+			b.pool.Accept(r, netip.AddrPort{})
+		}
+		snap := b.pool.Snapshot(nil)
+		states := map[string]*collector.State{}
+		for i := range snap {
+			states[snap[i].Name] = &snap[i]
+		}
+		s := b.services[0]
+		s.compute(states)
+		b.mu.Lock()
+		m.observeService(s)
+		b.mu.Unlock()
+	}
+	update(false)
+	if f := gauges("flowweight_service_policy_fallback_backends"); f["web"] != 1 {
+		t.Fatalf("fallback gauge %v, want web = 1", f)
+	}
+	if h := gauges("flowweight_backend_headroom_ratio"); len(h) != 0 {
+		t.Fatalf("headroom series while the policy fell back: %v", h)
+	}
+	if c := gauges("flowweight_backend_service_cpu_ratio"); len(c) != 1 || c["a"] != 0.3 {
+		t.Fatalf("service cpu series %v, want only a = 0.3", c)
+	}
+	update(true)
+	if f := gauges("flowweight_service_policy_fallback_backends"); f["web"] != 0 {
+		t.Fatalf("fallback gauge %v, want web = 0", f)
+	}
+	if h := gauges("flowweight_backend_headroom_ratio"); len(h) != 2 || !(h["a"] > 0) {
+		t.Fatalf("headroom series %v, want a and b", h)
+	}
+	update(false)
+	if c := gauges("flowweight_backend_service_cpu_ratio"); len(c) != 1 {
+		t.Fatalf("b's service cpu series kept after it stopped reporting: %v", c)
 	}
 }
