@@ -104,13 +104,18 @@ func TestReloadFlow(t *testing.T) {
 	if code := reloadCommand([]string{"-allow-removal", "-config", path, "-state", statePath}); code != 0 {
 		t.Fatalf("reload -allow-removal exited %d", code)
 	}
-	for len(b.Config().Services) != 0 {
-		wait()
+	// The controller applies the file and then removes the confirmation, in the watcher's
+	// goroutine; the watcher then sees the confirmation gone. Wait for that snapshot: the
+	// config checked after an earlier one could be applied while the removal is still to come.
+	for {
+		s := wait()
+		if len(s.Files) == 2 && s.Files[1].Data == nil && len(b.Config().Services) == 0 {
+			break
+		}
 	}
 	if _, err := os.Stat(c.confirm); !os.IsNotExist(err) {
 		t.Fatalf("the used confirmation is still there: %v", err)
 	}
-	wait() // the confirmation's removal: read, nothing to do
 	// The full file back needs no confirmation; emptying it again needs a new one.
 	if err := os.WriteFile(path, full, 0o644); err != nil {
 		t.Fatal(err)
