@@ -15,13 +15,15 @@
 #   lab              go run ./e2e/bench                                (docs/benchmarks.md)
 #   detect           go test -tags integration -bench KillDetection ./e2e/ (docs/design.md, "Failure detection time")
 #
-# About 20 minutes on this 2-core machine when the lab switch is free (the lab steps wait for
-# the host-wide lab lock while another test holds it). Logs go to OUT (default a new temp dir);
+# About 30 minutes on this 2-core machine when the lab switch is free (an estimate: the lab
+# step's hidden run alone takes about 9; the lab steps wait for the host-wide lab lock while
+# another test holds it). Logs go to OUT (default a new temp dir);
 # the summary lists every step with its status and time and the lines worth reading.
 #
 # Usage: sudo scripts/bench.sh                 (root: the ofswitch, snmp integration and lab steps)
 #        ONLY="weights fwsim" scripts/bench.sh  (a subset, by step name)
 #        LAB_RUN=share,disruption scripts/bench.sh
+#        ONLY=lab LAB_RUN=hidden scripts/bench.sh   (one e2e/bench step; docs/e2e.md, "Balancing benchmarks")
 # Exit status: 1 if any step failed. Stops only the processes it started (each step cleans up).
 set -uo pipefail
 
@@ -52,9 +54,12 @@ declare -A pick=(
 	[fwsim]='^(#|\|)'
 	[peers]='^(#|\||[A-Za-z].*:)'
 	[probe-footprint]='(RSS|HWM|CPU|cpu|%)'
-	[lab]='^(#|\||Pool)'
+	[lab]='^(#|\||Pool|Neighbour|Hidden run)'
 	[detect]='(Benchmark|kill +[0-9]+:|target|ok|FAIL)'
 )
+
+# How many of those lines (default 60): the lab's tables are longer.
+declare -A picklines=([lab]=200)
 
 declare -A status secs
 failed=0
@@ -90,7 +95,7 @@ for s in "${steps[@]}"; do
 	echo "## $s"
 	echo
 	re=${pick[$s]:-'^(Benchmark|ok|FAIL|---)'}
-	grep -E "$re" "$OUT/$s.log" | head -60
+	grep -E "$re" "$OUT/$s.log" | head -"${picklines[$s]:-60}"
 	if [ "${status[$s]}" != ok ]; then
 		echo "(last lines)"
 		tail -15 "$OUT/$s.log"

@@ -5,6 +5,13 @@
 //
 // Keep-alive is off by default: every request then comes on a new
 // connection, which is what exercises per-connection load balancing.
+//
+// With -burn-cores it serves nothing and is a noisy neighbour instead: a
+// duty-cycled CPU burner that uses about that many cores (at most 1) for
+// -burn-for, in periods of -burn-period (see Burner), e.g. started in a
+// backend's cgroup beside its backendd:
+//
+//	backendd -burn-cores 0.25 -burn-period 100ms -burn-for 15m
 package main
 
 import (
@@ -27,8 +34,18 @@ func main() {
 	work := flag.Int("work", 20000, "SHA-256 rounds of CPU work per GET / request")
 	healthFile := flag.String("health-file", "", "if set and this file exists, /health returns 503")
 	keepAlive := flag.Bool("keepalive", false, "allow HTTP keep-alive")
+	burnCores := flag.Float64("burn-cores", 0, "if > 0: serve nothing, burn about this much CPU (cores, at most 1) and exit after -burn-for")
+	burnPeriod := flag.Duration("burn-period", 100*time.Millisecond, "burn mode: the duty cycle's period")
+	burnFor := flag.Duration("burn-for", 0, "burn mode: how long to burn (required, at most 24h)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if *burnCores != 0 {
+		if err := burn(&Burner{Cores: *burnCores, Period: *burnPeriod, For: *burnFor}, log); err != nil {
+			log.Error("backendd burn", "err", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *name == "" {
 		h, _ := os.Hostname()
 		*name = h
@@ -37,6 +54,20 @@ func main() {
 		log.Error("backendd", "err", err)
 		os.Exit(1)
 	}
+}
+
+// burn runs the burner until -burn-for has passed or SIGTERM/SIGINT, and logs what it used.
+func burn(b *Burner, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	log.Info("backendd burning", "cores", b.Cores, "period", b.Period, "for", b.For)
+	st, err := b.Run(ctx)
+	if err != nil {
+		return err
+	}
+	log.Info("backendd burn done", "periods", st.Periods, "cpu", st.CPU.Round(time.Millisecond),
+		"elapsed", st.Elapsed.Round(time.Millisecond), "cores", fmt.Sprintf("%.3f", st.Cores()))
+	return nil
 }
 
 func run(addr string, s *Server, keepAlive bool, log *slog.Logger) error {

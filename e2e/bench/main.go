@@ -1,10 +1,13 @@
 // Command bench measures flowweight on the real Open vSwitch lab (e2e/scenario): the share
 // of new connections each backend actually receives for pinned weights, the established
 // connections broken per reweight in conntrack and stateless mode, and the latency of
-// bounded load through the VIP under equal, oracle and dynamic weights, including a
-// hidden-capacity run where only feedback can find the right shares.
+// bounded load through the VIP under equal, oracle, dynamic (1/AL) and headroom weights,
+// including a hidden-capacity run (equal quotas, neighbours using about half of two
+// backends' CPU) where headroom is also compared with the best static split of a search
+// through the switch.
 //
-// It needs root and the lab's daemons (see docs/lab.md); it prints markdown tables.
+// It needs root and the lab's daemons (see docs/e2e.md, "Balancing benchmarks"); it prints
+// markdown tables.
 //
 //	go run ./e2e/bench -run share,disruption,quality,hidden
 package main
@@ -27,6 +30,8 @@ func main() {
 	long := flag.Int("long", 100, "long-lived connections in the disruption run")
 	reweights := flag.Int("reweights", 10, "reweights in the disruption run")
 	measure := flag.Duration("measure", 20*time.Second, "length of each measured load run in quality/hidden")
+	hiddenBudget := flag.Duration("hidden-budget", 12*time.Minute, "time bound of the hidden run; its static search skips the splits that would overrun it")
+	noServiceCPU := flag.Bool("no-service-cpu", false, "start the probes without [service] (no service_cpu): headroom then falls back to 1/AL")
 	flag.Parse()
 
 	var err error
@@ -39,7 +44,8 @@ func main() {
 	if err != nil {
 		fatal("build", err)
 	}
-	b := &bench{bins: bins, conns: *conns, long: *long, reweights: *reweights, measure: *measure}
+	b := &bench{bins: bins, conns: *conns, long: *long, reweights: *reweights, measure: *measure,
+		hiddenBudget: *hiddenBudget, noServiceCPU: *noServiceCPU}
 	fmt.Printf("# flowweight lab benchmarks, %s, %s\n\n", time.Now().UTC().Format(time.RFC3339), hostLine())
 	for _, name := range strings.Split(*run, ",") {
 		var err error
@@ -89,6 +95,8 @@ type bench struct {
 	bins                   scenario.Binaries
 	conns, long, reweights int
 	measure                time.Duration
+	hiddenBudget           time.Duration
+	noServiceCPU           bool
 }
 
 // start brings up one scenario in a fresh short directory; the caller closes it with stop.

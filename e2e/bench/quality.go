@@ -3,32 +3,92 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	"flowweight/e2e/lab"
 	"flowweight/e2e/scenario"
+	"flowweight/probe/sample"
 )
 
 // cpuOnly makes declared capacity the CPU count alone (the cgroup quota the probe reports),
 // so policy static weighs the backends exactly by their quotas: the oracle.
 const cpuOnly = "{ cpu = 1.0, mem = 0.0 }"
 
+// Settling before each measured run: pinned weights are on the switch before it starts, a
+// feedback policy (dynamic, headroom) starts from the previous run's weights and learns here.
+const (
+	settlePinned   = 8 * time.Second
+	settleFeedback = 16 * time.Second
+)
+
+// neighbourDuty is the part of a backend's quota the hidden run's neighbours use.
+const neighbourDuty = 0.5
+
+// staticSearch are the splits the hidden run tries with policy static, be3 (the backend
+// without a neighbour) last: from equal to most of the load on be3.
+var staticSearch = [][]float64{
+	{1.0 / 3, 1.0 / 3, 1.0 / 3},
+	{0.3, 0.3, 0.4},
+	{0.25, 0.25, 0.5},
+	{0.2, 0.2, 0.6},
+	{0.15, 0.15, 0.7},
+}
+
 type policyRun struct {
 	label, policy string
 	extra         map[string]string
-	want          []float64 // shares the switch must show before the run; nil: feedback decides
+	// caps are the capacity factors set for the run; nil: 1 for every backend.
+	caps []float64
+	// want are the shares the switch must show before the run; nil: feedback decides.
+	want []float64
+	// settle is the load before the measured run; 0: settlePinned.
+	settle time.Duration
+	// search marks a run of a search: it is skipped when it would overrun the time budget.
+	search bool
+}
+
+// runResult is one row of compare: a measured run, or a search run skipped for time.
+type runResult struct {
+	level   float64
+	run     policyRun
+	res     scenario.LoadResult
+	skipped bool
+	// fallback is the API's policy_fallback at the start or the end of the measured run
+	// (headroom ran as 1/AL), empty when it did not fall back.
+	fallback string
+}
+
+func feedback(label, policy string) policyRun {
+	return policyRun{label: label, policy: policy, settle: settleFeedback}
+}
+
+// headroomRun is the default policy; its label says whether the probes report service_cpu.
+func (b *bench) headroomRun() policyRun {
+	if b.noServiceCPU {
+		return feedback("headroom (default, probes without [service])", "headroom")
+	}
+	return feedback("headroom (default, service CPU)", "headroom")
 }
 
 // quality measures the lab's pool (quotas 0.25/0.5/1 core) at two offered loads under equal,
-// oracle and dynamic weights.
+// oracle, dynamic and headroom weights.
 func (b *bench) quality() error {
 	quotas := []float64{0.25, 0.5, 1.0}
-	s, stop, err := b.start(scenario.Options{Quotas: quotas, Weighting: map[string]string{"policy": `"static"`, "capacity": cpuOnly}})
+	s, stop, err := b.start(scenario.Options{Quotas: quotas, NoServiceCPU: b.noServiceCPU,
+		Weighting: map[string]string{"policy": `"static"`, "capacity": cpuOnly}})
 	if err != nil {
 		return err
 	}
 	defer stop()
+	if err := b.waitServiceCPU(s); err != nil {
+		return err
+	}
 	if _, err := waitShares(s, quotas, 0.01, 30*time.Second); err != nil {
 		return fmt.Errorf("oracle weights: %w", err)
 	}
@@ -38,46 +98,193 @@ func (b *bench) quality() error {
 	}
 	fmt.Printf("## Balancing quality, backends with quotas 0.25/0.5/1.0 core, a new connection per request\n\n")
 	fmt.Printf("Pool capacity measured under oracle weights (16 clients, no rate limit, 10 s): %.1f req/s (%s).\n\n", capacity, sat)
+	oracle := policyRun{label: "oracle (static, C = quota)", policy: "static", extra: map[string]string{"capacity": cpuOnly}, want: quotas}
 	runs := []policyRun{
-		{"equal", "equal", nil, []float64{1, 1, 1}},
-		{"oracle (static, C = quota)", "static", map[string]string{"capacity": cpuOnly}, quotas},
-		{"dynamic (default tuning)", "dynamic", nil, nil},
+		{label: "equal", policy: "equal", want: []float64{1, 1, 1}},
+		oracle,
+		feedback("dynamic (1/AL)", "dynamic"),
+		b.headroomRun(),
 	}
-	return b.compare(s, capacity, []float64{0.4, 0.8}, runs)
+	levels := []float64{0.4, 0.8}
+	results, err := b.compare(s, capacity, levels, runs, time.Time{})
+	if err != nil {
+		return err
+	}
+	fmt.Println("| offered load | headroom p99 | oracle p99 | headroom / oracle (target ≤ 1.2) |")
+	fmt.Println("|---|---|---|---|")
+	for _, lvl := range levels {
+		h, okH := find(results, lvl, "headroom")
+		o, okO := find(results, lvl, oracle.label)
+		if !okH || !okO {
+			return fmt.Errorf("%.0f%%: a headroom or oracle row is missing", 100*lvl)
+		}
+		fmt.Printf("| %.0f%% | %s | %s | %s |\n", 100*lvl, p99Cell(h), p99Cell(o), ratioCell(h.res.P99, o.res.P99, 1.2))
+	}
+	fmt.Println()
+	return nil
 }
 
-// hidden gives every backend the same quota and declared capacity, then burns CPU inside two
-// backends' cgroups: only feedback can see that they have less left for the service.
+// hidden gives every backend the same quota and declared capacity, then runs a neighbour
+// using about half of the quota inside two backends' cgroups: only feedback, or a probe that
+// tells the service's CPU from the rest, can see that they have less left for the service.
+// Besides equal, dynamic and headroom it searches the static splits of staticSearch through
+// the switch, so headroom is compared with the best fixed split found; the search is cut
+// short (and says so) where it would overrun budget.
 func (b *bench) hidden() error {
-	s, stop, err := b.start(scenario.Options{Quotas: []float64{0.5, 0.5, 0.5}})
+	t0 := time.Now()
+	quotas := []float64{0.5, 0.5, 0.5}
+	s, stop, err := b.start(scenario.Options{Quotas: quotas, NoServiceCPU: b.noServiceCPU})
 	if err != nil {
 		return err
 	}
 	defer stop()
+	if err := b.waitServiceCPU(s); err != nil {
+		return err
+	}
+	// The neighbours outlive the run with a margin: the budget, or what the runs that are never
+	// skipped take when it is shorter. They are stopped by PID at the end (and by the lab's
+	// Close on any error).
+	required := 2*time.Minute + 2*3*(settleFeedback+b.measure+10*time.Second)
+	burnFor := max(b.hiddenBudget, required) + 3*time.Minute
+	var burners []*neighbour
 	for _, be := range s.Backends[:2] {
-		// A busy loop bounded in time, charged to the backend's own cgroup (its quota).
-		cmd := exec.Command("timeout", "480", "sh", "-c", "while :; do :; done")
-		p, err := s.Lab.Start(be.Name+"-burn", cmd, be.Cgroup)
+		n, err := startNeighbour(s, be, neighbourDuty*be.Quota, burnFor)
 		if err != nil {
 			return err
 		}
-		defer p.Stop()
+		defer n.p.Stop()
+		burners = append(burners, n)
 	}
-	// Let dynamic see the burners under some load before measuring the pool.
+	// Let the feedback policies see the neighbours under some load before measuring the pool.
 	if _, err := s.Load(context.Background(), scenario.LoadOptions{Concurrency: 8, Duration: 10 * time.Second, MaxRequests: 100000}); err != nil {
+		return err
+	}
+	if err := running(burners); err != nil {
+		return err
+	}
+	v, err := s.Service()
+	if err != nil {
 		return err
 	}
 	capacity, sat, err := saturate(s)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("## Hidden capacity: quotas 0.5/0.5/0.5 core declared equal, a CPU burner in be1's and be2's cgroups\n\n")
-	fmt.Printf("Pool capacity measured under dynamic weights (16 clients, no rate limit, 10 s): %.1f req/s (%s).\n\n", capacity, sat)
-	runs := []policyRun{
-		{"equal", "equal", nil, []float64{1, 1, 1}},
-		{"dynamic (default tuning)", "dynamic", nil, nil},
+	fmt.Printf("## Hidden capacity: quotas 0.5/0.5/0.5 core declared equal, a neighbour using about half of be1's and be2's quota\n\n")
+	fmt.Printf("Neighbours: `backendd -burn-cores %.2f -burn-period 100ms` in be1's and be2's cgroups (a duty-cycled burner: in each 100 ms it spins until it has had %.0f ms of CPU, then sleeps).",
+		neighbourDuty*quotas[0], 100*neighbourDuty*quotas[0])
+	if b.noServiceCPU {
+		fmt.Printf(" The probes have no `[service]` table (-no-service-cpu): headroom falls back to 1/AL.")
 	}
-	return b.compare(s, capacity, []float64{0.5, 0.8}, runs)
+	fmt.Printf("\n\n")
+	fmt.Println("| backend | quota | CPU of the cgroup (cores) | service_cpu, backendd's own (cores) |")
+	fmt.Println("|---|---|---|---|")
+	for _, bv := range v.Backends {
+		own := "absent"
+		if bv.ServiceCPU != nil {
+			own = fmt.Sprintf("%.3f", *bv.ServiceCPU*bv.CPUCount)
+		}
+		fmt.Printf("| %s | %.2f | %.3f | %s |\n", bv.Name, bv.CPUCount, bv.CPU*bv.CPUCount, own)
+	}
+	fmt.Printf("\n(The API's smoothed values after 10 s of load from 8 unpaced clients under %s weights", v.Policy)
+	if v.PolicyFallback != "" {
+		fmt.Printf(", which ran as 1/AL: %s", v.PolicyFallback)
+	}
+	fmt.Printf(".)\n\n")
+	fmt.Printf("Pool capacity measured under %s weights (16 clients, no rate limit, 10 s): %.1f req/s (%s).\n\n", v.Policy, capacity, sat)
+	runs := []policyRun{
+		{label: "equal", policy: "equal", want: []float64{1, 1, 1}},
+		feedback("dynamic (1/AL)", "dynamic"),
+		b.headroomRun(),
+	}
+	for _, c := range staticSearch {
+		runs = append(runs, policyRun{label: "static " + fmtShares(c), policy: "static",
+			extra: map[string]string{"capacity": cpuOnly}, caps: c, want: c, search: true})
+	}
+	levels := []float64{0.5, 0.8}
+	// Leave about half a minute for the summary, stopping the neighbours and closing the lab.
+	results, err := b.compare(s, capacity, levels, runs, t0.Add(b.hiddenBudget-30*time.Second))
+	if err != nil {
+		return err
+	}
+	if err := running(burners); err != nil {
+		return err
+	}
+	fmt.Println("| offered load | headroom p99 | best static split (of those measured) | its p99 | equal p99 | headroom / best static (target ≤ 1.3) | headroom / equal (target ≤ 1.0) |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, lvl := range levels {
+		h, okH := find(results, lvl, "headroom")
+		e, okE := find(results, lvl, "equal")
+		if !okH || !okE {
+			return fmt.Errorf("%.0f%%: a headroom or equal row is missing", 100*lvl)
+		}
+		best, n, ok := bestSearched(results, lvl)
+		if !ok {
+			fmt.Printf("| %.0f%% | %s | none measured (time budget) | – | %s | – | %s |\n", 100*lvl, p99Cell(h), p99Cell(e), ratioCell(h.res.P99, e.res.P99, 1.0))
+			continue
+		}
+		fmt.Printf("| %.0f%% | %s | %s (best of %d) | %s | %s | %s | %s |\n", 100*lvl, p99Cell(h), best.run.label, n, p99Cell(best),
+			p99Cell(e), ratioCell(h.res.P99, best.res.P99, 1.3), ratioCell(h.res.P99, e.res.P99, 1.0))
+	}
+	fmt.Println()
+	for _, n := range burners {
+		fmt.Printf("Neighbour in %s: %s.\n", n.backend, n.used())
+	}
+	fmt.Printf("\nHidden run: %v in all.\n\n", time.Since(t0).Round(time.Second))
+	return nil
+}
+
+// waitServiceCPU checks, unless the probes were started without [service], that every
+// backend's report carries the service's own CPU, which the headroom rows rely on.
+func (b *bench) waitServiceCPU(s *scenario.Scenario) error {
+	if b.noServiceCPU {
+		return nil
+	}
+	return s.WaitServiceCPU(15 * time.Second)
+}
+
+// neighbour is a burner started in a backend's cgroup.
+type neighbour struct {
+	backend string
+	p       *lab.Proc
+	pid     int
+	start   time.Time
+}
+
+func startNeighbour(s *scenario.Scenario, be *scenario.Backend, cores float64, d time.Duration) (*neighbour, error) {
+	cmd := exec.Command(s.Opts.Bins.Backendd, "-burn-cores", strconv.FormatFloat(cores, 'f', -1, 64),
+		"-burn-period", "100ms", "-burn-for", d.String())
+	p, err := s.Lab.Start(be.Name+"-burn", cmd, be.Cgroup)
+	if err != nil {
+		return nil, err
+	}
+	slog.Info("neighbour started", "backend", be.Name, "pid", p.PID, "cores", cores, "for", d)
+	return &neighbour{backend: be.Name, p: p, pid: p.PID, start: time.Now()}, nil
+}
+
+// running fails when a neighbour has exited: the figures would not be of the hidden setup.
+func running(ns []*neighbour) error {
+	for _, n := range ns {
+		if n.p.Exited() {
+			return fmt.Errorf("the neighbour in %s has exited (%v; log %s)\n%s", n.backend, n.p.Wait(), n.p.LogPath, lab.Tail(n.p.LogPath, 5))
+		}
+	}
+	return nil
+}
+
+// used reads the neighbour's CPU time from /proc/PID/stat while it still runs.
+func (n *neighbour) used() string {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(n.pid), "stat"))
+	if err != nil {
+		return "CPU not readable: " + err.Error()
+	}
+	st, err := sample.ParseProcStat(data)
+	if err != nil {
+		return "CPU not readable: " + err.Error()
+	}
+	cpu := time.Duration(st.CPU) * (time.Second / sample.UserHZ)
+	el := time.Since(n.start)
+	return fmt.Sprintf("%v of CPU in %v, %.3f cores", cpu.Round(10*time.Millisecond), el.Round(time.Second), cpu.Seconds()/el.Seconds())
 }
 
 func saturate(s *scenario.Scenario) (float64, string, error) {
@@ -91,51 +298,176 @@ func saturate(s *scenario.Scenario) (float64, string, error) {
 	return float64(res.OK) / res.Elapsed.Seconds(), res.String(), nil
 }
 
-// compare runs each policy at each offered load: set the policy, confirm its weights reached
-// the switch, 8 s of the same load to settle (dynamic learns here), then the measured run.
-func (b *bench) compare(s *scenario.Scenario, capacity float64, levels []float64, runs []policyRun) error {
+// compare runs each policy at each offered load: set the policy and capacity factors,
+// confirm the controller runs that policy and that pinned weights reached the switch, settle
+// under the same load, then the measured run. With a deadline, search runs that would end
+// after their level's part of it (the time up to the deadline split evenly between levels,
+// each run estimated as the longest so far) are skipped and reported so.
+func (b *bench) compare(s *scenario.Scenario, capacity float64, levels []float64, runs []policyRun, deadline time.Time) ([]runResult, error) {
 	ns := names(s)
+	start := time.Now()
+	var longest time.Duration
+	var out []runResult
 	fmt.Println("| offered load | policy | weights before → after (dump-groups) | requests ok | errors | p50 | p99 | max | share of answers |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
-	for _, lvl := range levels {
+	for i, lvl := range levels {
 		rate := lvl * capacity
 		for _, r := range runs {
-			if err := setPolicy(s, r.policy, r.extra, nil); err != nil {
-				return err
+			if r.search && !deadline.IsZero() && time.Now().Add(longest).After(levelDeadline(start, deadline, i, len(levels))) {
+				fmt.Printf("| %.0f%% (%.0f req/s) | %s | skipped: it would overrun the time budget | | | | | | |\n", 100*lvl, rate, r.label)
+				out = append(out, runResult{level: lvl, run: r, skipped: true})
+				continue
 			}
-			if r.want != nil {
-				if _, err := waitShares(s, r.want, 0.01, 30*time.Second); err != nil {
-					return fmt.Errorf("%s: %w", r.label, err)
-				}
-			}
-			lo := scenario.LoadOptions{Concurrency: 64, Rate: rate, Timeout: 5 * time.Second}
-			lo.Duration, lo.MaxRequests = 8*time.Second, int(rate*8)+1
-			if _, err := s.Load(context.Background(), lo); err != nil {
-				return err
-			}
-			before, err := s.GroupWeights()
+			t0 := time.Now()
+			res, err := b.measureRun(s, r, rate, lvl, ns)
 			if err != nil {
-				return err
+				return nil, fmt.Errorf("%.0f%% %s: %w", 100*lvl, r.label, err)
 			}
-			lo.Duration, lo.MaxRequests = b.measure, int(rate*b.measure.Seconds())+1
-			res, err := s.Load(context.Background(), lo)
-			if err != nil {
-				return err
-			}
-			after, err := s.GroupWeights()
-			if err != nil {
-				return err
-			}
-			share := make([]float64, len(ns))
-			for i, n := range ns {
-				share[i] = float64(res.PerBackend[n]) / float64(max(res.OK, 1))
-			}
-			fmt.Printf("| %.0f%% (%.0f req/s) | %s | %s → %s | %d | %d | %s | %s | %s | %s |\n", 100*lvl, rate, r.label,
-				fmtWeights(before, ns), fmtWeights(after, ns), res.OK, res.Errors, ms(res.P50), ms(res.P99), ms(res.Max), fmtShares(share))
+			longest = max(longest, time.Since(t0))
+			out = append(out, res)
 		}
 	}
 	fmt.Println()
-	return nil
+	return out, nil
+}
+
+func (b *bench) measureRun(s *scenario.Scenario, r policyRun, rate, lvl float64, ns []string) (runResult, error) {
+	caps := r.caps
+	if caps == nil {
+		caps = make([]float64, len(ns))
+		for i := range caps {
+			caps[i] = 1
+		}
+	}
+	if err := setPolicy(s, r.policy, r.extra, caps); err != nil {
+		return runResult{}, err
+	}
+	v, err := s.Service()
+	if err != nil {
+		return runResult{}, err
+	}
+	if v.Policy != r.policy {
+		return runResult{}, fmt.Errorf("the controller runs policy %q after the reload, not %q", v.Policy, r.policy)
+	}
+	if r.want != nil {
+		if _, err := waitShares(s, r.want, 0.01, 30*time.Second); err != nil {
+			return runResult{}, err
+		}
+	}
+	settle := r.settle
+	if settle == 0 {
+		settle = settlePinned
+	}
+	lo := scenario.LoadOptions{Concurrency: 64, Rate: rate, Timeout: 5 * time.Second}
+	lo.Duration, lo.MaxRequests = settle, int(rate*settle.Seconds())+1
+	if _, err := s.Load(context.Background(), lo); err != nil {
+		return runResult{}, err
+	}
+	before, err := s.GroupWeights()
+	if err != nil {
+		return runResult{}, err
+	}
+	vb, err := s.Service()
+	if err != nil {
+		return runResult{}, err
+	}
+	lo.Duration, lo.MaxRequests = b.measure, int(rate*b.measure.Seconds())+1
+	res, err := s.Load(context.Background(), lo)
+	if err != nil {
+		return runResult{}, err
+	}
+	after, err := s.GroupWeights()
+	if err != nil {
+		return runResult{}, err
+	}
+	va, err := s.Service()
+	if err != nil {
+		return runResult{}, err
+	}
+	out := runResult{level: lvl, run: r, res: res, fallback: firstNonEmpty(vb.PolicyFallback, va.PolicyFallback)}
+	label := r.label
+	if out.fallback != "" {
+		label += " — fell back to 1/AL: " + out.fallback
+	}
+	share := make([]float64, len(ns))
+	for i, n := range ns {
+		share[i] = float64(res.PerBackend[n]) / float64(max(res.OK, 1))
+	}
+	fmt.Printf("| %.0f%% (%.0f req/s) | %s | %s → %s | %d | %d | %s | %s | %s | %s |\n", 100*lvl, rate, label,
+		fmtWeights(before, ns), fmtWeights(after, ns), res.OK, res.Errors, ms(res.P50), ms(res.P99), ms(res.Max), fmtShares(share))
+	return out, nil
+}
+
+// levelDeadline is the end of level i's part of the time from start to deadline.
+func levelDeadline(start, deadline time.Time, i, n int) time.Time {
+	return start.Add(deadline.Sub(start) * time.Duration(i+1) / time.Duration(n))
+}
+
+// find returns the measured run at level whose label starts with prefix.
+func find(results []runResult, level float64, prefix string) (runResult, bool) {
+	for _, r := range results {
+		if r.level == level && !r.skipped && strings.HasPrefix(r.run.label, prefix) {
+			return r, true
+		}
+	}
+	return runResult{}, false
+}
+
+// bestSearched returns the search run at level with the lowest p99, a run with errors
+// ranking after every run without, and how many search runs were measured.
+func bestSearched(results []runResult, level float64) (best runResult, measured int, ok bool) {
+	for _, r := range results {
+		if r.level != level || !r.run.search || r.skipped {
+			continue
+		}
+		measured++
+		if !ok || better(r.res, best.res) {
+			best, ok = r, true
+		}
+	}
+	return best, measured, ok
+}
+
+func better(a, b scenario.LoadResult) bool {
+	if (a.Errors > 0) != (b.Errors > 0) {
+		return a.Errors == 0
+	}
+	return a.P99 < b.P99
+}
+
+// p99Cell is a run's p99, with its errors when there were any (p99 is of the successful
+// requests only) and a note when headroom fell back to 1/AL.
+func p99Cell(r runResult) string {
+	out := ms(r.res.P99)
+	if r.res.Errors > 0 {
+		out += fmt.Sprintf(" (%d errors)", r.res.Errors)
+	}
+	if r.fallback != "" {
+		out += " (ran as 1/AL)"
+	}
+	return out
+}
+
+// ratioCell is num/den with the verdict against target (at most target is met).
+func ratioCell(num, den time.Duration, target float64) string {
+	if den <= 0 {
+		return "– (no latency measured)"
+	}
+	q := float64(num) / float64(den)
+	verdict := "met"
+	if q > target {
+		verdict = "missed"
+	}
+	return fmt.Sprintf("%.2f (%s)", q, verdict)
+}
+
+func firstNonEmpty(xs ...string) string {
+	for _, x := range xs {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
 }
 
 func ms(d time.Duration) string {

@@ -38,8 +38,10 @@ func ControllerTOML(o Options, sock, keyFile string, capacities []float64, mode 
 }
 
 // ProbeTOML renders one backend's probe.toml: cgroup scope on the backend's cgroup, the
-// service port, the health URL on the backend's own address, pushing to the controller.
-func ProbeTOML(o Options, name, ip, cgroupPath, keyFile, drainFile string) string {
+// service port, the health URL on the backend's own address, pushing to the controller, and,
+// unless o.NoServiceCPU, a [service] table whose pidfile is pidFile (the backend's backendd),
+// so that the probe reports the service's own CPU (service_cpu).
+func ProbeTOML(o Options, name, ip, cgroupPath, keyFile, drainFile, pidFile string) string {
 	timeout := min(o.ProbeInterval/2, time.Second)
 	text := fmt.Sprintf(`backend_id = %q
 collector = %q
@@ -59,6 +61,9 @@ timeout = %q
 		BackendPort, drainFile, ip, BackendPort, timeout.String())
 	if o.ProbeFastInterval > 0 {
 		text += fmt.Sprintf("fast_interval = %q\n", o.ProbeFastInterval.String())
+	}
+	if !o.NoServiceCPU {
+		text += fmt.Sprintf("\n[service]\npidfile = %q\n", pidFile)
 	}
 	return text
 }

@@ -220,7 +220,7 @@ func (b *Backend) prepareProbe() error {
 	}
 	b.probeConf = filepath.Join(s.Lab.Dir, b.Name+"-probe.toml")
 	text := ProbeTOML(s.Opts, b.Name, b.Host.Addr().String(), b.Cgroup.Path(), s.KeyFile,
-		filepath.Join(s.Lab.Dir, b.Name+".drain"))
+		filepath.Join(s.Lab.Dir, b.Name+".drain"), b.PIDFile)
 	return writeAtomic(b.probeConf, []byte(text), 0o644)
 }
 
@@ -241,8 +241,8 @@ func memoryMount() (string, error) {
 	return "", errors.New("scenario: cgroup v1 without a memory controller mount: the probe's cgroup scope needs one")
 }
 
-// StartHTTP starts the backend's backendd (keep-alive allowed, for LongConns) in its cgroup
-// and waits until it accepts connections.
+// StartHTTP starts the backend's backendd (keep-alive allowed, for LongConns) in its cgroup,
+// writes its PID to PIDFile and waits until it accepts connections.
 func (b *Backend) StartHTTP() error {
 	b.mu.Lock()
 	if b.http != nil && !b.http.Exited() {
@@ -265,6 +265,11 @@ func (b *Backend) StartHTTP() error {
 			return fmt.Errorf("scenario: backend %s: join memory cgroup: %w", b.Name, err)
 		}
 	}
+	// The wrappers exec into backendd, so p.PID is its own PID (lab.Proc). One rename: the
+	// probe never reads a half-written pidfile.
+	if err := writeAtomic(b.PIDFile, pidFileData(p.PID), 0o644); err != nil {
+		return fmt.Errorf("scenario: backend %s: %w", b.Name, err)
+	}
 	return lab.Poll(10*time.Second, func() error {
 		if p.Exited() {
 			return fmt.Errorf("scenario: backend %s: backendd exited: %v\n%s", b.Name, p.Wait(), lab.Tail(p.LogPath, 10))
@@ -278,6 +283,9 @@ func (b *Backend) StartHTTP() error {
 		return c.Close()
 	})
 }
+
+// pidFileData is a pidfile's text: the PID in decimal and a newline, as daemons write it.
+func pidFileData(pid int) []byte { return []byte(strconv.Itoa(pid) + "\n") }
 
 // StopHTTP stops the backend's backendd (SIGTERM), so its health checks fail.
 func (b *Backend) StopHTTP() error {

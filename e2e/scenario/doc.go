@@ -2,7 +2,9 @@
 // vSwitch bridge (userspace datapath, fail_mode secure) whose controller target is a unix
 // socket, the controller in its own namespace host "ctl", a client host, and backend hosts
 // each running e2e/backendd inside a CPU-limited cgroup with the real probe pushing
-// cgroup-scoped reports to the controller.
+// cgroup-scoped reports to the controller. Each probe finds its backendd through a pidfile
+// the scenario writes ([service] pidfile), so it reports the service's own CPU too, unless
+// Options.NoServiceCPU.
 //
 // Neither the root namespace nor the bridge's LOCAL port gets an address: the switch
 // reaches the controller through the unix socket, and the controller's push listener and

@@ -18,12 +18,16 @@ import (
 
 // Service is the part of the controller's /api/v1/services entry the scenario reads.
 type Service struct {
-	Name     string        `json:"name"`
-	Mode     string        `json:"mode"`
-	GroupID  int           `json:"group_id"`
-	Panic    bool          `json:"panic"`
-	Total    int           `json:"total"`
-	Backends []BackendView `json:"backends"`
+	Name    string `json:"name"`
+	Mode    string `json:"mode"`
+	GroupID int    `json:"group_id"`
+	Policy  string `json:"policy"`
+	// PolicyFallback says why the headroom policy ran as 1/AL in the latest update (a live
+	// backend's report without service_cpu); empty when it did not.
+	PolicyFallback string        `json:"policy_fallback"`
+	Panic          bool          `json:"panic"`
+	Total          int           `json:"total"`
+	Backends       []BackendView `json:"backends"`
 }
 
 // BackendView is one backend as the API reports it.
@@ -42,6 +46,10 @@ type BackendView struct {
 	// Slots is the backend's part of the switch's select-group slot table, what dump-groups
 	// shows summed over the backend's buckets (docs/dataplane.md, "Exact shares").
 	Slots uint16 `json:"slots"`
+	// Signals lists the optional signals of the backend's latest report ("service_cpu";
+	// "none"); ServiceCPU is the service's own CPU, a fraction of CPUCount, nil when absent.
+	Signals    string   `json:"signals"`
+	ServiceCPU *float64 `json:"service_cpu"`
 }
 
 // Explanation is the controller's account of one weight.
@@ -167,6 +175,24 @@ func (s *Scenario) WaitReady(timeout time.Duration) error {
 		}
 		_, err = s.InSync()
 		return err
+	})
+}
+
+// WaitServiceCPU waits until every backend's latest report carries the service's own CPU
+// (service_cpu): the probes find their backendd through its pidfile, which takes one report
+// interval after a (re)start, since a rate needs two readings.
+func (s *Scenario) WaitServiceCPU(timeout time.Duration) error {
+	return lab.Poll(timeout, func() error {
+		v, err := s.Service()
+		if err != nil {
+			return err
+		}
+		for _, b := range v.Backends {
+			if b.ServiceCPU == nil {
+				return fmt.Errorf("scenario: backend %s: report without service_cpu (signals %q, state %q)", b.Name, b.Signals, b.State)
+			}
+		}
+		return nil
 	})
 }
 

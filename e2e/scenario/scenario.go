@@ -67,6 +67,12 @@ type Options struct {
 	// ProbeFastInterval is the probes' health.fast_interval, the pace after a failed check;
 	// 0 leaves the probe's default (100ms).
 	ProbeFastInterval time.Duration
+	// NoServiceCPU leaves the [service] table out of the probes' configs, so they report no
+	// service_cpu and the headroom policy (the controller's default) falls back to 1/AL for
+	// the whole pool. By default (false) each probe's [service] pidfile is the backend's
+	// PIDFile, which names its backendd: the probe then reports the service's own CPU apart
+	// from anything else charged to the backend's cgroup.
+	NoServiceCPU bool
 	// UpdatePeriod, ReadbackPeriod, StaleAfter, Warmup: controller tuning; defaults
 	// 1s, 2s, 4s, 6s.
 	UpdatePeriod, ReadbackPeriod, StaleAfter, Warmup time.Duration
@@ -176,6 +182,10 @@ type Backend struct {
 	Host   *lab.Host
 	Cgroup *lab.Cgroup
 	Quota  float64
+	// PIDFile holds the PID of the backend's running backendd, rewritten by every StartHTTP
+	// (it is left in place when backendd stops, as a crashed daemon leaves its own; the probe
+	// then finds it stale). It is the probe's [service] pidfile unless Options.NoServiceCPU.
+	PIDFile string
 
 	s         *Scenario
 	mu        sync.Mutex
@@ -296,7 +306,8 @@ func (s *Scenario) build() error {
 		if err != nil {
 			return fmt.Errorf("scenario: %w", err)
 		}
-		be := &Backend{Name: name, Host: h, Cgroup: cg, Quota: q, s: s}
+		be := &Backend{Name: name, Host: h, Cgroup: cg, Quota: q, s: s,
+			PIDFile: filepath.Join(s.Lab.Dir, name+"-http.pid")}
 		s.Backends = append(s.Backends, be)
 		if err := be.prepareProbe(); err != nil {
 			return err

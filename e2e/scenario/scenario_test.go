@@ -11,6 +11,7 @@ import (
 	ctlconfig "flowweight/controller/config"
 	"flowweight/e2e/lab"
 	probeconfig "flowweight/probe/config"
+	"flowweight/probe/sample"
 )
 
 func TestControllerTOMLLoads(t *testing.T) {
@@ -80,15 +81,20 @@ func TestControllerTOMLLoads(t *testing.T) {
 }
 
 func TestProbeTOMLLoads(t *testing.T) {
-	tests := []struct{ interval, fast, wantFast time.Duration }{
-		{time.Second, 0, 100 * time.Millisecond}, // the probe's default
-		{300 * time.Millisecond, 0, 100 * time.Millisecond},
-		{5 * time.Second, 0, 100 * time.Millisecond},
-		{time.Second, 50 * time.Millisecond, 50 * time.Millisecond},
+	tests := []struct {
+		interval, fast, wantFast time.Duration
+		noService                bool
+	}{
+		{time.Second, 0, 100 * time.Millisecond, false}, // the probe's default
+		{300 * time.Millisecond, 0, 100 * time.Millisecond, false},
+		{5 * time.Second, 0, 100 * time.Millisecond, false},
+		{time.Second, 50 * time.Millisecond, 50 * time.Millisecond, false},
+		{time.Second, 0, 100 * time.Millisecond, true},
+		{time.Second, 50 * time.Millisecond, 50 * time.Millisecond, true},
 	}
 	for _, tt := range tests {
 		interval := tt.interval
-		o := Options{Dir: "/x", Net: 3, ProbeInterval: interval, ProbeFastInterval: tt.fast}
+		o := Options{Dir: "/x", Net: 3, ProbeInterval: interval, ProbeFastInterval: tt.fast, NoServiceCPU: tt.noService}
 		if err := o.fill(); err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +104,8 @@ func TestProbeTOMLLoads(t *testing.T) {
 			t.Fatal(err)
 		}
 		path := filepath.Join(dir, "probe.toml")
-		text := ProbeTOML(o, "be1", "10.77.3.11", "/sys/fs/cgroup/cpu/fw1-be1", key, filepath.Join(dir, "drain"))
+		pidFile := filepath.Join(dir, "be1-http.pid")
+		text := ProbeTOML(o, "be1", "10.77.3.11", "/sys/fs/cgroup/cpu/fw1-be1", key, filepath.Join(dir, "drain"), pidFile)
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -109,6 +116,25 @@ func TestProbeTOMLLoads(t *testing.T) {
 		if c.Interval != interval || c.Collector != "10.77.3.2:7946" || c.Health.URL != "http://10.77.3.11:8080/health" ||
 			!slices.Equal(c.ServicePorts, []int{BackendPort}) || c.Health.Timeout > interval || c.Health.FastInterval != tt.wantFast {
 			t.Errorf("interval %v: probe config %+v", interval, c)
+		}
+		// The service is found by the pidfile alone (the probe accepts one of the three keys),
+		// and only when the option leaves it on.
+		want := probeconfig.Service{PIDFile: pidFile}
+		if tt.noService {
+			want = probeconfig.Service{}
+		}
+		if c.Service != want {
+			t.Errorf("interval %v, NoServiceCPU %v: [service] %+v, want %+v\n%s", interval, tt.noService, c.Service, want, text)
+		}
+	}
+}
+
+// The pidfile StartHTTP writes is one the probe's service sampler reads.
+func TestPIDFileDataParses(t *testing.T) {
+	for _, pid := range []int{1, 4242, 1<<22 - 1} {
+		got, err := sample.ParsePID(pidFileData(pid))
+		if err != nil || got != pid {
+			t.Errorf("ParsePID(%q) = %d, %v; want %d", pidFileData(pid), got, err, pid)
 		}
 	}
 }

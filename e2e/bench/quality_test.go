@@ -1,0 +1,118 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"flowweight/e2e/scenario"
+)
+
+func res(p99 time.Duration, errors int) scenario.LoadResult {
+	return scenario.LoadResult{OK: 100, Errors: errors, P99: p99}
+}
+
+func TestBestSearched(t *testing.T) {
+	ms := time.Millisecond
+	search := func(label string, lvl float64, p99 time.Duration, errs int, skipped bool) runResult {
+		return runResult{level: lvl, run: policyRun{label: label, search: true}, res: res(p99, errs), skipped: skipped}
+	}
+	results := []runResult{
+		{level: 0.5, run: policyRun{label: "equal"}, res: res(10*ms, 0)}, // not part of the search
+		search("static a", 0.5, 90*ms, 0, false),
+		search("static b", 0.5, 40*ms, 0, false),
+		search("static c", 0.5, 20*ms, 3, false), // lowest p99, but with errors
+		search("static d", 0.5, 0, 0, true),      // skipped: never best
+		search("static a", 0.8, 70*ms, 2, false),
+		search("static b", 0.8, 50*ms, 1, false),
+	}
+	tests := []struct {
+		level    float64
+		want     string
+		measured int
+		ok       bool
+	}{
+		{0.5, "static b", 3, true},
+		{0.8, "static b", 2, true}, // all with errors: the lowest p99
+		{0.9, "", 0, false},
+	}
+	for _, tt := range tests {
+		best, n, ok := bestSearched(results, tt.level)
+		if ok != tt.ok || n != tt.measured || best.run.label != tt.want {
+			t.Errorf("level %v: best %q of %d (ok %v), want %q of %d (ok %v)", tt.level, best.run.label, n, ok, tt.want, tt.measured, tt.ok)
+		}
+	}
+}
+
+func TestFind(t *testing.T) {
+	results := []runResult{
+		{level: 0.5, run: policyRun{label: "headroom (default, service CPU)"}, skipped: true},
+		{level: 0.5, run: policyRun{label: "headroom (default, service CPU)"}, res: res(time.Second, 0)},
+		{level: 0.8, run: policyRun{label: "equal"}},
+	}
+	if r, ok := find(results, 0.5, "headroom"); !ok || r.res.P99 != time.Second {
+		t.Errorf("find headroom at 0.5 = %+v, %v; want the measured one", r, ok)
+	}
+	if _, ok := find(results, 0.5, "equal"); ok {
+		t.Error("found equal at 0.5")
+	}
+}
+
+func TestRatioCell(t *testing.T) {
+	tests := []struct {
+		num, den time.Duration
+		target   float64
+		want     string
+	}{
+		{120 * time.Millisecond, 100 * time.Millisecond, 1.2, "1.20 (met)"},
+		{121 * time.Millisecond, 100 * time.Millisecond, 1.2, "1.21 (missed)"},
+		{50 * time.Millisecond, 100 * time.Millisecond, 1.0, "0.50 (met)"},
+		{50 * time.Millisecond, 0, 1.0, "no latency"},
+	}
+	for _, tt := range tests {
+		if got := ratioCell(tt.num, tt.den, tt.target); !strings.Contains(got, tt.want) {
+			t.Errorf("ratioCell(%v, %v, %v) = %q, want %q", tt.num, tt.den, tt.target, got, tt.want)
+		}
+	}
+}
+
+func TestLevelDeadline(t *testing.T) {
+	start := time.Unix(1000, 0)
+	deadline := start.Add(10 * time.Minute)
+	for i, want := range []time.Duration{5 * time.Minute, 10 * time.Minute} {
+		if got := levelDeadline(start, deadline, i, 2); !got.Equal(start.Add(want)) {
+			t.Errorf("level %d ends at +%v, want +%v", i, got.Sub(start), want)
+		}
+	}
+}
+
+// The search covers the splits the issue names, each a share vector, equal first.
+func TestStaticSearch(t *testing.T) {
+	if len(staticSearch) != 5 {
+		t.Fatalf("%d splits", len(staticSearch))
+	}
+	for i, c := range staticSearch {
+		if len(c) != 3 || MaxDiff(Normalize(c), c) > 1e-9 {
+			t.Errorf("split %d %v is not three shares summing to 1", i, c)
+		}
+		if c[0] != c[1] || (i > 0 && c[2] <= staticSearch[i-1][2]) {
+			t.Errorf("split %d %v: want be1 = be2 and be3's share growing", i, c)
+		}
+	}
+}
+
+func TestP99Cell(t *testing.T) {
+	tests := []struct {
+		r    runResult
+		want string
+	}{
+		{runResult{res: res(12500*time.Microsecond, 0)}, "12.5 ms"},
+		{runResult{res: res(time.Second, 3)}, "1000.0 ms (3 errors)"},
+		{runResult{res: res(time.Second, 0), fallback: "be1: no service_cpu"}, "1000.0 ms (ran as 1/AL)"},
+	}
+	for _, tt := range tests {
+		if got := p99Cell(tt.r); got != tt.want {
+			t.Errorf("p99Cell = %q, want %q", got, tt.want)
+		}
+	}
+}
