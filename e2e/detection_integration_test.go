@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -109,6 +110,10 @@ func killOnce(tb testing.TB, s *scenario.Scenario, be *scenario.Backend) killCas
 		out <- loadOut{r, err}
 	}()
 	var c killCase
+	// The kill falls anywhere in the probe's interval, as a crash would: without this the
+	// kills came at nearly the same phase after each recovery and measured that phase only.
+	phase := time.Duration(killPhase.Float64() * float64(s.Opts.ProbeInterval))
+	time.Sleep(phase)
 	start := time.Now()
 	if err := be.KillHTTP(); err != nil {
 		tb.Fatal(err)
@@ -166,6 +171,10 @@ func killOnce(tb testing.TB, s *scenario.Scenario, be *scenario.Backend) killCas
 	}
 	return c
 }
+
+// killPhase draws each kill's moment within the probe interval; seeded, so a rerun draws the
+// same phases.
+var killPhase = rand.New(rand.NewPCG(20261201, 1))
 
 // groupRead is the group read that satisfied a condition.
 type groupRead struct {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,7 @@ func main() {
 	measure := flag.Duration("measure", 20*time.Second, "length of each measured load run in quality/hidden")
 	hiddenBudget := flag.Duration("hidden-budget", 12*time.Minute, "time bound of the hidden run; its static search skips the splits that would overrun it")
 	noServiceCPU := flag.Bool("no-service-cpu", false, "start the probes without [service] (no service_cpu): headroom then falls back to 1/AL")
+	margins := flag.String("plan-margins", "", "comma-separated weighting.plan_margin values: quality and hidden add a headroom run for each (the default margin's run is always there)")
 	flag.Parse()
 
 	var err error
@@ -46,6 +48,17 @@ func main() {
 	}
 	b := &bench{bins: bins, conns: *conns, long: *long, reweights: *reweights, measure: *measure,
 		hiddenBudget: *hiddenBudget, noServiceCPU: *noServiceCPU}
+	for _, m := range strings.Split(*margins, ",") {
+		if m = strings.TrimSpace(m); m == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(m, 64)
+		if err != nil || !(v >= 0 && v < 1) {
+			fmt.Fprintf(os.Stderr, "bench: -plan-margins: %q is not a number in [0,1)\n", m)
+			os.Exit(2)
+		}
+		b.margins = append(b.margins, m)
+	}
 	fmt.Printf("# flowweight lab benchmarks, %s, %s\n\n", time.Now().UTC().Format(time.RFC3339), hostLine())
 	for _, name := range strings.Split(*run, ",") {
 		var err error
@@ -97,6 +110,7 @@ type bench struct {
 	measure                time.Duration
 	hiddenBudget           time.Duration
 	noServiceCPU           bool
+	margins                []string // extra headroom runs, one per plan_margin
 }
 
 // start brings up one scenario in a fresh short directory; the caller closes it with stop.

@@ -76,6 +76,17 @@ func (b *bench) headroomRun() policyRun {
 	return feedback("headroom (default, service CPU)", "headroom")
 }
 
+// marginRuns are the headroom runs with the -plan-margins values.
+func (b *bench) marginRuns() []policyRun {
+	var out []policyRun
+	for _, m := range b.margins {
+		r := feedback("headroom, plan_margin "+m, "headroom")
+		r.extra = map[string]string{"plan_margin": m}
+		out = append(out, r)
+	}
+	return out
+}
+
 // quality measures the lab's pool (quotas 0.25/0.5/1 core) at two offered loads under equal,
 // oracle, dynamic and headroom weights.
 func (b *bench) quality() error {
@@ -105,6 +116,7 @@ func (b *bench) quality() error {
 		feedback("dynamic (1/AL)", "dynamic"),
 		b.headroomRun(),
 	}
+	runs = append(runs, b.marginRuns()...)
 	levels := []float64{0.4, 0.8}
 	results, err := b.compare(s, capacity, levels, runs, time.Time{})
 	if err != nil {
