@@ -370,7 +370,10 @@ func (b *bench) measureRun(s *scenario.Scenario, r policyRun, rate, lvl float64,
 	if settle == 0 {
 		settle = settlePinned
 	}
-	lo := scenario.LoadOptions{Concurrency: 64, Rate: rate, Timeout: 5 * time.Second}
+	// Enough clients that the offered rate is kept while responses slow down: with 64, a
+	// policy whose latency grew got fewer requests (the ticker's ticks are dropped while every
+	// client waits), and its p99 came from a lower load than the others' (2026-12-01).
+	lo := scenario.LoadOptions{Concurrency: max(64, int(rate/2)), Rate: rate, Timeout: 5 * time.Second}
 	lo.Duration, lo.MaxRequests = settle, int(rate*settle.Seconds())+1
 	if _, err := s.Load(context.Background(), lo); err != nil {
 		return runResult{}, err
