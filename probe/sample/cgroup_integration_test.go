@@ -16,25 +16,17 @@ import (
 	"time"
 )
 
-// burnEnv makes the test binary a CPU burner for the cgroup test: a child process that spins
-// for the given duration and exits by itself, so nothing outlives a failed test for long.
-const burnEnv = "FLOWWEIGHT_TEST_BURN"
-
 // resolveEnv makes the test binary resolve a cgroup and print what it found (see
 // TestCgroupUnderIPNetnsExec): the value is "PATH HOSTPID".
 const resolveEnv = "FLOWWEIGHT_TEST_RESOLVE"
 
-func TestMain(m *testing.M) {
-	if arg := os.Getenv(resolveEnv); arg != "" {
-		os.Exit(resolveAndPrint(arg))
-	}
-	if d, err := time.ParseDuration(os.Getenv(burnEnv)); err == nil {
-		end := time.Now().Add(d)
-		for time.Now().Before(end) {
+func init() {
+	extraMain = func() (int, bool) {
+		if arg := os.Getenv(resolveEnv); arg != "" {
+			return resolveAndPrint(arg), true
 		}
-		os.Exit(0)
+		return 0, false
 	}
-	os.Exit(m.Run())
 }
 
 // makeCgroup creates a test cgroup on this machine's hierarchy (v1 or v2) with a CPU quota

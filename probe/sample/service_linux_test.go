@@ -12,27 +12,12 @@ import (
 	"time"
 )
 
-// busyLoopEnv makes TestHelperBusyLoop spin for the duration it holds.
-const busyLoopEnv = "FLOWWEIGHT_TEST_BUSY_LOOP"
-
-// TestHelperBusyLoop is the process TestServiceCPURealProcess measures: the test binary run
-// again, burning one core until the duration in busyLoopEnv has passed (the parent kills it
-// sooner), so the test needs nothing installed.
-func TestHelperBusyLoop(t *testing.T) {
-	d, err := time.ParseDuration(os.Getenv(busyLoopEnv))
-	if err != nil {
-		t.Skip("helper process of TestServiceCPURealProcess")
-	}
-	for end := time.Now().Add(d); time.Now().Before(end); {
-	}
-}
-
 // TestServiceCPURealProcess measures a busy child through a real pidfile and /proc: its
 // service CPU is clearly above zero, and once it is killed the pidfile is stale and the
 // signal absent.
 func TestServiceCPURealProcess(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBusyLoop$", "-test.count=1")
-	cmd.Env = append(os.Environ(), busyLoopEnv+"=30s")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), burnEnv+"=30s") // the test binary burns a core (main_test.go)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
