@@ -130,7 +130,7 @@ func (b *bench) quality() error {
 		if !okH || !okO {
 			return fmt.Errorf("%.0f%%: a headroom or oracle row is missing", 100*lvl)
 		}
-		fmt.Printf("| %.0f%% | %s | %s | %s |\n", 100*lvl, p99Cell(h), p99Cell(o), ratioCell(h.res.P99, o.res.P99, 1.2))
+		fmt.Printf("| %.0f%% | %s | %s | %s |\n", 100*lvl, p99Cell(h), p99Cell(o), ratioCell(h.res, o.res, 1.2))
 	}
 	fmt.Println()
 	return nil
@@ -232,11 +232,11 @@ func (b *bench) hidden() error {
 		}
 		best, n, ok := bestSearched(results, lvl)
 		if !ok {
-			fmt.Printf("| %.0f%% | %s | none measured (time budget) | – | %s | – | %s |\n", 100*lvl, p99Cell(h), p99Cell(e), ratioCell(h.res.P99, e.res.P99, 1.0))
+			fmt.Printf("| %.0f%% | %s | none measured (time budget) | – | %s | – | %s |\n", 100*lvl, p99Cell(h), p99Cell(e), ratioCell(h.res, e.res, 1.0))
 			continue
 		}
 		fmt.Printf("| %.0f%% | %s | %s (best of %d) | %s | %s | %s | %s |\n", 100*lvl, p99Cell(h), best.run.label, n, p99Cell(best),
-			p99Cell(e), ratioCell(h.res.P99, best.res.P99, 1.3), ratioCell(h.res.P99, e.res.P99, 1.0))
+			p99Cell(e), ratioCell(h.res, best.res, 1.3), ratioCell(h.res, e.res, 1.0))
 	}
 	fmt.Println()
 	for _, n := range burners {
@@ -320,13 +320,13 @@ func (b *bench) compare(s *scenario.Scenario, capacity float64, levels []float64
 	start := time.Now()
 	var longest time.Duration
 	var out []runResult
-	fmt.Println("| offered load | policy | weights before → after (dump-groups) | requests ok | errors | p50 | p99 | max | share of answers |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| offered load | policy | weights before → after (dump-groups) | requests ok | failed (by kind) | p50 | p99 of answers | p99 of all | max | share of answers |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for i, lvl := range levels {
 		rate := lvl * capacity
 		for _, r := range runs {
 			if r.search && !deadline.IsZero() && time.Now().Add(longest).After(levelDeadline(start, deadline, i, len(levels))) {
-				fmt.Printf("| %.0f%% (%.0f req/s) | %s | skipped: it would overrun the time budget | | | | | | |\n", 100*lvl, rate, r.label)
+				fmt.Printf("| %.0f%% (%.0f req/s) | %s | skipped: it would overrun the time budget | | | | | | | |\n", 100*lvl, rate, r.label)
 				out = append(out, runResult{level: lvl, run: r, skipped: true})
 				continue
 			}
@@ -408,8 +408,16 @@ func (b *bench) measureRun(s *scenario.Scenario, r policyRun, rate, lvl float64,
 	for i, n := range ns {
 		share[i] = float64(res.PerBackend[n]) / float64(max(res.OK, 1))
 	}
-	fmt.Printf("| %.0f%% (%.0f req/s) | %s | %s → %s | %d | %d | %s | %s | %s | %s |\n", 100*lvl, rate, label,
-		fmtWeights(before, ns), fmtWeights(after, ns), res.OK, res.Errors, ms(res.P50), ms(res.P99), ms(res.Max), fmtShares(share))
+	failed := strconv.Itoa(res.Errors)
+	if res.Errors > 0 {
+		failed += " (" + res.ErrSummary() + ")"
+	}
+	all := ms(res.P99All)
+	if res.P99Failed {
+		all = "failed"
+	}
+	fmt.Printf("| %.0f%% (%.0f req/s) | %s | %s → %s | %d | %s | %s | %s | %s | %s | %s |\n", 100*lvl, rate, label,
+		fmtWeights(before, ns), fmtWeights(after, ns), res.OK, failed, ms(res.P50), ms(res.P99), all, ms(res.Max), fmtShares(share))
 	return out, nil
 }
 
@@ -443,19 +451,26 @@ func bestSearched(results []runResult, level float64) (best runResult, measured 
 	return best, measured, ok
 }
 
+// better ranks by the p99 over all requests (failures ranked last), then by fewer failures.
 func better(a, b scenario.LoadResult) bool {
-	if (a.Errors > 0) != (b.Errors > 0) {
-		return a.Errors == 0
+	if a.P99Failed != b.P99Failed {
+		return !a.P99Failed
 	}
-	return a.P99 < b.P99
+	if a.P99Failed || a.P99All == b.P99All {
+		return a.Errors < b.Errors
+	}
+	return a.P99All < b.P99All
 }
 
-// p99Cell is a run's p99, with its errors when there were any (p99 is of the successful
-// requests only) and a note when headroom fell back to 1/AL.
+// p99Cell is a run's p99 over every request, a failed one ranking above every success, with
+// its failures when there were any and a note when headroom fell back to 1/AL.
 func p99Cell(r runResult) string {
-	out := ms(r.res.P99)
+	out := ms(r.res.P99All)
+	if r.res.P99Failed {
+		out = "failed"
+	}
 	if r.res.Errors > 0 {
-		out += fmt.Sprintf(" (%d errors)", r.res.Errors)
+		out += fmt.Sprintf(" (%d of %d failed)", r.res.Errors, r.res.Errors+r.res.OK)
 	}
 	if r.fallback != "" {
 		out += " (ran as 1/AL)"
@@ -463,12 +478,20 @@ func p99Cell(r runResult) string {
 	return out
 }
 
-// ratioCell is num/den with the verdict against target (at most target is met).
-func ratioCell(num, den time.Duration, target float64) string {
-	if den <= 0 {
+// ratioCell is num's p99 over den's, both over all requests, with the verdict against target
+// (at most target is met). A p99 that is a failed request is worse than any latency.
+func ratioCell(num, den scenario.LoadResult, target float64) string {
+	switch {
+	case num.P99Failed && den.P99Failed:
+		return "– (both p99s are failures)"
+	case num.P99Failed:
+		return "∞ (missed: over 1 % failed)"
+	case den.P99Failed:
+		return "0 (met: the reference's p99 is a failure)"
+	case den.P99All <= 0:
 		return "– (no latency measured)"
 	}
-	q := float64(num) / float64(den)
+	q := float64(num.P99All) / float64(den.P99All)
 	verdict := "met"
 	if q > target {
 		verdict = "missed"

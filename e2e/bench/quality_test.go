@@ -8,8 +8,13 @@ import (
 	"flowweight/e2e/scenario"
 )
 
+// res is a run's result whose p99 over all requests is p99; failed sets P99Failed.
 func res(p99 time.Duration, errors int) scenario.LoadResult {
-	return scenario.LoadResult{OK: 100, Errors: errors, P99: p99}
+	return scenario.LoadResult{OK: 100, Errors: errors, P99: p99, P99All: p99}
+}
+
+func failedRes(errors int) scenario.LoadResult {
+	return scenario.LoadResult{OK: 100, Errors: errors, P99: time.Millisecond, P99All: 5 * time.Second, P99Failed: true}
 }
 
 func TestBestSearched(t *testing.T) {
@@ -21,10 +26,15 @@ func TestBestSearched(t *testing.T) {
 		{level: 0.5, run: policyRun{label: "equal"}, res: res(10*ms, 0)}, // not part of the search
 		search("static a", 0.5, 90*ms, 0, false),
 		search("static b", 0.5, 40*ms, 0, false),
-		search("static c", 0.5, 20*ms, 3, false), // lowest p99, but with errors
+		search("static c", 0.5, 20*ms, 3, false), // lowest p99 of all, a few failures below 1 %
 		search("static d", 0.5, 0, 0, true),      // skipped: never best
 		search("static a", 0.8, 70*ms, 2, false),
 		search("static b", 0.8, 50*ms, 1, false),
+		{level: 0.9, run: policyRun{label: "static a", search: true}, res: failedRes(5)},
+		{level: 0.9, run: policyRun{label: "static b", search: true}, res: failedRes(3)},
+		{level: 0.9, run: policyRun{label: "static c", search: true}, res: res(900*ms, 0)},
+		{level: 0.95, run: policyRun{label: "static a", search: true}, res: failedRes(5)},
+		{level: 0.95, run: policyRun{label: "static b", search: true}, res: failedRes(3)},
 	}
 	tests := []struct {
 		level    float64
@@ -32,9 +42,11 @@ func TestBestSearched(t *testing.T) {
 		measured int
 		ok       bool
 	}{
-		{0.5, "static b", 3, true},
-		{0.8, "static b", 2, true}, // all with errors: the lowest p99
-		{0.9, "", 0, false},
+		{0.5, "static c", 3, true},  // failures that do not reach the p99 count by their latency
+		{0.8, "static b", 2, true},  // the lowest p99
+		{0.9, "static c", 3, true},  // any latency beats a p99 that is a failure
+		{0.95, "static b", 2, true}, // both failed: the fewer failures
+		{0.99, "", 0, false},
 	}
 	for _, tt := range tests {
 		best, n, ok := bestSearched(results, tt.level)
@@ -59,19 +71,23 @@ func TestFind(t *testing.T) {
 }
 
 func TestRatioCell(t *testing.T) {
+	ms := time.Millisecond
 	tests := []struct {
-		num, den time.Duration
+		num, den scenario.LoadResult
 		target   float64
 		want     string
 	}{
-		{120 * time.Millisecond, 100 * time.Millisecond, 1.2, "1.20 (met)"},
-		{121 * time.Millisecond, 100 * time.Millisecond, 1.2, "1.21 (missed)"},
-		{50 * time.Millisecond, 100 * time.Millisecond, 1.0, "0.50 (met)"},
-		{50 * time.Millisecond, 0, 1.0, "no latency"},
+		{res(120*ms, 0), res(100*ms, 0), 1.2, "1.20 (met)"},
+		{res(121*ms, 0), res(100*ms, 0), 1.2, "1.21 (missed)"},
+		{res(50*ms, 0), res(100*ms, 0), 1.0, "0.50 (met)"},
+		{res(50*ms, 0), res(0, 0), 1.0, "no latency"},
+		{failedRes(9), res(100*ms, 0), 1.2, "missed"},
+		{res(100*ms, 0), failedRes(9), 1.2, "met"},
+		{failedRes(9), failedRes(9), 1.2, "both"},
 	}
 	for _, tt := range tests {
 		if got := ratioCell(tt.num, tt.den, tt.target); !strings.Contains(got, tt.want) {
-			t.Errorf("ratioCell(%v, %v, %v) = %q, want %q", tt.num, tt.den, tt.target, got, tt.want)
+			t.Errorf("ratioCell(%+v, %+v, %v) = %q, want %q", tt.num, tt.den, tt.target, got, tt.want)
 		}
 	}
 }
@@ -107,7 +123,8 @@ func TestP99Cell(t *testing.T) {
 		want string
 	}{
 		{runResult{res: res(12500*time.Microsecond, 0)}, "12.5 ms"},
-		{runResult{res: res(time.Second, 3)}, "1000.0 ms (3 errors)"},
+		{runResult{res: res(time.Second, 3)}, "1000.0 ms (3 of 103 failed)"},
+		{runResult{res: failedRes(3)}, "failed (3 of 103 failed)"},
 		{runResult{res: res(time.Second, 0), fallback: "be1: no service_cpu"}, "1000.0 ms (ran as 1/AL)"},
 	}
 	for _, tt := range tests {

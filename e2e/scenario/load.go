@@ -2,9 +2,11 @@ package scenario
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -32,7 +34,45 @@ type LoadResult struct {
 	Elapsed    time.Duration
 	P50, P90   time.Duration // latency of successful requests
 	P99, Max   time.Duration
-	ErrSamples []string // the first few distinct errors
+	ErrSamples []string       // the first few distinct errors
+	ErrKinds   map[string]int // failed requests by ErrKind
+
+	// P99All is the p99 over every request issued, a failed one ranking above every success:
+	// what a client of the service sees. When the rank falls on a failure (more than 1 % of
+	// requests failed) P99Failed is set and P99All is the timeout.
+	P99All    time.Duration
+	P99Failed bool
+}
+
+// ErrKind names the cause of a failed request without its addresses and ports, so that
+// failures can be counted by kind: the last clause of a net/http error ("connection reset by
+// peer", "i/o timeout", "status 503").
+func ErrKind(err error) string {
+	msg := err.Error()
+	if strings.Contains(msg, "Client.Timeout") || strings.Contains(msg, "deadline exceeded") {
+		return "timeout"
+	}
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		msg = msg[i+2:]
+	}
+	return msg
+}
+
+// ErrSummary is the failed requests by kind, most frequent first: "12 connection reset by
+// peer, 3 timeout"; empty when none failed.
+func (r LoadResult) ErrSummary() string {
+	kinds := slices.Collect(maps.Keys(r.ErrKinds))
+	slices.SortFunc(kinds, func(a, b string) int {
+		if c := cmp.Compare(r.ErrKinds[b], r.ErrKinds[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%d %s", r.ErrKinds[k], k))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Share returns each backend's fraction of the successful requests.
@@ -87,7 +127,7 @@ func (s *Scenario) Load(ctx context.Context, o LoadOptions) (LoadResult, error) 
 	var (
 		issued atomic.Int64
 		mu     sync.Mutex
-		res    = LoadResult{PerBackend: map[string]int{}}
+		res    = LoadResult{PerBackend: map[string]int{}, ErrKinds: map[string]int{}}
 		lats   []time.Duration
 		seen   = map[string]bool{}
 		wg     sync.WaitGroup
@@ -112,6 +152,7 @@ func (s *Scenario) Load(ctx context.Context, o LoadOptions) (LoadResult, error) 
 				mu.Lock()
 				if err != nil {
 					res.Errors++
+					res.ErrKinds[ErrKind(err)]++
 					msg := err.Error()
 					if !seen[msg] && len(res.ErrSamples) < 5 {
 						seen[msg] = true
@@ -128,6 +169,7 @@ func (s *Scenario) Load(ctx context.Context, o LoadOptions) (LoadResult, error) 
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	res.P99All, res.P99Failed = p99All(lats, res.Errors, o.Timeout)
 	res.P50, res.P90, res.P99, res.Max = Percentile(lats, 0.5), Percentile(lats, 0.9), Percentile(lats, 0.99), Percentile(lats, 1)
 	return res, nil
 }
@@ -154,6 +196,22 @@ func get(ctx context.Context, c *http.Client, url string) (string, error) {
 		return "", fmt.Errorf("GET %s: empty body, want a backend name", url)
 	}
 	return name, nil
+}
+
+// p99All is the nearest-rank p99 of the successes' latencies and failed more requests that
+// rank above them all; when the rank is a failure it returns timeout and true.
+func p99All(lats []time.Duration, failed int, timeout time.Duration) (time.Duration, bool) {
+	n := len(lats) + failed
+	if n == 0 {
+		return 0, false
+	}
+	i := min(max(int(0.99*float64(n)+0.999999)-1, 0), n-1)
+	if i >= len(lats) {
+		return timeout, true
+	}
+	s := slices.Clone(lats)
+	slices.Sort(s)
+	return s[i], false
 }
 
 // Percentile returns the q-quantile (nearest rank) of ds; 0 for none. It sorts ds.

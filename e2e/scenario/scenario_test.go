@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -413,4 +414,62 @@ func FuzzParseFlowEvents(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestP99All(t *testing.T) {
+	ms := time.Millisecond
+	lats := func(n int) []time.Duration {
+		out := make([]time.Duration, n)
+		for i := range out {
+			out[i] = time.Duration(n-i) * ms // unsorted on purpose
+		}
+		return out
+	}
+	tests := []struct {
+		name       string
+		lats       []time.Duration
+		failed     int
+		want       time.Duration
+		wantFailed bool
+	}{
+		{"none", nil, 0, 0, false},
+		{"no failures", lats(100), 0, 99 * ms, false},
+		{"1 % failed: the rank is the last success", lats(99), 1, 99 * ms, false},
+		{"2 % failed: the rank is a failure", lats(98), 2, 5 * time.Second, true},
+		{"all failed", nil, 3, 5 * time.Second, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := slices.Clone(tt.lats)
+			got, failed := p99All(tt.lats, tt.failed, 5*time.Second)
+			if got != tt.want || failed != tt.wantFailed {
+				t.Errorf("p99All = %v, %v; want %v, %v", got, failed, tt.want, tt.wantFailed)
+			}
+			if !slices.Equal(in, tt.lats) {
+				t.Error("p99All reordered its input")
+			}
+		})
+	}
+}
+
+func TestErrKind(t *testing.T) {
+	tests := []struct {
+		err  string
+		want string
+	}{
+		{`Get "http://10.0.0.100:80/": dial tcp 10.0.0.100:80: connect: connection refused`, "connection refused"},
+		{`Get "http://10.0.0.100:80/": read tcp 10.0.0.9:4711->10.0.0.100:80: read: connection reset by peer`, "connection reset by peer"},
+		{`Get "http://10.0.0.100:80/": context deadline exceeded (Client.Timeout exceeded while awaiting headers)`, "timeout"},
+		{`GET http://10.0.0.100:80/: status 503`, "status 503"},
+		{`EOF`, "EOF"},
+	}
+	for _, tt := range tests {
+		if got := ErrKind(errors.New(tt.err)); got != tt.want {
+			t.Errorf("ErrKind(%q) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+	r := LoadResult{ErrKinds: map[string]int{"timeout": 3, "connection reset by peer": 12, "EOF": 3}}
+	if got, want := r.ErrSummary(), "12 connection reset by peer, 3 EOF, 3 timeout"; got != want {
+		t.Errorf("ErrSummary = %q, want %q", got, want)
+	}
 }
