@@ -34,7 +34,14 @@ func main() {
 	hiddenBudget := flag.Duration("hidden-budget", 12*time.Minute, "time bound of the hidden run; its static search skips the splits that would overrun it")
 	noServiceCPU := flag.Bool("no-service-cpu", false, "start the probes without [service] (no service_cpu): headroom then falls back to 1/AL")
 	margins := flag.String("plan-margins", "", "comma-separated weighting.plan_margin values: quality and hidden add a headroom run for each (the default margin's run is always there)")
+	levels := flag.String("levels", "", "comma-separated offered loads as fractions of the measured capacity, for quality and hidden (default 0.4,0.8 and 0.5,0.8)")
+	repeat := flag.Int("repeat", 1, "quality and hidden: measure each level's runs this many times, each time in an order rotated by one, and compare medians")
+	policies := flag.String("policies", "", "quality and hidden: comma-separated label prefixes of the runs to measure (for example \"oracle,headroom\"); default all")
 	flag.Parse()
+	if *repeat < 1 || *repeat > 20 {
+		fmt.Fprintf(os.Stderr, "bench: -repeat %d: want 1 to 20\n", *repeat)
+		os.Exit(2)
+	}
 
 	var err error
 	binDir, err = os.MkdirTemp("", "fwbench-bin-")
@@ -47,7 +54,12 @@ func main() {
 		fatal("build", err)
 	}
 	b := &bench{bins: bins, conns: *conns, long: *long, reweights: *reweights, measure: *measure,
-		hiddenBudget: *hiddenBudget, noServiceCPU: *noServiceCPU}
+		hiddenBudget: *hiddenBudget, noServiceCPU: *noServiceCPU, repeat: *repeat}
+	for _, p := range strings.Split(*policies, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			b.policies = append(b.policies, p)
+		}
+	}
 	for _, m := range strings.Split(*margins, ",") {
 		if m = strings.TrimSpace(m); m == "" {
 			continue
@@ -58,6 +70,17 @@ func main() {
 			os.Exit(2)
 		}
 		b.margins = append(b.margins, m)
+	}
+	for _, l := range strings.Split(*levels, ",") {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(l, 64)
+		if err != nil || !(v > 0 && v <= 1) {
+			fmt.Fprintf(os.Stderr, "bench: -levels: %q is not a load in (0,1]\n", l)
+			os.Exit(2)
+		}
+		b.levels = append(b.levels, v)
 	}
 	fmt.Printf("# flowweight lab benchmarks, %s, %s\n\n", time.Now().UTC().Format(time.RFC3339), hostLine())
 	for _, name := range strings.Split(*run, ",") {
@@ -110,7 +133,18 @@ type bench struct {
 	measure                time.Duration
 	hiddenBudget           time.Duration
 	noServiceCPU           bool
-	margins                []string // extra headroom runs, one per plan_margin
+	margins                []string  // extra headroom runs, one per plan_margin
+	levels                 []float64 // offered loads for quality and hidden; nil: each one's own
+	repeat                 int       // repetitions of each level
+	policies               []string  // label prefixes of the runs to measure; nil: all
+}
+
+// levelsOr is the offered loads from -levels, or def.
+func (b *bench) levelsOr(def ...float64) []float64 {
+	if len(b.levels) > 0 {
+		return b.levels
+	}
+	return def
 }
 
 // start brings up one scenario in a fresh short directory; the caller closes it with stop.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,12 +57,15 @@ type policyRun struct {
 // runResult is one row of compare: a measured run, or a search run skipped for time.
 type runResult struct {
 	level   float64
+	rep     int // which repetition of the level (0 unless -repeat)
 	run     policyRun
 	res     scenario.LoadResult
 	skipped bool
 	// fallback is the API's policy_fallback at the start or the end of the measured run
 	// (headroom ran as 1/AL), empty when it did not fall back.
 	fallback string
+	// reps are, in a median made by find, every repetition it is the median of.
+	reps []runResult
 }
 
 func feedback(label, policy string) policyRun {
@@ -117,7 +121,7 @@ func (b *bench) quality() error {
 		b.headroomRun(),
 	}
 	runs = append(runs, b.marginRuns()...)
-	levels := []float64{0.4, 0.8}
+	levels := b.levelsOr(0.4, 0.8)
 	results, err := b.compare(s, capacity, levels, runs, time.Time{})
 	if err != nil {
 		return err
@@ -156,7 +160,8 @@ func (b *bench) hidden() error {
 	// The neighbours outlive the run with a margin: the budget, or what the runs that are never
 	// skipped take when it is shorter. They are stopped by PID at the end (and by the lab's
 	// Close on any error).
-	required := 2*time.Minute + 2*3*(settleFeedback+b.measure+10*time.Second)
+	levels := b.levelsOr(0.5, 0.8)
+	required := 2*time.Minute + time.Duration(len(levels)*max(b.repeat, 1)*3)*(settleFeedback+b.measure+10*time.Second)
 	burnFor := max(b.hiddenBudget, required) + 3*time.Minute
 	var burners []*neighbour
 	for _, be := range s.Backends[:2] {
@@ -213,7 +218,6 @@ func (b *bench) hidden() error {
 		runs = append(runs, policyRun{label: "static " + fmtShares(c), policy: "static",
 			extra: map[string]string{"capacity": cpuOnly}, caps: c, want: c, search: true})
 	}
-	levels := []float64{0.5, 0.8}
 	// Leave about half a minute for the summary, stopping the neighbours and closing the lab.
 	results, err := b.compare(s, capacity, levels, runs, t0.Add(b.hiddenBudget-30*time.Second))
 	if err != nil {
@@ -322,28 +326,60 @@ func (b *bench) compare(s *scenario.Scenario, capacity float64, levels []float64
 	var out []runResult
 	fmt.Println("| offered load | policy | weights before → after (dump-groups) | requests ok | failed (by kind) | p50 | p99 of answers | p99 of all | max | share of answers |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	runs = b.selected(runs)
 	for i, lvl := range levels {
 		rate := lvl * capacity
-		for _, r := range runs {
-			if r.search && !deadline.IsZero() && time.Now().Add(longest).After(levelDeadline(start, deadline, i, len(levels))) {
-				fmt.Printf("| %.0f%% (%.0f req/s) | %s | skipped: it would overrun the time budget | | | | | | | |\n", 100*lvl, rate, r.label)
-				out = append(out, runResult{level: lvl, run: r, skipped: true})
-				continue
+		// Each repetition starts one run later, so no policy always runs first or last: the
+		// lab's state (the client's port reuse, the switch's conntrack) drifts over a level.
+		for rep := range max(b.repeat, 1) {
+			for j := range runs {
+				r := runs[(j+rep)%len(runs)]
+				if r.search && !deadline.IsZero() && time.Now().Add(longest).After(levelDeadline(start, deadline, i, len(levels))) {
+					fmt.Printf("| %s | %s | skipped: it would overrun the time budget | | | | | | | |\n", b.levelCell(lvl, rate, rep), r.label)
+					out = append(out, runResult{level: lvl, rep: rep, run: r, skipped: true})
+					continue
+				}
+				t0 := time.Now()
+				res, err := b.measureRun(s, r, rate, lvl, rep, ns)
+				if err != nil {
+					return nil, fmt.Errorf("%.0f%% %s: %w", 100*lvl, r.label, err)
+				}
+				longest = max(longest, time.Since(t0))
+				out = append(out, res)
 			}
-			t0 := time.Now()
-			res, err := b.measureRun(s, r, rate, lvl, ns)
-			if err != nil {
-				return nil, fmt.Errorf("%.0f%% %s: %w", 100*lvl, r.label, err)
-			}
-			longest = max(longest, time.Since(t0))
-			out = append(out, res)
 		}
 	}
 	fmt.Println()
 	return out, nil
 }
 
-func (b *bench) measureRun(s *scenario.Scenario, r policyRun, rate, lvl float64, ns []string) (runResult, error) {
+// levelCell is the first column of a row: the offered load, and the repetition when repeated.
+func (b *bench) levelCell(lvl, rate float64, rep int) string {
+	c := fmt.Sprintf("%.0f%% (%.0f req/s)", 100*lvl, rate)
+	if b.repeat > 1 {
+		c += fmt.Sprintf(" #%d", rep+1)
+	}
+	return c
+}
+
+// selected is runs without those -policies leaves out.
+func (b *bench) selected(runs []policyRun) []policyRun {
+	if len(b.policies) == 0 {
+		return runs
+	}
+	var out []policyRun
+	for _, r := range runs {
+		for _, p := range b.policies {
+			if strings.HasPrefix(r.label, p) {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (b *bench) measureRun(s *scenario.Scenario, r policyRun, rate, lvl float64, rep int, ns []string) (runResult, error) {
 	caps := r.caps
 	if caps == nil {
 		caps = make([]float64, len(ns))
@@ -399,7 +435,7 @@ func (b *bench) measureRun(s *scenario.Scenario, r policyRun, rate, lvl float64,
 	if err != nil {
 		return runResult{}, err
 	}
-	out := runResult{level: lvl, run: r, res: res, fallback: firstNonEmpty(vb.PolicyFallback, va.PolicyFallback)}
+	out := runResult{level: lvl, rep: rep, run: r, res: res, fallback: firstNonEmpty(vb.PolicyFallback, va.PolicyFallback)}
 	label := r.label
 	if out.fallback != "" {
 		label += " — fell back to 1/AL: " + out.fallback
@@ -416,7 +452,7 @@ func (b *bench) measureRun(s *scenario.Scenario, r policyRun, rate, lvl float64,
 	if res.P99Failed {
 		all = "failed"
 	}
-	fmt.Printf("| %.0f%% (%.0f req/s) | %s | %s → %s | %d | %s | %s | %s | %s | %s | %s |\n", 100*lvl, rate, label,
+	fmt.Printf("| %s | %s | %s → %s | %d | %s | %s | %s | %s | %s | %s |\n", b.levelCell(lvl, rate, rep), label,
 		fmtWeights(before, ns), fmtWeights(after, ns), res.OK, failed, ms(res.P50), ms(res.P99), all, ms(res.Max), fmtShares(share))
 	return out, nil
 }
@@ -426,26 +462,54 @@ func levelDeadline(start, deadline time.Time, i, n int) time.Time {
 	return start.Add(deadline.Sub(start) * time.Duration(i+1) / time.Duration(n))
 }
 
-// find returns the measured run at level whose label starts with prefix.
+// find returns the median of the measured runs at level whose label starts with prefix
+// (over the repetitions; the worse of the middle two for an even count), and how many there
+// were.
 func find(results []runResult, level float64, prefix string) (runResult, bool) {
+	var rs []runResult
 	for _, r := range results {
 		if r.level == level && !r.skipped && strings.HasPrefix(r.run.label, prefix) {
-			return r, true
+			rs = append(rs, r)
 		}
 	}
-	return runResult{}, false
+	if len(rs) == 0 {
+		return runResult{}, false
+	}
+	return median(rs), true
 }
 
-// bestSearched returns the search run at level with the lowest p99, a run with errors
-// ranking after every run without, and how many search runs were measured.
-func bestSearched(results []runResult, level float64) (best runResult, measured int, ok bool) {
-	for _, r := range results {
-		if r.level != level || !r.run.search || r.skipped {
-			continue
+// median is the median of rs by better, with reps set to all of them.
+func median(rs []runResult) runResult {
+	s := slices.Clone(rs)
+	slices.SortStableFunc(s, func(a, b runResult) int {
+		switch {
+		case better(a.res, b.res):
+			return -1
+		case better(b.res, a.res):
+			return 1
 		}
+		return 0
+	})
+	m := s[len(s)/2]
+	m.reps = rs
+	return m
+}
+
+// bestSearched returns the search split at level with the lowest median p99 over all
+// requests (a p99 that is a failure ranking after every latency), and how many splits were
+// measured.
+func bestSearched(results []runResult, level float64) (best runResult, measured int, ok bool) {
+	var labels []string
+	for _, r := range results {
+		if r.level == level && r.run.search && !r.skipped && !slices.Contains(labels, r.run.label) {
+			labels = append(labels, r.run.label)
+		}
+	}
+	for _, l := range labels {
+		m, _ := find(results, level, l)
 		measured++
-		if !ok || better(r.res, best.res) {
-			best, ok = r, true
+		if !ok || better(m.res, best.res) {
+			best, ok = m, true
 		}
 	}
 	return best, measured, ok
@@ -474,6 +538,17 @@ func p99Cell(r runResult) string {
 	}
 	if r.fallback != "" {
 		out += " (ran as 1/AL)"
+	}
+	if len(r.reps) > 1 {
+		var each []string
+		for _, x := range r.reps {
+			if x.res.P99Failed {
+				each = append(each, "failed")
+			} else {
+				each = append(each, ms(x.res.P99All))
+			}
+		}
+		out += fmt.Sprintf("; median of %d: %s", len(r.reps), strings.Join(each, ", "))
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,55 @@ func TestP99Cell(t *testing.T) {
 	for _, tt := range tests {
 		if got := p99Cell(tt.r); got != tt.want {
 			t.Errorf("p99Cell = %q, want %q", got, tt.want)
+		}
+	}
+}
+
+// With repetitions, find and bestSearched compare medians, and the cell lists every run.
+func TestMedianOverRepeats(t *testing.T) {
+	ms := time.Millisecond
+	run := func(label string, rep int, r scenario.LoadResult) runResult {
+		return runResult{level: 0.5, rep: rep, run: policyRun{label: label, search: strings.HasPrefix(label, "static")}, res: r}
+	}
+	results := []runResult{
+		run("headroom", 0, res(30*ms, 0)), run("headroom", 1, res(10*ms, 0)), run("headroom", 2, failedRes(40)),
+		run("static a", 0, res(5*ms, 0)), run("static a", 1, res(50*ms, 0)), run("static a", 2, res(60*ms, 0)),
+		run("static b", 0, res(20*ms, 0)), run("static b", 1, res(25*ms, 0)), run("static b", 2, res(90*ms, 0)),
+		run("equal", 0, res(7*ms, 0)), run("equal", 1, res(9*ms, 0)), // even count: the worse middle
+	}
+	h, ok := find(results, 0.5, "headroom")
+	if !ok || h.res.P99All != 30*ms || len(h.reps) != 3 {
+		t.Errorf("headroom median = %v over %d, want 30ms over 3", h.res.P99All, len(h.reps))
+	}
+	if got, want := p99Cell(h), "30.0 ms; median of 3: 30.0 ms, 10.0 ms, failed"; got != want {
+		t.Errorf("p99Cell = %q, want %q", got, want)
+	}
+	if e, _ := find(results, 0.5, "equal"); e.res.P99All != 9*ms {
+		t.Errorf("equal median = %v, want 9ms", e.res.P99All)
+	}
+	best, n, ok := bestSearched(results, 0.5)
+	if !ok || n != 2 || best.run.label != "static b" || best.res.P99All != 25*ms {
+		t.Errorf("best = %q %v of %d, want static b 25ms of 2 (its median beats static a's 50ms)", best.run.label, best.res.P99All, n)
+	}
+}
+
+func TestSelected(t *testing.T) {
+	runs := []policyRun{{label: "equal"}, {label: "oracle (static, C = quota)"}, {label: "headroom (default, service CPU)"}, {label: "static 20.0/20.0/60.0%"}}
+	tests := []struct {
+		policies []string
+		want     []string
+	}{
+		{nil, []string{"equal", "oracle (static, C = quota)", "headroom (default, service CPU)", "static 20.0/20.0/60.0%"}},
+		{[]string{"oracle", "headroom", "static 20"}, []string{"oracle (static, C = quota)", "headroom (default, service CPU)", "static 20.0/20.0/60.0%"}},
+		{[]string{"static 30"}, nil},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, r := range (&bench{policies: tt.policies}).selected(runs) {
+			got = append(got, r.label)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("-policies %q: %q, want %q", tt.policies, got, tt.want)
 		}
 	}
 }
