@@ -26,7 +26,7 @@ import (
 )
 
 func main() {
-	run := flag.String("run", "share,disruption,quality,hidden", "comma-separated experiments: share, disruption, quality, hidden")
+	run := flag.String("run", "share,disruption,quality,hidden", "comma-separated experiments: share, disruption, quality, hidden, portreuse")
 	conns := flag.Int("conns", 2000, "new connections per share measurement (bounded)")
 	long := flag.Int("long", 100, "long-lived connections in the disruption run")
 	reweights := flag.Int("reweights", 10, "reweights in the disruption run")
@@ -95,6 +95,8 @@ func main() {
 			err = b.quality()
 		case "hidden":
 			err = b.hidden()
+		case "portreuse":
+			err = b.portReuse()
 		case "":
 			continue
 		default:

@@ -76,6 +76,14 @@ func (b *Bridge) AddHost(name string, ip netip.Prefix) (*Host, error) {
 		{"ip", "link", "set", h.Veth, "up"},
 		{"ethtool", "-K", h.Veth, "tx", "off"},
 		{"ip", "netns", "exec", h.NS, "ethtool", "-K", HostIface, "tx", "off"},
+		// The widest range of source ports. One client address opening hundreds of
+		// connections a second reuses a source port within a minute with the default range
+		// (connect takes every other port of 32768–60999), while the backend and the switch's
+		// conntrack still hold the last connection on that tuple; Open vSwitch's userspace
+		// conntrack then refuses the new SYN's sequence (conntrack_tcp_seq_chk_failed), the
+		// connection hangs and its entry stays ESTABLISHED, poisoning the tuple for every
+		// later reuse (docs/benchmarks.md, "Source-port reuse through conntrack").
+		{"ip", "netns", "exec", h.NS, "sh", "-c", "echo 1024 65535 > /proc/sys/net/ipv4/ip_local_port_range"},
 	}
 	for _, s := range steps {
 		if _, err := l.run(nil, s[0], s[1:]...); err != nil {
