@@ -40,3 +40,26 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
+
+func TestRunSeeds(t *testing.T) {
+	var out bytes.Buffer
+	if err := runSeeds(&out, 1, 2, 100_000, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"| 0.95 | B | headroom (default) |", "| 0.80 | C | headroom, learn.rate 0.1 |", "of 2 |"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "| oracle |") {
+		t.Error("the oracle is the reference, not a row")
+	}
+	for _, bad := range []struct {
+		n, jobs int
+		want    string
+	}{{0, 1000, "-seeds 0"}, {3, 0, "-jobs 0"}} {
+		if err := runSeeds(&out, 1, bad.n, bad.jobs, false); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("runSeeds(n=%d, jobs=%d) = %v, want %q", bad.n, bad.jobs, err, bad.want)
+		}
+	}
+}
