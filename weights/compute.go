@@ -792,6 +792,12 @@ func panicWeights(in []Backend, t Tuning, out *Result) {
 // for noisy measurements; the static and equal policies have none, so for them any change is
 // worth a rewrite (otherwise the step limit's last small step toward their exact target would
 // never be applied).
+//
+// Under the headroom policy a move inside the dead-band also counts when it would change some
+// backend's spare CPU by more than spareBand of what it has. Near saturation the dead-band's
+// 2 % of the total is most of a big backend's spare capacity: in the simulator at 95 % load a
+// fast backend held 1.2 points above its target ran at 0.988 utilisation for hours, and the p99
+// went to 1.9× the oracle's, because the move back was below the dead-band.
 func Worth(prev []uint16, next *Result, t Tuning) bool {
 	if len(prev) != len(next.Backends) {
 		return true
@@ -800,6 +806,7 @@ func Worth(prev []uint16, next *Result, t Tuning) bool {
 	if t.Policy == PolicyStatic || t.Policy == PolicyEqual {
 		limit = 0
 	}
+	spare := t.Policy == PolicyHeadroom && next.Fallback == 0
 	for i, e := range next.Backends {
 		if (prev[i] == 0) != (e.Weight == 0) {
 			return true
@@ -807,8 +814,28 @@ func Worth(prev []uint16, next *Result, t Tuning) bool {
 		if math.Abs(float64(e.Weight)-float64(prev[i])) > limit {
 			return true
 		}
+		if spare && prev[i] > 0 && spareMoves(e, float64(e.Weight)/float64(prev[i])) {
+			return true
+		}
 	}
 	return false
+}
+
+// spareBand is the part of a backend's spare CPU a reweight must move for the headroom policy
+// to rewrite inside the dead-band; minSpare stands in for a spare capacity measured at or near
+// zero, so that a one-unit change to a saturated backend is not a rewrite by itself.
+const (
+	spareBand = 0.5
+	minSpare  = 0.02
+)
+
+// spareMoves reports whether scaling a backend's traffic by ratio changes its spare CPU by
+// more than spareBand of the smaller of before and after. Spare now is Avail − Own (1 − the
+// CPU's whole use); the service's own CPU Own scales with its traffic.
+func spareMoves(e Explanation, ratio float64) bool {
+	now := max(e.Avail-e.Own, 0)
+	after := max(now-e.Own*(ratio-1), 0)
+	return math.Abs(after-now) > spareBand*max(min(now, after), minSpare)
 }
 
 // Weights returns the weights of r in input order, appended to dst.

@@ -486,3 +486,36 @@ func FuzzCompute(f *testing.F) {
 		}
 	})
 }
+
+// Under headroom, a move inside the dead-band is a rewrite when it changes a backend's spare
+// CPU by more than half of what it has, and not otherwise.
+func TestDeadBandSpareCapacity(t *testing.T) {
+	tun := DefaultTuning() // headroom, dead-band 20 of 1000
+	be := func(w uint16, own, avail float64) Explanation {
+		return Explanation{Weight: w, Own: own, Avail: avail}
+	}
+	for _, c := range []struct {
+		name string
+		next []Explanation
+		prev []uint16
+		fall int
+		want bool
+	}{
+		{"saturated backend relieved by 12 units", []Explanation{be(581, 0.988, 1), be(419, 0.9, 1)}, []uint16{593, 407}, 0, true},
+		{"the same move on backends with room", []Explanation{be(581, 0.6, 1), be(419, 0.5, 1)}, []uint16{593, 407}, 0, false},
+		{"room left by a neighbour's share counts as taken", []Explanation{be(581, 0.5, 0.52), be(419, 0.5, 1)}, []uint16{593, 407}, 0, true},
+		{"one unit on a saturated backend", []Explanation{be(592, 1, 1), be(408, 0.5, 1)}, []uint16{593, 407}, 0, false},
+		{"ran as 1/AL: the dead-band alone", []Explanation{be(581, 0.988, 1), be(419, 0.9, 1)}, []uint16{593, 407}, 2, false},
+	} {
+		next := &Result{Total: 1000, Backends: c.next, Fallback: c.fall}
+		if got := Worth(c.prev, next, tun); got != c.want {
+			t.Errorf("%s: Worth = %v, want %v", c.name, got, c.want)
+		}
+	}
+	dyn := tun
+	dyn.Policy = PolicyDynamic
+	next := &Result{Total: 1000, Backends: []Explanation{be(581, 0.988, 1), be(419, 0.9, 1)}}
+	if Worth([]uint16{593, 407}, next, dyn) {
+		t.Error("1/AL rewrote inside the dead-band")
+	}
+}
