@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"flowweight/probe/config"
 )
 
@@ -304,5 +306,81 @@ func TestCheckCancelled(t *testing.T) {
 	r := newChecker(t, u, 5*time.Second, "200", "").Check(ctx)
 	if r.OK || time.Since(start) > 2*time.Second {
 		t.Errorf("got %+v after %v", r, time.Since(start))
+	}
+}
+
+// The request is serialised once, by New, and goes out byte for byte as http.Request.Write
+// wrote it before on every check; each check is still one request on its own connection.
+func TestCheckWireRequest(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	heads := make(chan string, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 4096)
+			var head []byte
+			for !strings.Contains(string(head), "\r\n\r\n") {
+				n, err := c.Read(buf)
+				if err != nil {
+					break
+				}
+				head = append(head, buf[:n]...)
+			}
+			heads <- string(head)
+			c.Write([]byte("HTTP/1.1 204 No Content\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	host := ln.Addr().String()
+	tests := []struct{ url, want string }{
+		{"http://" + host + "/healthz?deep=1",
+			"GET /healthz?deep=1 HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: flowweight-probe\r\nConnection: close\r\n\r\n"},
+		{"http://" + host,
+			"GET / HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: flowweight-probe\r\nConnection: close\r\n\r\n"},
+	}
+	for _, tt := range tests {
+		c := newChecker(t, tt.url, time.Second, "204", "")
+		for i := range 2 {
+			if r := c.Check(context.Background()); !r.OK {
+				t.Fatalf("%s check %d: %+v", tt.url, i, r)
+			}
+			if got := <-heads; got != tt.want {
+				t.Errorf("%s check %d sent\n%q\nwant\n%q", tt.url, i, got, tt.want)
+			}
+		}
+	}
+}
+
+// The check's connection has no TCP keep-alive timer.
+func TestCheckNoKeepAlive(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c := newChecker(t, "http://"+ln.Addr().String()+"/", time.Second, "200", "")
+	conn, err := c.dial(context.Background(), "tcp", c.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	raw, err := conn.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var on int
+	var serr error
+	if err := raw.Control(func(fd uintptr) { on, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE) }); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	if on != 0 {
+		t.Errorf("SO_KEEPALIVE %d, want 0", on)
 	}
 }

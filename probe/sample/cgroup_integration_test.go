@@ -475,3 +475,31 @@ func TestCgroupUnderIPNetnsExec(t *testing.T) {
 		}
 	}
 }
+
+// A kept descriptor of a removed cgroup's file answers ENODEV; Reread then opens the path
+// again and reports it missing, as os.ReadFile would, and finds the file of a cgroup created
+// again under the same name.
+func TestRereadRemovedCgroup(t *testing.T) {
+	cg := makeCgroup(t)
+	dir, name := cg.Dir, "cpu.stat"
+	if cg.Version == 1 {
+		dir, name = cg.CPUAcct, "cpuacct.usage"
+	}
+	r := &Reread{Path: filepath.Join(dir, name)}
+	defer r.Close()
+	if b, err := r.Read(); err != nil || len(b) == 0 {
+		t.Fatalf("read %q: %q %v", r.Path, b, err)
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := r.Read(); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("removed cgroup: %q %v, want not exist", b, err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := r.Read(); err != nil || len(b) == 0 {
+		t.Fatalf("cgroup created again: %q %v", b, err)
+	}
+}

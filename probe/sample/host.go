@@ -1,10 +1,13 @@
 package sample
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -48,21 +51,65 @@ type HostCPU struct {
 	hasPrev bool
 }
 
-// NewHostCPU returns a HostCPU reading /proc through gopsutil.
+// NewHostCPU returns a HostCPU that reads /proc/stat (the aggregate line, as gopsutil's
+// cpu.Times does) and the online cpulist through descriptors kept open between samples
+// (Reread), and parses them itself (ParseProcStatCPU, ParseCPUList); gopsutil counts the CPUs
+// only when the cpulist cannot be read.
 func NewHostCPU() *HostCPU {
+	stat := &Reread{Path: procPath("stat")}
+	online := &Reread{Path: onlineCPUsFile}
 	return &HostCPU{
-		Times: func(ctx context.Context) (cpu.TimesStat, error) {
-			ts, err := cpu.TimesWithContext(ctx, false)
+		Times: func(context.Context) (cpu.TimesStat, error) {
+			b, err := stat.Read()
 			if err != nil {
 				return cpu.TimesStat{}, err
 			}
-			if len(ts) == 0 {
-				return cpu.TimesStat{}, errors.New("no aggregate cpu line in /proc/stat")
-			}
-			return ts[0], nil
+			return ParseProcStatCPU(b)
 		},
-		Count: HostCPUCount,
+		Count: func(ctx context.Context) (int, error) {
+			b, err := online.Read()
+			return cpuCount(ctx, b, err)
+		},
 	}
+}
+
+// procPath names a file of /proc as gopsutil does: under $HOST_PROC when it is set (a probe
+// in a container reading the host's /proc mounted elsewhere).
+func procPath(name string) string {
+	return filepath.Join(cmp.Or(os.Getenv("HOST_PROC"), "/proc"), name)
+}
+
+// ParseProcStatCPU parses the first line of /proc/stat, the aggregate "cpu" line, into what
+// gopsutil's cpu.Times(false) returns for it: each counter (user, nice, system, idle, iowait,
+// irq, softirq, steal, guest, guest_nice; the first seven required, later columns ignored) in
+// clock ticks divided by cpu.ClocksPerSec. It allocates nothing.
+func ParseProcStatCPU(data []byte) (cpu.TimesStat, error) {
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	name, rest := field(line)
+	if !bytes.HasPrefix(name, []byte("cpu")) {
+		return cpu.TimesStat{}, fmt.Errorf("/proc/stat: first line %q is not a cpu line", truncate(string(line)))
+	}
+	t := cpu.TimesStat{CPU: "cpu-total"}
+	if string(name) != "cpu" {
+		t.CPU = string(name)
+	}
+	counters := [...]*float64{&t.User, &t.Nice, &t.System, &t.Idle, &t.Iowait, &t.Irq, &t.Softirq, &t.Steal, &t.Guest, &t.GuestNice}
+	n := 0
+	for ; n < len(counters); n++ {
+		var f []byte
+		if f, rest = field(rest); len(f) == 0 {
+			break
+		}
+		v, err := strconv.ParseUint(string(f), 10, 64) // the conversion does not allocate
+		if err != nil {
+			return cpu.TimesStat{}, fmt.Errorf("/proc/stat: cpu time field %d %q is not a number", n+1, truncate(string(f)))
+		}
+		*counters[n] = float64(v) / cpu.ClocksPerSec
+	}
+	if n < 7 {
+		return cpu.TimesStat{}, fmt.Errorf("/proc/stat: cpu line has %d counters, want at least 7", n)
+	}
+	return t, nil
 }
 
 // onlineCPUsFile lists the CPUs the kernel runs on, as a cpulist ("0-3,6").
@@ -74,7 +121,14 @@ const onlineCPUsFile = "/sys/devices/system/cpu/online"
 // samples there, and the probe's task-clock fell by 7% without it (docs/benchmarks.md).
 // gopsutil remains the fallback.
 func HostCPUCount(ctx context.Context) (int, error) {
-	if b, err := os.ReadFile(onlineCPUsFile); err == nil {
+	b, err := os.ReadFile(onlineCPUsFile)
+	return cpuCount(ctx, b, err)
+}
+
+// cpuCount counts the cpulist read (b, err), or asks gopsutil when it could not be read or
+// parsed.
+func cpuCount(ctx context.Context, b []byte, err error) (int, error) {
+	if err == nil {
 		if n, err := ParseCPUList(string(b)); err == nil && n > 0 {
 			return n, nil
 		}
@@ -153,8 +207,57 @@ type HostMem struct {
 	Memory func(ctx context.Context) (*mem.VirtualMemoryStat, error)
 }
 
-// NewHostMem returns a HostMem reading /proc/meminfo through gopsutil.
-func NewHostMem() *HostMem { return &HostMem{Memory: mem.VirtualMemoryWithContext} }
+// NewHostMem returns a HostMem that reads /proc/meminfo through a descriptor kept open
+// between samples (Reread) and takes MemTotal and MemAvailable from it (ParseMemInfo). A
+// kernel without MemAvailable (before 3.14) is left to gopsutil, which estimates it.
+func NewHostMem() *HostMem {
+	meminfo := &Reread{Path: procPath("meminfo")}
+	return &HostMem{Memory: func(ctx context.Context) (*mem.VirtualMemoryStat, error) {
+		b, err := meminfo.Read()
+		if err != nil {
+			return nil, err
+		}
+		total, avail, hasAvail, err := ParseMemInfo(b)
+		switch {
+		case err != nil:
+			return nil, err
+		case !hasAvail:
+			return mem.VirtualMemoryWithContext(ctx)
+		}
+		return &mem.VirtualMemoryStat{Total: total, Available: avail}, nil
+	}}
+}
+
+// ParseMemInfo returns MemTotal and MemAvailable from /proc/meminfo, in bytes, as gopsutil's
+// mem.VirtualMemory reads them ("KEY: N kB" lines, a later line overriding an earlier one;
+// lines with no or a second colon skipped). hasAvail is false when there is no MemAvailable
+// line; a missing MemTotal is 0. A value that is not a number is an error.
+func ParseMemInfo(data []byte) (total, avail uint64, hasAvail bool, err error) {
+	for len(data) > 0 {
+		var line []byte
+		line, data, _ = bytes.Cut(data, []byte("\n"))
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok || bytes.IndexByte(v, ':') >= 0 {
+			continue
+		}
+		var dst *uint64
+		switch string(bytes.TrimSpace(k)) { // the comparison does not allocate
+		case "MemTotal":
+			dst = &total
+		case "MemAvailable":
+			dst, hasAvail = &avail, true
+		default:
+			continue
+		}
+		v = bytes.TrimSuffix(bytes.TrimSpace(v), []byte(" kB"))
+		n, perr := strconv.ParseUint(string(v), 10, 64)
+		if perr != nil {
+			return 0, 0, false, fmt.Errorf("/proc/meminfo: %s %q is not a number of kB", bytes.TrimSpace(k), truncate(string(v)))
+		}
+		*dst = n * 1024
+	}
+	return total, avail, hasAvail, nil
+}
 
 // Provides implements Provider.
 func (h *HostMem) Provides() Field { return FieldMemUtil | FieldMemBytes }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +212,187 @@ func FuzzParseCPUList(f *testing.F) {
 		n, err := ParseCPUList(s)
 		if err == nil && (n < 1 || n > maxCPUID+1) {
 			t.Fatalf("ParseCPUList(%q) = %d without error", s, n)
+		}
+	})
+}
+
+// writeProc writes files into a directory that stands in for /proc through $HOST_PROC, which
+// both gopsutil and procPath honour.
+func writeProc(t *testing.T, files map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("HOST_PROC", dir)
+}
+
+// NewHostCPU's own reading of /proc/stat gives exactly what gopsutil's cpu.Times(false)
+// gave, which the probe used before, and fails where gopsutil found no cpu line.
+func TestProcStatMatchesGopsutil(t *testing.T) {
+	live, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, stat string
+		fails      bool
+	}{
+		{"this machine", string(live), false},
+		{"ten counters", "cpu  4705 356 584 3699 23 23 0 7 11 3\ncpu0 1 2 3 4 5 6 7 8 9 10\nintr 1\n", false},
+		{"eleven counters, the last ignored", "cpu  1 2 3 4 5 6 7 8 9 10 11\n", false},
+		{"seven counters (Linux 2.6)", "cpu  10 20 30 40 50 60 70\n", false},
+		{"tabs and no newline", "cpu\t1\t2\t3\t4\t5\t6\t7\t8", false},
+		{"counters near 2^64", "cpu  18446744073709551615 1 2 3 4 5 6 7\n", false},
+		{"six counters", "cpu  1 2 3 4 5 6\n", true},
+		{"not a number", "cpu  1 2 x 4 5 6 7 8\n", true},
+		{"negative", "cpu  1 2 -3 4 5 6 7 8\n", true},
+		{"first line not cpu", "intr 1 2 3 4 5 6 7 8\ncpu  1 2 3 4 5 6 7 8\n", true},
+		{"empty", "", true},
+	}
+	ctx := context.Background()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			writeProc(t, map[string]string{"stat": tt.stat})
+			ts, gerr := cpu.TimesWithContext(ctx, false)
+			got, err := NewHostCPU().Times(ctx)
+			if tt.fails {
+				if err == nil || gerr != nil || len(ts) != 0 {
+					t.Fatalf("got %+v, %v; gopsutil %+v, %v; want both to find no cpu line", got, err, ts, gerr)
+				}
+				return
+			}
+			if err != nil || gerr != nil || len(ts) != 1 {
+				t.Fatalf("got %v; gopsutil %+v, %v", err, ts, gerr)
+			}
+			if got != ts[0] {
+				t.Errorf("got      %+v\ngopsutil %+v", got, ts[0])
+			}
+		})
+	}
+}
+
+// NewHostMem's own reading of /proc/meminfo gives gopsutil's Total and Available, and hands
+// a kernel without MemAvailable to gopsutil's estimate.
+func TestMemInfoMatchesGopsutil(t *testing.T) {
+	live, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Linux before 3.14 had no MemAvailable; gopsutil then estimates it from the rest.
+	old := "MemTotal:       16000000 kB\nMemFree:         1000000 kB\nBuffers:          200000 kB\nCached:          3000000 kB\n"
+	tests := []struct {
+		name, meminfo string
+		fails         bool
+	}{
+		{"this machine", string(live), false},
+		{"minimal", "MemTotal:       24731184 kB\nMemFree:          597604 kB\nMemAvailable:   21018176 kB\n", false},
+		{"later line wins", "MemTotal: 100 kB\nMemAvailable: 50 kB\nMemAvailable: 60 kB\n", false},
+		{"no unit, no spaces", "MemTotal:100\nMemAvailable:40\n", false},
+		{"second colon skipped", "MemTotal: 100 kB\nMemAvailable: 7: kB\nMemAvailable: 60 kB\n", false},
+		{"no MemTotal", "MemAvailable: 60 kB\n", false},
+		{"no MemAvailable", old, false},
+		{"MemTotal not a number", "MemTotal: lots kB\nMemAvailable: 60 kB\n", true},
+		{"MemAvailable not a number", "MemTotal: 100 kB\nMemAvailable: -1 kB\n", true},
+	}
+	ctx := context.Background()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			writeProc(t, map[string]string{"meminfo": tt.meminfo})
+			want, gerr := mem.VirtualMemoryWithContext(ctx)
+			got, err := NewHostMem().Memory(ctx)
+			if tt.fails {
+				if err == nil || gerr == nil {
+					t.Fatalf("got %+v, %v; gopsutil %v; want both to fail", got, err, gerr)
+				}
+				return
+			}
+			if err != nil || gerr != nil {
+				t.Fatalf("got %v; gopsutil %v", err, gerr)
+			}
+			if got.Total != want.Total || got.Available != want.Available {
+				t.Errorf("total %d available %d; gopsutil %d and %d", got.Total, got.Available, want.Total, want.Available)
+			}
+		})
+	}
+}
+
+// The samplers keep their files open: a file rewritten in place is read again through the
+// same descriptor, so the rate sees the new counters.
+func TestHostSamplersReread(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HOST_PROC", dir)
+	stat, meminfo := filepath.Join(dir, "stat"), filepath.Join(dir, "meminfo")
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(stat, "cpu  100 0 0 100 0 0 0 0 0 0\n")
+	write(meminfo, "MemTotal: 1000 kB\nMemAvailable: 750 kB\n")
+	c, m := NewHostCPU(), NewHostMem()
+	ctx := context.Background()
+	if _, err := c.Sample(ctx); !errors.Is(err, ErrFirstSample) {
+		t.Fatalf("first: %v", err)
+	}
+	write(stat, "cpu  130 0 0 170 0 0 0 0 0 0\n")
+	if v, err := c.Sample(ctx); err != nil || math.Abs(v.CPUUtil-0.3) > 1e-12 {
+		t.Errorf("cpu: %+v, %v; want 0.3", v, err)
+	}
+	for _, tt := range []struct {
+		meminfo string
+		want    float64
+	}{{"", 0.25}, {"MemTotal: 1000 kB\nMemAvailable: 500 kB\n", 0.5}} {
+		if tt.meminfo != "" {
+			write(meminfo, tt.meminfo)
+		}
+		if v, err := m.Sample(ctx); err != nil || v.MemUtil != tt.want || v.MemBytes != 1000*1024 {
+			t.Errorf("memory: %+v, %v; want %v of 1000 kB", v, err, tt.want)
+		}
+	}
+}
+
+// The parsers run every interval and allocate nothing.
+func TestHostParsersAllocate(t *testing.T) {
+	stat := []byte("cpu  4705 356 584 3699 23 23 0 7 11 3\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+	meminfo := []byte("MemTotal:       24731184 kB\nMemFree:          597604 kB\nMemAvailable:   21018176 kB\nBuffers: 1 kB\n")
+	for name, f := range map[string]func(){
+		"ParseProcStatCPU": func() { _, _ = ParseProcStatCPU(stat) },
+		"ParseMemInfo":     func() { _, _, _, _ = ParseMemInfo(meminfo) },
+	} {
+		if n := testing.AllocsPerRun(100, f); n != 0 {
+			t.Errorf("%s: %v allocations", name, n)
+		}
+	}
+}
+
+func FuzzParseProcStatCPU(f *testing.F) {
+	for _, s := range []string{"cpu  1 2 3 4 5 6 7 8 9 10\n", "cpu  1 2 3 4 5 6\n", "cpu\t1\t2\t3\t4\t5\t6\t7", "intr 1\n", ""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ts, err := ParseProcStatCPU(b)
+		if err != nil {
+			return
+		}
+		for _, v := range []float64{ts.User, ts.Nice, ts.System, ts.Idle, ts.Iowait, ts.Irq, ts.Softirq, ts.Steal, ts.Guest, ts.GuestNice} {
+			if !(v >= 0) || math.IsInf(v, 0) {
+				t.Fatalf("%q: counter %v", b, v)
+			}
+		}
+	})
+}
+
+func FuzzParseMemInfo(f *testing.F) {
+	for _, s := range []string{"MemTotal: 100 kB\nMemAvailable: 50 kB\n", "MemTotal:100\n", "MemAvailable: 7: kB\n", ""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		total, avail, hasAvail, err := ParseMemInfo(b)
+		if err != nil && (total != 0 || avail != 0 || hasAvail) {
+			t.Fatalf("%q: values %d %d %v with error %v", b, total, avail, hasAvail, err)
 		}
 	})
 }

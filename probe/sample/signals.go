@@ -89,9 +89,11 @@ func StallFraction(prev, cur uint64, elapsed time.Duration) (float64, bool) {
 type Pressure struct {
 	File  string // HostPressureFile, or a v2 cgroup's cpu.pressure
 	Scope string // ScopeHost or ScopeCgroup, copied into Values.PressureScope
-	Read  ReadFileFunc
-	Now   Clock
+	// Read reads File; default: through a descriptor kept open between samples (Reread).
+	Read ReadFileFunc
+	Now  Clock
 
+	file     Reread
 	prev     uint64
 	prevTime time.Time
 	hasPrev  bool
@@ -103,7 +105,7 @@ func (p *Pressure) Provides() Field { return FieldCPUPressure }
 // Sample implements Sampler.
 func (p *Pressure) Sample(ctx context.Context) (Values, error) {
 	read, now := orRead(p.Read), orClock(p.Now)
-	data, err := read(p.File)
+	data, err := p.readFile()
 	if err != nil {
 		p.hasPrev = false
 		if p.Scope == ScopeCgroup && errors.Is(err, os.ErrNotExist) {
@@ -135,6 +137,17 @@ func (p *Pressure) Sample(ctx context.Context) (Values, error) {
 		return Values{}, fmt.Errorf("cpu pressure %s: total %d→%d µs over %v is not a rate", p.File, prev, psi.Some, t.Sub(prevTime))
 	}
 	return Values{Known: FieldCPUPressure, CPUPressure: f, PressureScope: p.Scope}, nil
+}
+
+func (p *Pressure) readFile() ([]byte, error) {
+	if p.Read != nil {
+		return p.Read(p.File)
+	}
+	if p.file.Path != p.File {
+		p.file.Close()
+		p.file.Path = p.File
+	}
+	return p.file.Read()
 }
 
 // unavailable reports whether a read error means the file does not exist here, as opposed to a

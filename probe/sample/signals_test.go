@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -138,6 +140,53 @@ func TestPressureUnavailable(t *testing.T) {
 	p = &Pressure{File: "/p", Read: func(string) ([]byte, error) { return nil, syscall.EACCES }}
 	if v, err := p.Sample(context.Background()); err == nil || errors.Is(err, ErrUnavailable) || v.Unavailable != 0 {
 		t.Errorf("permission denied is a failure, not unavailability: %+v %v", v, err)
+	}
+}
+
+// Without Read the file is kept open and read again in place. (That a removed cgroup's file
+// then reads as missing, as with os.ReadFile, needs a real cgroup file system, whose old
+// descriptors answer ENODEV: TestRereadRemovedCgroup in the integration tier.)
+func TestPressureKeptOpen(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cpu.pressure")
+	write := func(name, s string) func() {
+		return func() {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write("cgroup.procs", "1\n")()
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	p := &Pressure{File: file, Scope: ScopeCgroup, Now: clk.now}
+	steps := []struct {
+		name    string
+		change  func()
+		want    float64 // the pressure measured; -1: none
+		unavail bool    // the signal reported unavailable; else a first reading
+	}{
+		{"cgroup without the file", func() {}, -1, true},
+		{"created", write("cpu.pressure", "some avg10=0 avg60=0 avg300=0 total=1000\n"), -1, false},
+		{"rewritten", write("cpu.pressure", "some avg10=0 avg60=0 avg300=0 total=501000\n"), 0.5, false},
+		{"unchanged", func() {}, 0, false},
+		{"rewritten again", write("cpu.pressure", "some avg10=0 avg60=0 avg300=0 total=751000\nfull avg10=0 avg60=0 avg300=0 total=1\n"), 0.25, false},
+	}
+	for _, s := range steps {
+		s.change()
+		clk.advance(time.Second)
+		v, err := p.Sample(context.Background())
+		switch {
+		case s.want >= 0:
+			if err != nil || !v.Has(FieldCPUPressure) || math.Abs(v.CPUPressure-s.want) > 1e-12 {
+				t.Fatalf("%s: %+v %v, want %v", s.name, v, err, s.want)
+			}
+		case s.unavail:
+			if !errors.Is(err, ErrUnavailable) || v.Unavailable != FieldCPUPressure {
+				t.Fatalf("%s: %+v %v, want unavailable", s.name, v, err)
+			}
+		case !errors.Is(err, ErrFirstSample):
+			t.Fatalf("%s: %+v %v, want the first reading", s.name, v, err)
+		}
 	}
 }
 
