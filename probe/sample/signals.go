@@ -89,7 +89,9 @@ func StallFraction(prev, cur uint64, elapsed time.Duration) (float64, bool) {
 type Pressure struct {
 	File  string // HostPressureFile, or a v2 cgroup's cpu.pressure
 	Scope string // ScopeHost or ScopeCgroup, copied into Values.PressureScope
-	// Read reads File; default: through a descriptor kept open between samples (Reread).
+	// Read reads File; default: the host's file through a descriptor kept open between
+	// samples (Reread), a cgroup's by opening it each time, since a kept descriptor would pin
+	// the cgroup's mount and directory (umount fails with EBUSY) for as long as the probe runs.
 	Read ReadFileFunc
 	Now  Clock
 
@@ -140,8 +142,8 @@ func (p *Pressure) Sample(ctx context.Context) (Values, error) {
 }
 
 func (p *Pressure) readFile() ([]byte, error) {
-	if p.Read != nil {
-		return p.Read(p.File)
+	if p.Read != nil || p.Scope == ScopeCgroup {
+		return orRead(p.Read)(p.File)
 	}
 	if p.file.Path != p.File {
 		p.file.Close()
