@@ -2,6 +2,7 @@ package sample
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 
@@ -33,8 +34,14 @@ type Reread struct {
 	buf []byte
 }
 
-// rereadMinBuf holds a /proc/stat of a few dozen CPUs or a /proc/meminfo in one read.
-const rereadMinBuf = 8 << 10
+// rereadMinBuf holds a /proc/stat of a few dozen CPUs or a /proc/meminfo in one read;
+// rereadMaxBuf bounds the buffer, so that a path to something endless (a device, a FIFO fed
+// forever) fails instead of growing the probe without end. /proc/stat of 8,192 CPUs is
+// about 1.5 MiB.
+const (
+	rereadMinBuf = 8 << 10
+	rereadMaxBuf = 16 << 20
+)
 
 // Read returns the file's current content, valid until the next Read or Close.
 func (r *Reread) Read() ([]byte, error) {
@@ -77,6 +84,9 @@ func (r *Reread) read() ([]byte, error) {
 			return nil, &os.PathError{Op: "read", Path: r.Path, Err: err}
 		case n < len(r.buf):
 			return r.buf[:n], nil
+		}
+		if 2*len(r.buf) > rereadMaxBuf {
+			return nil, &os.PathError{Op: "read", Path: r.Path, Err: fmt.Errorf("larger than %d bytes", rereadMaxBuf)}
 		}
 		r.buf = make([]byte, 2*len(r.buf))
 	}

@@ -117,3 +117,16 @@ func TestRereadProcStat(t *testing.T) {
 		t.Errorf("first read %.60q", first)
 	}
 }
+
+// A path to something endless fails at the bound instead of growing the buffer without end.
+func TestRereadBound(t *testing.T) {
+	r := &Reread{Path: "/dev/zero"}
+	defer r.Close()
+	b, err := r.Read()
+	if err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("Read of /dev/zero = %d bytes, %v; want the size bound", len(b), err)
+	}
+	if len(r.buf) > rereadMaxBuf {
+		t.Errorf("buffer grew to %d bytes, over the bound %d", len(r.buf), rereadMaxBuf)
+	}
+}
