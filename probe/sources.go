@@ -8,9 +8,9 @@ import (
 
 	"github.com/shirou/gopsutil/v4/mem"
 
+	"flowweight/internal/health"
 	"flowweight/probe/agent"
 	"flowweight/probe/config"
-	"flowweight/probe/health"
 	"flowweight/probe/sample"
 )
 
@@ -100,7 +100,8 @@ func buildHealth(cfg config.Config) (*health.Checker, error) {
 	if cfg.Health.URL == "" {
 		return nil, nil
 	}
-	return health.New(cfg.Health)
+	h := cfg.Health
+	return health.New(health.Spec{URL: h.URL, Timeout: h.Timeout, ExpectStatus: h.ExpectStatus, BodyContains: h.BodyContains})
 }
 
 func randFloat() float64 { return rand.Float64() }

@@ -8,8 +8,7 @@ import (
 	"flowweight/collector"
 	"flowweight/collector/snmp"
 	"flowweight/controller/config"
-	probecfg "flowweight/probe/config"
-	"flowweight/probe/health"
+	"flowweight/internal/health"
 )
 
 // snmpSource polls one backend's snmpd and checks its HTTP health from the collector, for
@@ -79,7 +78,7 @@ func (b *Balancer) runSNMP(ctx context.Context, be config.Backend, tm snmpTiming
 		return
 	}
 	defer poller.Close()
-	checker, err := health.New(probecfg.Health{URL: be.HealthURL, Timeout: tm.timeout, ExpectStatus: "200-399"})
+	checker, err := health.New(health.Spec{URL: be.HealthURL, Timeout: tm.timeout, ExpectStatus: "200-399"})
 	if err != nil {
 		log.Error("health check not started", "err", err)
 		return

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"flowweight/collector/report"
-	"flowweight/probe/health"
+	"flowweight/internal/health"
 	"flowweight/probe/sample"
 )
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"flowweight/collector/report"
-	"flowweight/probe/health"
+	"flowweight/internal/health"
 	"flowweight/probe/sample"
 )
 

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -14,6 +13,7 @@ import (
 
 	"flowweight/collector/report"
 	"flowweight/configs"
+	"flowweight/internal/health"
 )
 
 // DefaultPath is where the probe looks for its configuration when -config is not given.
@@ -287,7 +287,7 @@ func (c Config) Validate() error {
 	if c.Health.FastRise < 1 || c.Health.FastRise > MaxFastRise {
 		p.Addf("health.fast_rise", "%d is outside 1-%d", c.Health.FastRise, MaxFastRise)
 	}
-	if _, err := ParseStatusRanges(c.Health.ExpectStatus); err != nil {
+	if _, err := health.ParseStatusRanges(c.Health.ExpectStatus); err != nil {
 		p.Add("health.expect_status", err)
 	}
 	if c.DrainFile == "" {
@@ -421,56 +421,4 @@ func checkHostPort(s string) error {
 		return fmt.Errorf("%q: port %d is outside 1-65535", s, n)
 	}
 	return nil
-}
-
-// StatusRange is an inclusive range of HTTP status codes.
-type StatusRange struct{ Lo, Hi int }
-
-// StatusRanges is a set of status ranges; a code is accepted when any range contains it.
-type StatusRanges []StatusRange
-
-// Contains reports whether code lies in one of the ranges.
-func (rs StatusRanges) Contains(code int) bool {
-	for _, r := range rs {
-		if code >= r.Lo && code <= r.Hi {
-			return true
-		}
-	}
-	return false
-}
-
-// ParseStatusRanges parses "200-399" or "200,204,300-302". Codes must lie in 100-599.
-func ParseStatusRanges(s string) (StatusRanges, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, errors.New("empty: give codes or ranges such as \"200-399\"")
-	}
-	var rs StatusRanges
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		lo, hi, isRange := strings.Cut(part, "-")
-		if !isRange {
-			hi = lo
-		}
-		l, err1 := parseStatus(lo)
-		h, err2 := parseStatus(hi)
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("%q: %w", part, err)
-		}
-		if l > h {
-			return nil, fmt.Errorf("%q: range is reversed", part)
-		}
-		rs = append(rs, StatusRange{l, h})
-	}
-	return rs, nil
-}
-
-func parseStatus(s string) (int, error) {
-	n, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a status code", s)
-	}
-	if n < 100 || n > 599 {
-		return 0, fmt.Errorf("status %d is outside 100-599", n)
-	}
-	return n, nil
 }

@@ -12,13 +12,11 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
-
-	"flowweight/probe/config"
 )
 
 func newChecker(t *testing.T, url string, timeout time.Duration, expect, body string) *Checker {
 	t.Helper()
-	c, err := New(config.Health{URL: url, Timeout: timeout, ExpectStatus: expect, BodyContains: body})
+	c, err := New(Spec{URL: url, Timeout: timeout, ExpectStatus: expect, BodyContains: body})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,10 +147,10 @@ func TestCheckNewConnectionEachTime(t *testing.T) {
 }
 
 func TestNewRejects(t *testing.T) {
-	if _, err := New(config.Health{URL: "http://x/", Timeout: time.Second, ExpectStatus: "ok"}); err == nil || !strings.Contains(err.Error(), "expect_status") {
+	if _, err := New(Spec{URL: "http://x/", Timeout: time.Second, ExpectStatus: "ok"}); err == nil || !strings.Contains(err.Error(), "expect_status") {
 		t.Errorf("bad status: %v", err)
 	}
-	if _, err := New(config.Health{URL: "http://x/", ExpectStatus: "200"}); err == nil || !strings.Contains(err.Error(), "timeout") {
+	if _, err := New(Spec{URL: "http://x/", ExpectStatus: "200"}); err == nil || !strings.Contains(err.Error(), "timeout") {
 		t.Errorf("no timeout: %v", err)
 	}
 }

@@ -14,9 +14,17 @@ import (
 	"net/url"
 	"time"
 	"unicode/utf8"
-
-	"flowweight/probe/config"
 )
+
+// Spec is what to check. The probe's [health] table (probe/config) and the controller's
+// health_url for a probe-less backend both come down to it, so both judge a service the same
+// way.
+type Spec struct {
+	URL          string        // http:// or https://
+	Timeout      time.Duration // > 0: the whole check, connect to the end of the body
+	ExpectStatus string        // accepted codes: "200-399", "200,204"
+	BodyContains string        // a substring the body must hold; "" for none
+}
 
 // MaxBody is how much of the body is searched for Checker.BodyContains.
 const MaxBody = 64 << 10
@@ -39,7 +47,7 @@ const MaxHeader = 64 << 10
 type Checker struct {
 	URL          string
 	Timeout      time.Duration
-	Expect       config.StatusRanges
+	Expect       StatusRanges
 	BodyContains string
 
 	addr string        // host:port to dial
@@ -58,8 +66,8 @@ type Checker struct {
 // fifth, and the health check's own share by about a third (docs/benchmarks.md). Redirects
 // are not followed: a 3xx from the local service is an answer to judge, not somewhere else to
 // go. https verifies the certificate against the system roots, as http.Client would.
-func New(h config.Health) (*Checker, error) {
-	expect, err := config.ParseStatusRanges(h.ExpectStatus)
+func New(h Spec) (*Checker, error) {
+	expect, err := ParseStatusRanges(h.ExpectStatus)
 	if err != nil {
 		return nil, fmt.Errorf("health.expect_status: %w", err)
 	}
