@@ -10,11 +10,11 @@ import (
 	"fmt"
 
 	"flowweight/collector/report"
+	"math"
 	"net"
 	"net/netip"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -296,7 +296,7 @@ func (c *Config) Validate() error {
 			p.Addf("controller.listen", "%q: a unix socket path must be absolute", c.Controller.Listen)
 		}
 	} else {
-		checkAddr(&p, "controller.listen", c.Controller.Listen, false)
+		p.Addr("controller.listen", c.Controller.Listen, configs.Addr{Port0: true})
 	}
 	if (c.Controller.TLSCert == "") != (c.Controller.TLSKey == "") {
 		p.Addf("controller.tls_cert", "tls_cert and tls_key must be given together")
@@ -310,12 +310,12 @@ func (c *Config) Validate() error {
 	if strings.HasPrefix(c.Controller.Listen, "unix:") && c.Controller.TLSCert != "" {
 		p.Addf("controller.tls_cert", "TLS over a unix socket listener (%q) is not supported: Open vSwitch's unix: target is plain", c.Controller.Listen)
 	}
-	positive(&p, "controller.update_period", c.Controller.UpdatePeriod)
-	positive(&p, "controller.readback_period", c.Controller.ReadbackPeriod)
-	positive(&p, "controller.barrier_timeout", c.Controller.BarrierTimeout)
-	positive(&p, "controller.echo_interval", c.Controller.EchoInterval)
+	p.Positive("controller.update_period", c.Controller.UpdatePeriod)
+	p.Positive("controller.readback_period", c.Controller.ReadbackPeriod)
+	p.Positive("controller.barrier_timeout", c.Controller.BarrierTimeout)
+	p.Positive("controller.echo_interval", c.Controller.EchoInterval)
 	if c.API.Listen != "" {
-		checkAddr(&p, "api.listen", c.API.Listen, false)
+		p.Addr("api.listen", c.API.Listen, configs.Addr{Port0: true})
 		if !loopback(c.API.Listen) && c.API.TokenFile == "" {
 			p.Addf("api.token_file", "required when api.listen (%s) is not a loopback address", c.API.Listen)
 		}
@@ -325,9 +325,9 @@ func (c *Config) Validate() error {
 			p.Addf(fmt.Sprintf("api.allowed_hosts[%d]", i), "%q: %v", h, err)
 		}
 	}
-	within(&p, "api.read_timeout", c.API.ReadTimeout, 100*time.Millisecond, time.Hour)
-	within(&p, "api.write_timeout", c.API.WriteTimeout, 100*time.Millisecond, time.Hour)
-	within(&p, "api.idle_timeout", c.API.IdleTimeout, 100*time.Millisecond, time.Hour)
+	p.Duration("api.read_timeout", c.API.ReadTimeout, 100*time.Millisecond, time.Hour)
+	p.Duration("api.write_timeout", c.API.WriteTimeout, 100*time.Millisecond, time.Hour)
+	p.Duration("api.idle_timeout", c.API.IdleTimeout, 100*time.Millisecond, time.Hour)
 	if n := c.API.MaxHeaderBytes; n < 1024 || n > 1<<20 {
 		p.Addf("api.max_header_bytes", "%d outside [1024,1048576]", n)
 	}
@@ -337,14 +337,14 @@ func (c *Config) Validate() error {
 	if n := c.API.MaxConnections; n < 1 || n > 10000 {
 		p.Addf("api.max_connections", "%d outside [1,10000]", n)
 	}
-	checkAddr(&p, "collector.push_listen", c.Collector.PushListen, false)
-	positive(&p, "collector.clock_skew", c.Collector.ClockSkew)
-	positive(&p, "collector.stale_after", c.Collector.StaleAfter)
-	positive(&p, "collector.poll_interval", c.Collector.PollInterval)
-	positive(&p, "collector.health_timeout", c.Collector.HealthTimeout)
-	if f := c.Collector.HealthFastInterval; f < MinHealthFastInterval {
-		p.Addf("collector.health_fast_interval", "%v is below the minimum %v (write durations as strings, e.g. \"250ms\")", f, MinHealthFastInterval)
-	} else if f > c.Collector.PollInterval && c.Collector.PollInterval > 0 {
+	p.Addr("collector.push_listen", c.Collector.PushListen, configs.Addr{Port0: true})
+	p.Positive("collector.clock_skew", c.Collector.ClockSkew)
+	p.Positive("collector.stale_after", c.Collector.StaleAfter)
+	p.Positive("collector.poll_interval", c.Collector.PollInterval)
+	p.Positive("collector.health_timeout", c.Collector.HealthTimeout)
+	f := c.Collector.HealthFastInterval
+	p.Duration("collector.health_fast_interval", f, MinHealthFastInterval, math.MaxInt64)
+	if f >= MinHealthFastInterval && f > c.Collector.PollInterval && c.Collector.PollInterval > 0 {
 		p.Addf("collector.health_fast_interval", "%v is longer than poll_interval %v: it is the faster pace after a failed check", f, c.Collector.PollInterval)
 	}
 	if c.Collector.FailThreshold < 1 || c.Collector.FailThreshold > 100 {
@@ -547,36 +547,9 @@ func parseMAC(s string) (net.HardwareAddr, error) {
 	return m, nil
 }
 
-func checkAddr(p *configs.Problems, key, addr string, needHost bool) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		p.Addf(key, "%q is not host:port: %v", addr, err)
-		return
-	}
-	if needHost && host == "" {
-		p.Addf(key, "%q needs a host", addr)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n < 0 || n > 65535 {
-		p.Addf(key, "port %q outside 0-65535", port)
-	}
-}
-
 func checkPort(p *configs.Problems, key string, port int) {
 	if port < 1 || port > 65535 {
 		p.Addf(key, "%d outside 1-65535", port)
-	}
-}
-
-func positive(p *configs.Problems, key string, d time.Duration) {
-	if d <= 0 {
-		p.Addf(key, "%v must be a positive duration", d)
-	}
-}
-
-func within(p *configs.Problems, key string, d, lo, hi time.Duration) {
-	if d < lo || d > hi {
-		p.Addf(key, "%v outside [%v,%v]", d, lo, hi)
 	}
 }
 

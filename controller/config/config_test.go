@@ -155,8 +155,8 @@ func TestEveryExampleConfigLoads(t *testing.T) {
 
 func TestAPILimitsNameTheKey(t *testing.T) {
 	for _, c := range []struct{ name, api, want string }{
-		{"read timeout zero", `read_timeout = "0s"`, "api.read_timeout: 0s outside [100ms,1h0m0s]"},
-		{"write timeout huge", `write_timeout = "2h"`, "api.write_timeout: 2h0m0s outside"},
+		{"read timeout zero", `read_timeout = "0s"`, "api.read_timeout: 0s is below the minimum 100ms"},
+		{"write timeout huge", `write_timeout = "2h"`, "api.write_timeout: 2h0m0s is above the maximum 1h0m0s"},
 		{"idle timeout negative", `idle_timeout = "-1s"`, "api.idle_timeout"},
 		{"header bytes small", `max_header_bytes = 100`, "api.max_header_bytes: 100 outside [1024,1048576]"},
 		{"body bytes negative", `max_body_bytes = -1`, "api.max_body_bytes: -1 outside"},

@@ -3,11 +3,9 @@ package config
 import (
 	"fmt"
 	"math"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -228,13 +226,13 @@ func (c Config) Validate() error {
 	}
 	if c.Collector == "" {
 		p.Addf("collector", "required: the collector's UDP address as host:port")
-	} else if err := checkHostPort(c.Collector); err != nil {
-		p.Add("collector", err)
+	} else {
+		p.Addr("collector", c.Collector, configs.Addr{Host: true})
 	}
 	if c.KeyFile == "" {
 		p.Addf("key_file", "required: the path of this backend's push key file (`controller key` on the controller writes it)")
 	}
-	checkDuration(&p, "interval", c.Interval, MinInterval, MaxInterval)
+	p.Duration("interval", c.Interval, MinInterval, MaxInterval)
 	if c.Jitter < 0 || c.Jitter > MaxJitter || c.Jitter != c.Jitter {
 		p.Addf("jitter", "%v is outside [0, %v]", c.Jitter, MaxJitter)
 	}
@@ -275,12 +273,12 @@ func (c Config) Validate() error {
 			p.Addf("health.url", "%q has no host", c.Health.URL)
 		}
 	}
-	checkDuration(&p, "health.timeout", c.Health.Timeout, MinTimeout, MaxInterval)
+	p.Duration("health.timeout", c.Health.Timeout, MinTimeout, MaxInterval)
 	// Only a check that runs can delay reports: without a URL the default timeout is moot.
 	if c.Health.URL != "" && c.Health.Timeout > c.Interval && c.Interval > 0 {
 		p.Addf("health.timeout", "%v is longer than interval %v: a hanging service would delay reports", c.Health.Timeout, c.Interval)
 	}
-	checkDuration(&p, "health.fast_interval", c.Health.FastInterval, MinFastInterval, MaxInterval)
+	p.Duration("health.fast_interval", c.Health.FastInterval, MinFastInterval, MaxInterval)
 	if c.Health.FastInterval > c.Interval && c.Interval > 0 {
 		p.Addf("health.fast_interval", "%v is longer than interval %v: it is the faster pace after a failed check", c.Health.FastInterval, c.Interval)
 	}
@@ -349,9 +347,7 @@ func (c Config) validateService(p *configs.Problems) {
 func (c Config) validateAgentCheck(p *configs.Problems) {
 	a := c.AgentCheck
 	if a.Listen != "" {
-		if err := checkListen(a.Listen); err != nil {
-			p.Add("agent_check.listen", err)
-		}
+		p.Addr("agent_check.listen", a.Listen, configs.Addr{})
 	}
 	ok := true
 	for _, k := range []struct {
@@ -380,45 +376,3 @@ func (c Config) validateAgentCheck(p *configs.Problems) {
 	}
 }
 
-// checkListen accepts "host:port" and ":port" (every address).
-func checkListen(s string) error {
-	_, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port or :port: %w", s, err)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil {
-		return fmt.Errorf("%q: port %q is not a number", s, port)
-	}
-	if n < 1 || n > 65535 {
-		return fmt.Errorf("%q: port %d is outside 1-65535", s, n)
-	}
-	return nil
-}
-
-func checkDuration(p *configs.Problems, key string, d, lo, hi time.Duration) {
-	switch {
-	case d < lo:
-		p.Addf(key, "%v is below the minimum %v (write durations as strings, e.g. \"5s\")", d, lo)
-	case d > hi:
-		p.Addf(key, "%v is above the maximum %v", d, hi)
-	}
-}
-
-func checkHostPort(s string) error {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port: %w", s, err)
-	}
-	if host == "" {
-		return fmt.Errorf("%q has no host", s)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil {
-		return fmt.Errorf("%q: port %q is not a number", s, port)
-	}
-	if n < 1 || n > 65535 {
-		return fmt.Errorf("%q: port %d is outside 1-65535", s, n)
-	}
-	return nil
-}
