@@ -11,6 +11,8 @@ import (
 
 	"flowweight/collector/report"
 	"flowweight/weights"
+
+	"flowweight/internal/fraction"
 )
 
 // Config tunes the state machine; see controller.toml's [collector] for the defaults.
@@ -376,18 +378,18 @@ func (p *Pool) observe(b *backend, now time.Time, s Sample) {
 		}
 	}
 	if s.HasCPU {
-		b.st.CPU = b.cpu.Add(clamp(s.CPUUtil))
+		b.st.CPU = b.cpu.Add(fraction.Clamp(s.CPUUtil))
 	}
-	b.st.Mem = b.mem.Add(clamp(s.MemUtil))
-	b.st.Net = b.net.Add(clamp(s.NetUtil))
+	b.st.Mem = b.mem.Add(fraction.Clamp(s.MemUtil))
+	b.st.Net = b.net.Add(fraction.Clamp(s.NetUtil))
 	b.st.Conns = b.conns.Add(max(s.Conns, 0))
 	sig := s.Signals
 	if sig.HasServiceCPU {
-		sig.ServiceCPU = b.svcCPU.Add(clamp(sig.ServiceCPU))
+		sig.ServiceCPU = b.svcCPU.Add(fraction.Clamp(sig.ServiceCPU))
 	} else {
 		b.svcCPU.Reset()
 	}
-	sig.CPUPressure, sig.Throttled = clamp(sig.CPUPressure), clamp(sig.Throttled)
+	sig.CPUPressure, sig.Throttled = fraction.Clamp(sig.CPUPressure), fraction.Clamp(sig.Throttled)
 	b.st.Signals = sig
 	if s.CPUCount > 0 {
 		b.st.CPUCount = s.CPUCount
@@ -536,11 +538,4 @@ func (p *Pool) Get(name string) (State, bool) {
 		return State{}, false
 	}
 	return b.st, true
-}
-
-func clamp(v float64) float64 {
-	if !(v >= 0) {
-		return 0
-	}
-	return min(v, 1)
 }

@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"slices"
 	"time"
+
+	"flowweight/internal/fraction"
 )
 
 // Status is a backend's health as the collector sees it. Only Up and Warming backends carry
@@ -248,8 +250,8 @@ func Compute(in []Backend, t Tuning, out *Result) {
 		}
 		w[i].c = (t.Capacity.CPU*p + t.Capacity.Mem*m) * orOne(b.Factor) // declared; learned factor below
 		if b.HasMetrics {
-			ls := clamp01(t.Load.CPU*clamp01(b.CPU) + t.Load.Mem*clamp01(b.Mem) +
-				t.Load.Conn*clamp01(b.Conns/t.MaxConns) + t.Load.Net*clamp01(b.Net))
+			ls := fraction.Clamp(t.Load.CPU*fraction.Clamp(b.CPU) + t.Load.Mem*fraction.Clamp(b.Mem) +
+				t.Load.Conn*fraction.Clamp(b.Conns/t.MaxConns) + t.Load.Net*fraction.Clamp(b.Net))
 			w[i].ls = ls
 			sumLS += ls
 			nLS++
@@ -858,11 +860,4 @@ func safeMean(sum float64, n int) float64 {
 		return 1
 	}
 	return sum / float64(n)
-}
-
-func clamp01(v float64) float64 {
-	if math.IsNaN(v) || v < 0 {
-		return 0
-	}
-	return min(v, 1)
 }

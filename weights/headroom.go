@@ -1,5 +1,7 @@
 package weights
 
+import "flowweight/internal/fraction"
+
 // The headroom policy (docs/weights.md, "The headroom policy").
 //
 // 1/AL reads a backend's CPU as its load. A CPU kept busy by someone else (a neighbour in the
@@ -43,10 +45,10 @@ func cpuSplit(in []Backend, w []work) (missing int) {
 		if !x.live || !x.metrics {
 			continue
 		}
-		busy := clamp01(in[i].CPU)
+		busy := fraction.Clamp(in[i].CPU)
 		x.own = busy
 		if in[i].HasServiceCPU {
-			x.own, x.svc = min(clamp01(in[i].ServiceCPU), busy), true
+			x.own, x.svc = min(fraction.Clamp(in[i].ServiceCPU), busy), true
 		} else {
 			missing++
 		}

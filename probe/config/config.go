@@ -375,4 +375,3 @@ func (c Config) validateAgentCheck(p *configs.Problems) {
 		p.Addf("agent_check.floor_percent", "%d is outside 0-100", a.FloorPercent)
 	}
 }
-

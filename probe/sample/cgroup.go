@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"flowweight/internal/fraction"
 )
 
 // v1Unlimited is the smallest memory.limit_in_bytes treated as "no limit": the kernel reports
@@ -220,7 +222,7 @@ func CgroupCPUUtil(used, elapsed time.Duration, cores float64) (float64, bool) {
 	if used < 0 || elapsed <= 0 || cores <= 0 {
 		return 0, false
 	}
-	return clamp01(float64(used) / (float64(elapsed) * cores)), true
+	return fraction.Clamp(float64(used) / (float64(elapsed) * cores)), true
 }
 
 func (c *CgroupCPU) quota(read ReadFileFunc) (CPUQuota, error) {
@@ -348,7 +350,7 @@ func (c *CgroupMem) Sample(ctx context.Context) (Values, error) {
 	ws := usage - min(inactive, usage)
 	return Values{
 		Known:    FieldMemUtil | FieldMemBytes,
-		MemUtil:  clamp01(float64(ws) / float64(size)),
+		MemUtil:  fraction.Clamp(float64(ws) / float64(size)),
 		MemBytes: size,
 		MemBound: bound,
 	}, nil

@@ -13,6 +13,8 @@ import (
 
 	"github.com/shirou/gopsutil/v4/cpu"
 	"github.com/shirou/gopsutil/v4/mem"
+
+	"flowweight/internal/fraction"
 )
 
 // CPUTicks is a reading of the host's cumulative CPU time, in seconds.
@@ -37,7 +39,7 @@ func CPUUtil(prev, cur CPUTicks) (util float64, ok bool) {
 	if dt <= 0 || db < 0 {
 		return 0, false
 	}
-	return clamp01(db / dt), true
+	return fraction.Clamp(db / dt), true
 }
 
 // HostCPU samples the whole machine's CPU utilisation (a delta between consecutive calls) and
@@ -274,7 +276,7 @@ func (h *HostMem) Sample(ctx context.Context) (Values, error) {
 	used := float64(m.Total) - float64(m.Available)
 	return Values{
 		Known:    FieldMemUtil | FieldMemBytes,
-		MemUtil:  clamp01(used / float64(m.Total)),
+		MemUtil:  fraction.Clamp(used / float64(m.Total)),
 		MemBytes: m.Total,
 		MemBound: MemBoundHost,
 	}, nil

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"flowweight/internal/fraction"
 )
 
 // NIC samples an interface's throughput as a fraction of its line rate: the busier direction
@@ -75,5 +77,5 @@ func NetUtil(rxBytes, txBytes uint64, elapsed time.Duration, speedMbps int) (flo
 		return 0, false
 	}
 	bits := float64(max(rxBytes, txBytes)) * 8
-	return clamp01(bits / (elapsed.Seconds() * float64(speedMbps) * 1e6)), true
+	return fraction.Clamp(bits / (elapsed.Seconds() * float64(speedMbps) * 1e6)), true
 }

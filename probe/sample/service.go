@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"flowweight/internal/fraction"
 )
 
 // UserHZ is the unit of the CPU times in /proc/PID/stat: clock ticks of sysconf(_SC_CLK_TCK).
@@ -166,7 +168,7 @@ func ServiceCPUFraction(cores, cpuCount float64) (frac float64, ok bool) {
 	if !(cpuCount > 0) || !(cores >= 0) {
 		return 0, false
 	}
-	return clamp01(cores / cpuCount), true
+	return fraction.Clamp(cores / cpuCount), true
 }
 
 func (s *ServiceCPU) cgroupTime() (time.Duration, error) {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"flowweight/internal/fraction"
 )
 
 // HostPressureFile is the kernel's CPU pressure (PSI) for the whole machine.
@@ -80,7 +82,7 @@ func StallFraction(prev, cur uint64, elapsed time.Duration) (float64, bool) {
 	if cur < prev || elapsed <= 0 {
 		return 0, false
 	}
-	return clamp01(float64(cur-prev) * float64(time.Microsecond) / float64(elapsed)), true
+	return fraction.Clamp(float64(cur-prev) * float64(time.Microsecond) / float64(elapsed)), true
 }
 
 // Pressure samples CPU pressure from a PSI file: the fraction of each interval in which some
@@ -231,7 +233,7 @@ func ThrottledFraction(prev, cur Throttle) (frac float64, held time.Duration, ok
 	if dp == 0 {
 		return 0, cur.Time - prev.Time, true
 	}
-	return clamp01(float64(cur.Throttled-prev.Throttled) / float64(dp)), cur.Time - prev.Time, true
+	return fraction.Clamp(float64(cur.Throttled-prev.Throttled) / float64(dp)), cur.Time - prev.Time, true
 }
 
 // CgroupThrottle samples how often a cgroup hit its CPU quota: utilisation at the quota says

@@ -192,13 +192,3 @@ func orClock(c Clock) Clock {
 	}
 	return c
 }
-
-func clamp01(x float64) float64 {
-	switch {
-	case x < 0 || x != x:
-		return 0
-	case x > 1:
-		return 1
-	}
-	return x
-}
