@@ -356,21 +356,36 @@ func testReach(t *testing.T, s *scenario.Scenario) {
 	if _, err := s.Client.Run(context.Background(), "ip", "neigh", "flush", "to", s.VIP.String()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Load(context.Background(), scenario.LoadOptions{Concurrency: 4, Duration: 15 * time.Second, MaxRequests: 300})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("load through the VIP: %v", res)
-	if res.OK != 300 || res.Errors != 0 {
-		t.Fatalf("%d of 300 requests succeeded, %d failed: %v", res.OK, res.Errors, res.ErrSamples)
-	}
-	for _, b := range s.Backends {
-		if res.PerBackend[b.Name] == 0 {
-			t.Errorf("backend %s got none of %d requests: %v", b.Name, res.OK, res.PerBackend)
+	// Rounds of 300 requests until every backend has answered: a backend the weighting gives
+	// a share near the floor (1.9 % once, a warming backend beside a quota of a quarter core)
+	// gets none of 300 about once in 300 runs, which says nothing about reachability. Ten
+	// rounds bound it: at a 1 % share, missing 3,000 connections is a one-in-10¹³ event.
+	seen := map[string]int{}
+	total := 0
+	for round := 1; round <= 10; round++ {
+		res, err := s.Load(context.Background(), scenario.LoadOptions{Concurrency: 4, Duration: 15 * time.Second, MaxRequests: 300})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("load through the VIP, round %d: %v", round, res)
+		if res.OK != 300 || res.Errors != 0 {
+			t.Fatalf("%d of 300 requests succeeded, %d failed: %v", res.OK, res.Errors, res.ErrSamples)
+		}
+		total += res.OK
+		for name, n := range res.PerBackend {
+			seen[name] += n
+		}
+		if len(seen) >= len(s.Backends) {
+			break
 		}
 	}
-	if len(res.PerBackend) != len(s.Backends) {
-		t.Errorf("answers from %v, want exactly the %d backends", res.PerBackend, len(s.Backends))
+	for _, b := range s.Backends {
+		if seen[b.Name] == 0 {
+			t.Errorf("backend %s got none of %d requests: %v", b.Name, total, seen)
+		}
+	}
+	if len(seen) != len(s.Backends) {
+		t.Errorf("answers from %v, want exactly the %d backends", seen, len(s.Backends))
 	}
 	neigh, err := s.Client.Run(context.Background(), "ip", "neigh", "show", s.VIP.String())
 	if err != nil {
