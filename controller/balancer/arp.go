@@ -9,17 +9,20 @@ import (
 	"time"
 
 	"flowweight/controller/arp"
+	"flowweight/controller/intent"
 	"flowweight/controller/ofswitch"
 
 	"github.com/netrack/openflow/ofp"
 )
 
-// PacketIn implements ofswitch.Handler: answer ARP for the VIPs, and hand every ARP frame to
-// the learner, which believes only answers to our own requests (controller/arp's package doc).
+// PacketIn implements ofswitch.Handler: answer ARP for the VIPs placed on this switch, and
+// hand every ARP frame to the learner, which believes only answers to our own requests
+// (controller/arp's package doc). It reads the latest intent, not the balancer's state.
 func (b *Balancer) PacketIn(sw *ofswitch.Switch, pi ofswitch.PacketIn) {
-	vips := b.vipTable()
-	if reply, ok, err := arp.Reply(pi.Data, func(ip netip.Addr) (net.HardwareAddr, bool) { m, ok := vips[ip]; return m, ok }); err == nil && ok {
-		ctx, cancel := context.WithTimeout(b.context(), b.Config().Controller.BarrierTimeout)
+	in := b.current()
+	dpid := sw.DatapathID()
+	if reply, ok, err := arp.Reply(pi.Data, func(ip netip.Addr) (net.HardwareAddr, bool) { return in.VIPMAC(dpid, ip) }); err == nil && ok {
+		ctx, cancel := context.WithTimeout(b.context(), in.BarrierTimeout)
 		// Out of the requester's port. (output:IN_PORT with in_port CONTROLLER would send the
 		// reply back to the controller and the VIP would never resolve.)
 		err := sw.PacketOut(ctx, uint32(ofp.PortController), ofp.Actions{&ofp.ActionOutput{Port: ofp.PortNo(pi.InPort), MaxLen: ofp.ContentLenNoBuffer}}, reply)
@@ -30,9 +33,12 @@ func (b *Balancer) PacketIn(sw *ofswitch.Switch, pi ofswitch.PacketIn) {
 		}
 		b.metrics.arpReplies.Inc()
 	}
-	targets := b.arpTargets()
+	pin := func(ip netip.Addr) (arp.Pin, bool) {
+		t, ok := in.Target(ip)
+		return arp.Pin{MAC: t.MAC, Port: t.Port}, ok
+	}
 	now := b.now()
-	v := b.arpl.Observe(sw.DatapathID(), pi.InPort, pi.Data, targets.pin, now)
+	v := b.arpl.Observe(dpid, pi.InPort, pi.Data, pin, now)
 	if v.Reason != "" {
 		b.refusedARP(sw.String(), v.Reason, v.IP, v.Loc, now)
 	}
@@ -40,8 +46,8 @@ func (b *Balancer) PacketIn(sw *ofswitch.Switch, pi ofswitch.PacketIn) {
 		b.scheduleARPExpiry(v.Deadline)
 	}
 	if v.Challenge {
-		if t, ok := targets[v.IP]; ok {
-			b.askARP(b.context(), sw, v.IP, t)
+		if t, ok := in.Target(v.IP); ok {
+			b.askARP(b.context(), sw, t, in.BarrierTimeout)
 		}
 	}
 }
@@ -55,56 +61,16 @@ func (b *Balancer) context() context.Context {
 	return b.ctx
 }
 
-func (b *Balancer) vipTable() map[netip.Addr]net.HardwareAddr {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	m := make(map[netip.Addr]net.HardwareAddr, len(b.services))
-	for _, s := range b.services {
-		m[s.cfg.ParsedVIP()] = vipMAC(&s.cfg)
-	}
-	return m
-}
-
-// arpTarget is what we know about a backend's address: what the config pins, and the VIP
-// (and its MAC) we ask from, that of the first service listing the backend's IP.
-type arpTarget struct {
-	pin    arp.Pin
-	vip    netip.Addr
-	vipMAC net.HardwareAddr
-	pinned bool // MAC and port both configured: nothing to learn
-}
-
-type arpTargets map[netip.Addr]arpTarget
-
-func (t arpTargets) pin(ip netip.Addr) (arp.Pin, bool) { x, ok := t[ip]; return x.pin, ok }
-
-func (b *Balancer) arpTargets() arpTargets {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	m := arpTargets{}
-	for _, s := range b.services {
-		for _, be := range s.cfg.Backends {
-			ip := be.ParsedIP()
-			if _, dup := m[ip]; dup {
-				continue
-			}
-			mac := be.ParsedMAC()
-			m[ip] = arpTarget{pin: arp.Pin{MAC: mac, Port: uint32(be.SwitchPort)}, vip: s.cfg.ParsedVIP(),
-				vipMAC: vipMAC(&s.cfg), pinned: mac != nil && be.SwitchPort != 0}
-		}
-	}
-	return m
-}
-
 // askARP opens a round with the learner and floods one request for ip from the VIP. The
 // learner allows one open round per switch and IP: that is the rate limit on challenges.
-func (b *Balancer) askARP(ctx context.Context, sw *ofswitch.Switch, ip netip.Addr, t arpTarget) {
-	frame, err := arp.Request(t.vipMAC, t.vip, ip)
+func (b *Balancer) askARP(ctx context.Context, sw *ofswitch.Switch, t intent.ARPTarget, timeout time.Duration) {
+	ip := t.IP
+	frame, err := arp.Request(t.VIPMAC, t.VIP, ip)
 	if err != nil {
 		b.log.Warn("ARP request not built", "dpid", sw.String(), "target", ip.String(), "err", err)
 		return
 	}
-	switch err := b.arpl.Ask(sw.DatapathID(), ip, t.vipMAC, t.vip, b.now()); {
+	switch err := b.arpl.Ask(sw.DatapathID(), ip, t.VIPMAC, t.VIP, b.now()); {
 	case errors.Is(err, arp.ErrOutstanding):
 		return
 	case err != nil:
@@ -112,7 +78,7 @@ func (b *Balancer) askARP(ctx context.Context, sw *ofswitch.Switch, ip netip.Add
 		b.plog.Warn("arp:request:table_full", "ARP request not sent", "dpid", sw.String(), "target", ip.String(), "err", err)
 		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, b.Config().Controller.BarrierTimeout)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	err = sw.PacketOut(cctx, uint32(ofp.PortController), ofp.Actions{&ofp.ActionOutput{Port: ofp.PortFlood, MaxLen: ofp.ContentLenNoBuffer}}, frame)
 	cancel()
 	if err != nil {
@@ -123,20 +89,18 @@ func (b *Balancer) askARP(ctx context.Context, sw *ofswitch.Switch, ip netip.Add
 	b.metrics.arpRequests.Inc()
 }
 
-// resolveBackends closes finished ARP rounds, then asks, on every switch, for each backend
-// the learner wants a request for: not located, only adopted, being re-confirmed, or not
-// asked about for LearnerConfig.Refresh.
-func (b *Balancer) resolveBackends(ctx context.Context, switches []*switchState) {
-	b.expireARP()
-	targets := b.arpTargets()
+// resolveBackends asks, on one switch, for each backend placed there that the learner wants a
+// request for: not located, only adopted, being re-confirmed, or not asked about for
+// LearnerConfig.Refresh. Its syncer runs it after each intent, so a switch that does not
+// read delays only its own requests. (The update closes finished rounds: expireARP.)
+func (b *Balancer) resolveBackends(ctx context.Context, sw *ofswitch.Switch, in *intent.Intent) {
 	now := b.now()
-	for _, st := range switches {
-		for ip, t := range targets {
-			if t.pinned || !b.arpl.Wants(st.sw.DatapathID(), ip, now) {
-				continue
-			}
-			b.askARP(ctx, st.sw, ip, t)
+	dpid := sw.DatapathID()
+	for _, t := range in.ARP(dpid) {
+		if t.Pinned() || !b.arpl.Wants(dpid, t.IP, now) {
+			continue
 		}
+		b.askARP(ctx, sw, t, in.BarrierTimeout)
 	}
 }
 

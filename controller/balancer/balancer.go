@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"sync"
@@ -20,8 +21,10 @@ import (
 	"flowweight/controller/arp"
 	"flowweight/controller/config"
 	"flowweight/controller/dataplane"
+	"flowweight/controller/intent"
 	"flowweight/controller/ofswitch"
 	"flowweight/controller/ratelog"
+	"flowweight/controller/switchsync"
 )
 
 // Options are the parts of a Balancer that do not come from the config file.
@@ -53,7 +56,7 @@ type Balancer struct {
 	cfg      *config.Config
 	keys     map[string][]byte // backend name -> push key
 	services []*service
-	switches map[uint64]*switchState
+	switches map[uint64]*switchsync.Syncer // by datapath id: the registry; each syncer owns its switch
 	pollers  map[string]*snmpSource
 	ofsrv    *ofswitch.Server
 	pushsrv  *push.Server
@@ -61,9 +64,16 @@ type Balancer struct {
 	srcWG    sync.WaitGroup
 	hist     history
 	owned    map[uint32]bool // group ids configured since start
-	// layoutNoted holds, per service, the keys of the slot-layout notes logged (slots.go).
-	layoutNoted map[string]map[string]bool
-	started     time.Time
+	started  time.Time
+	// seq counts updates; gen changes when what the switches should hold may have (a write,
+	// a hold ending, a reload: dirty, a kick). See intent.Intent.
+	seq, gen uint64
+	dirty    bool
+
+	// latest is the last update's intent, for the syncers of switches that connect later and
+	// for packet-ins (ARP for the VIPs): read without the lock.
+	latest atomic.Pointer[intent.Intent]
+	notes  *switchsync.Notes // layout notes, shared by every syncer
 
 	// tls is the OpenFlow listener's current TLS configuration (nil: plain TCP); a reload
 	// replaces it, and the next handshake uses the new one.
@@ -75,19 +85,6 @@ type Balancer struct {
 	// own lock); arpExpiry, under mu, is when the pending round-closing timer fires.
 	arpl      *arp.Learner
 	arpExpiry time.Time
-}
-
-type switchState struct {
-	mu        sync.Mutex // one plan/apply/read-back at a time per switch
-	sw        *ofswitch.Switch
-	current   dataplane.State // what we believe the switch holds
-	known     bool            // current was read back or applied since connect
-	resync    bool            // read back before the next plan
-	lastApply time.Time
-	lastRTT   time.Duration
-	counters  map[uint64]uint64 // flow cookie -> byte count at the last read
-	countedAt time.Time
-	ovs       dataplane.OVSVersion // from the switch's DESC at connect; zero: unknown
 }
 
 // New validates nothing (the config was validated by Load) and starts nothing.
@@ -102,9 +99,10 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 		opt.Metrics = NewMetrics()
 	}
 	b := &Balancer{log: opt.Logger, now: opt.Now, metrics: opt.Metrics, events: newEventLog(200),
-		kick: make(chan struct{}, 1), switches: map[uint64]*switchState{}, arpl: arp.NewLearner(arp.LearnerConfig{}),
+		kick: make(chan struct{}, 1), switches: map[uint64]*switchsync.Syncer{}, arpl: arp.NewLearner(arp.LearnerConfig{}),
 		pollers: map[string]*snmpSource{}, hist: history{max: 360}, owned: map[uint32]bool{}, started: opt.Now()}
 	b.plog = ratelog.New(b.log, func() time.Time { return b.now() })
+	b.notes = switchsync.NewNotes(b.log)
 	b.pool = collector.NewPool(b.poolConfig(cfg))
 	b.st.path, b.st.every = opt.StatePath, opt.StateEvery
 	if b.st.every <= 0 {
@@ -178,6 +176,7 @@ func (b *Balancer) install(cfg *config.Config) error {
 	}
 	restoreDrain := b.rememberLocked(services, drained)
 	b.cfg, b.keys, b.services = cfg, keys, services
+	b.dirty = true
 	b.tls.Store(tc)
 	live := map[string]bool{}
 	for _, s := range services {
@@ -186,6 +185,11 @@ func (b *Balancer) install(cfg *config.Config) error {
 		}
 	}
 	b.hist.keep(live)
+	kept := map[string]bool{}
+	for _, s := range services {
+		kept[s.cfg.Name] = true
+	}
+	b.notes.Forget(kept)
 	pushsrv := b.pushsrv
 	b.mu.Unlock()
 	b.pool.Reconfigure(b.poolConfig(cfg))
@@ -307,7 +311,6 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 	go func() { errc <- pushsrv.Serve(ctx) }()
 	b.startSNMP()
 	go b.updateLoop(ctx)
-	go b.readbackLoop(ctx)
 	<-ctx.Done()
 	err = errors.Join(<-errc, <-errc)
 	b.srcWG.Wait()
@@ -318,26 +321,42 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 	return err
 }
 
-// Connected implements ofswitch.Handler: read what the switch holds, then bring it to the
-// desired state (no duplicates: planning against the read-back adds only what is missing and
-// deletes only what is ours and stale).
+// Connected implements ofswitch.Handler: the switch gets its own syncer, which reads back
+// what it holds and brings it to the latest intent (no duplicates: planning against the
+// read-back adds only what is missing and deletes only what is ours and stale).
 func (b *Balancer) Connected(sw *ofswitch.Switch) {
-	ovs := b.switchOVS(sw)
+	dpid := sw.DatapathID()
+	sy := switchsync.New(switchsync.Config{Conn: sw, OVS: b.switchOVS(sw), Logger: b.log, Now: b.now,
+		Locate: b.locator(dpid),
+		Adopt: func(ip netip.Addr, loc dataplane.Location) {
+			b.arpl.Adopt(dpid, ip, arp.Location{MAC: loc.MAC, Port: loc.Port})
+		},
+		After:    func(ctx context.Context, in *intent.Intent) { b.resolveBackends(ctx, sw, in) },
+		Observed: b.Kick,
+		Event: func(kind, service, text string) {
+			b.events.add(Event{Time: b.now(), Kind: kind, Service: service, Text: text})
+		},
+		Notes: b.notes,
+		Metrics: switchsync.Metrics{Rewrites: b.metrics.rewrites, RewriteErrors: b.metrics.rewriteErrors,
+			Drift: b.metrics.drift, BarrierRTT: b.metrics.barrierRTT}})
 	b.mu.Lock()
-	b.switches[sw.DatapathID()] = &switchState{sw: sw, resync: true, ovs: ovs}
+	b.switches[dpid] = sy
 	b.mu.Unlock()
 	b.metrics.switchUp.WithLabelValues(sw.String()).Set(1)
 	b.events.add(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " connected from " + sw.RemoteAddr().String()})
 	// Rate-limited per datapath id: a peer reconnecting in a loop cannot flood the log, and
 	// distinct switches each get their line (ratelog bounds the ids it tracks).
 	b.plog.Log(slog.LevelInfo, "connect "+sw.String(), "switch connected", "dpid", sw.String(), "remote", sw.RemoteAddr().String())
+	// The syncer ends with the session (Run watches sw.Done).
+	go sy.Run(b.context())
+	sy.Offer(b.current())
 	b.Kick()
 }
 
 // Disconnected implements ofswitch.Handler. Installed flows stay on a fail-secure switch.
 func (b *Balancer) Disconnected(sw *ofswitch.Switch, err error) {
 	b.mu.Lock()
-	if cur, ok := b.switches[sw.DatapathID()]; ok && cur.sw == sw {
+	if cur, ok := b.switches[sw.DatapathID()]; ok && cur.Conn() == sw {
 		delete(b.switches, sw.DatapathID())
 	}
 	b.mu.Unlock()

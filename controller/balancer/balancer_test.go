@@ -19,6 +19,7 @@ import (
 	"flowweight/controller/arp"
 	"flowweight/controller/config"
 	"flowweight/controller/dataplane"
+	"flowweight/controller/switchsync"
 	"flowweight/weights"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -136,16 +137,6 @@ func TestReloadRejectsWithoutChangingAnything(t *testing.T) {
 	}
 }
 
-func TestDescribeChange(t *testing.T) {
-	got := describeChange([]string{"a", "b"}, []uint16{500, 500}, []uint16{400, 600})
-	if got != "a 500->400, b 500->600" {
-		t.Fatal(got)
-	}
-	if got := describeChange([]string{"a"}, nil, []uint16{1000}); got != "a 1000" {
-		t.Fatal(got)
-	}
-}
-
 func TestEventLogRing(t *testing.T) {
 	l := newEventLog(3)
 	for i := 0; i < 5; i++ {
@@ -191,28 +182,6 @@ func TestHistoryRing(t *testing.T) {
 	h.keep(map[string]bool{})
 	if len(h.series) != 0 {
 		t.Fatal("removed backend's history kept")
-	}
-}
-
-func TestHoldGroupsKeepsTheSwitchsGroup(t *testing.T) {
-	b, err := New(testConfig(t, ""), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	onSwitch := dataplane.Group{ID: 5, Buckets: []dataplane.Bucket{{Weight: 700, Actions: "x"}, {Weight: 300, Actions: "y"}}}
-	desired := dataplane.State{Groups: []dataplane.Group{{ID: 5, Buckets: []dataplane.Bucket{{Weight: 1000, Actions: "x"}}}}}
-	current := dataplane.State{Groups: []dataplane.Group{onSwitch}}
-
-	b.services[0].hold = true
-	if got := b.holdGroups(desired, current); !got.Groups[0].Equal(onSwitch) {
-		t.Fatalf("held service's group replaced: %v", got.Groups[0])
-	}
-	if got := b.holdGroups(desired, dataplane.State{}); !got.Groups[0].Equal(desired.Groups[0]) {
-		t.Fatal("with no group on the switch (a cold start) there is nothing to hold")
-	}
-	b.services[0].hold = false
-	if got := b.holdGroups(desired, current); !got.Groups[0].Equal(desired.Groups[0]) {
-		t.Fatal("hold applied after it ended")
 	}
 }
 
@@ -443,42 +412,39 @@ func TestClampLoggedOncePerTransition(t *testing.T) {
 
 // TestThroughputSmoothedLikeTheCPU: per-backend throughput is smoothed with the tuning's
 // alpha (learned capacity divides it by a smoothed utilisation), and a period without a
-// counter makes it unknown and restarts the smoothing.
+// rate (no counter, or a switch's rate gone stale) makes it unknown and restarts the
+// smoothing.
 func TestThroughputSmoothedLikeTheCPU(t *testing.T) {
-	b, err := New(testConfig(t, ""), Options{})
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	b, err := New(testConfig(t, ""), Options{Now: clk.now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const dpid = 7
-	b.switches[dpid] = &switchState{}
 	s := b.services[0]
 	cookie := dataplane.MakeCookie(s.index, 0, dataplane.KindReturn)
-	at := time.Unix(1e9, 0)
-	var total uint64
 	alpha := s.tuning.Alpha
+	period := b.Config().Controller.UpdatePeriod
 	steps := []struct {
-		bytes   uint64 // bytes in the second before this reading; 0 with present false: no counter
+		rate    float64
 		present bool
+		age     time.Duration // of the switch's rate
 		want    float64
 	}{
-		{0, true, 0}, // the first reading only sets the baseline
-		{1000, true, 1000},
-		{2000, true, 1000 + alpha*1000},
-		{0, false, 0},
-		{500, true, 0}, // the counter is back: a new baseline
-		{500, true, 500},
+		{1000, true, 0, 1000},
+		{2000, true, 0, 1000 + alpha*1000},
+		{0, false, 0, 0},
+		{500, true, 0, 500}, // back: the smoothing starts afresh
+		{700, true, 3 * period, 0},
+		{500, true, 0, 500},
 	}
 	for i, st := range steps {
-		at = at.Add(time.Second)
-		c := switchCounts{dpid: dpid, at: at, bytes: map[uint64]uint64{}}
+		clk.t = clk.t.Add(time.Second)
+		status := &switchsync.Status{DPID: 7}
 		if st.present {
-			total += st.bytes
-			c.bytes[cookie] = total
-		} else {
-			b.switches[dpid].counters = nil // a reconnect forgets the baseline
+			status.Rates, status.RatesAt = map[uint64]float64{cookie: st.rate}, clk.t.Add(-st.age)
 		}
 		b.mu.Lock()
-		b.measureThroughputLocked([]switchCounts{c})
+		b.measureThroughputLocked([]*switchsync.Status{status})
 		got := s.books[0].throughput
 		b.mu.Unlock()
 		if math.Abs(got-st.want) > 1e-9 {

@@ -12,6 +12,7 @@ import (
 	"flowweight/collector/report"
 	"flowweight/controller/config"
 	"flowweight/controller/dataplane"
+	"flowweight/controller/switchsync"
 )
 
 // staticPool is a controller with three located backends of declared capacities caps under
@@ -120,14 +121,38 @@ func TestRestartStartsFromTheSwitchWeights(t *testing.T) {
 	if !restarted.services[0].hold {
 		t.Fatal("a freshly started controller with no reports is not in its start-up hold")
 	}
+	// The switch the old controller programmed, with the old weights.
 	_, svcs := restarted.desiredFor(1)
 	svcs[0].Backends = slices.Clone(svcs[0].Backends)
 	for i := range svcs[0].Backends {
 		svcs[0].Backends[i].Weight = held[i]
 	}
 	onSwitch := dataplane.Desired(svcs, dataplane.DefaultOptions())
-	_, svcs = restarted.desiredFor(1)
-	restarted.seedFromSwitch(svcs, onSwitch)
+	conn := switchsync.NewFakeConn(1)
+	conn.Edit(func(sw *dataplane.FakeSwitch) {
+		if err := sw.ApplyPlan(dataplane.Plan(onSwitch, dataplane.State{})); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// It connects: its syncer reads it back, finds the seed and asks for an update.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	observed := make(chan struct{}, 1)
+	sy := switchsync.New(switchsync.Config{Conn: conn, Observed: func() { observed <- struct{}{} }})
+	restarted.mu.Lock()
+	restarted.switches[1] = sy
+	restarted.mu.Unlock()
+	go sy.Run(ctx)
+	sy.Offer(restarted.current())
+	select {
+	case <-observed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the syncer published no seed")
+	}
+	restarted.update(context.Background(), false) // the syncer's request: the seed is taken
+	if g := conn.State().Groups; len(g) != 1 || !g[0].Equal(onSwitch.Groups[0]) {
+		t.Fatalf("the held group was rewritten during the start-up hold: %v", g)
+	}
 	// The switch holds slots of its table (64 for a switch of unknown version): the seed gives
 	// each backend its held share to within one slot.
 	seed := restarted.services[0].seed

@@ -5,6 +5,7 @@ import (
 
 	"flowweight/controller/dataplane"
 	"flowweight/controller/ofswitch"
+	"flowweight/controller/switchsync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -24,45 +25,18 @@ func (b *Balancer) switchOVS(sw *ofswitch.Switch) dataplane.OVSVersion {
 	return v
 }
 
-// optionsLocked are the planner's options for one switch. b.mu must be held.
-func (b *Balancer) optionsLocked(dpid uint64) dataplane.Options {
-	opt := dataplane.Options{Normal: b.cfg.Controller.Normal}
-	if st, ok := b.switches[dpid]; ok {
-		opt.OVS = st.ovs
-	}
-	return opt
-}
-
-// noteLayoutsLocked logs a service's layout notes (a backend lifted to one slot, backends left
-// without a slot) when they appear: a note already present at the last plan is not logged
-// again, however its figures move, and the remembered set is per service, so it stays bounded.
-// b.mu must be held.
-func (b *Balancer) noteLayoutsLocked(svcs []dataplane.Service, opt dataplane.Options) {
-	if b.layoutNoted == nil {
-		b.layoutNoted = map[string]map[string]bool{}
-	}
-	for _, s := range svcs {
-		// Per table size too: two switches of different versions have different notes.
-		key := fmt.Sprintf("%s/%d", s.Name, dataplane.LayoutSlots(opt.OVS))
-		now := map[string]bool{}
-		for _, n := range dataplane.Layout(s, opt).Notes {
-			now[n.Key] = true
-			if !b.layoutNoted[key][n.Key] {
-				b.log.Warn("realised split differs from the computed one", "service", s.Name,
-					"slots", dataplane.LayoutSlots(opt.OVS), "note", n.Text)
-			}
-		}
-		b.layoutNoted[key] = now
-	}
-}
-
 // layoutsOn returns each service's slot layout (by name) as planned for the switch dpid,
 // with the backends located as that switch taught us.
 func (b *Balancer) layoutsOn(dpid uint64) map[string]dataplane.GroupLayout {
-	_, svcs := b.desiredFor(dpid)
 	b.mu.Lock()
-	opt := b.optionsLocked(dpid)
+	in := b.intentLocked()
+	var ovs dataplane.OVSVersion
+	if sy, ok := b.switches[dpid]; ok {
+		ovs = sy.OVS()
+	}
 	b.mu.Unlock()
+	_, svcs := switchsync.Desired(in, dpid, ovs, b.locator(dpid))
+	opt := switchsync.Options(in, ovs)
 	out := make(map[string]dataplane.GroupLayout, len(svcs))
 	for _, s := range svcs {
 		out[s.Name] = dataplane.Layout(s, opt)

@@ -2,13 +2,13 @@ package balancer
 
 import (
 	"flowweight/controller/arp"
-	"log/slog"
 	"math"
 	"net"
 	"strings"
 	"testing"
 
 	"flowweight/controller/dataplane"
+	"flowweight/controller/switchsync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -23,7 +23,7 @@ func withSwitch(t *testing.T, v dataplane.OVSVersion, w ...uint16) *Balancer {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.switches[1] = &switchState{ovs: v}
+	b.switches[1] = switchsync.New(switchsync.Config{OVS: v})
 	for _, s := range b.services {
 		s.applied = w
 		for i, be := range s.cfg.Backends {
@@ -110,39 +110,5 @@ func TestShareMetrics(t *testing.T) {
 		if g, ok := got[k]; !ok || math.Abs(g-w) > 1e-9 {
 			t.Errorf("%s = %v (present %v), want %v", k, g, ok, w)
 		}
-	}
-}
-
-// TestLayoutNoteLoggedWhenItAppears: a backend lifted to one slot is logged once while it
-// stays lifted (its figures may move), and again when it becomes lifted anew.
-func TestLayoutNoteLoggedWhenItAppears(t *testing.T) {
-	var logs strings.Builder
-	b := withSwitch(t, dataplane.OVSVersion{Major: 3, Minor: 1}, 999, 1)
-	b.log = slog.New(slog.NewTextHandler(&logs, nil))
-	count := func() int { return strings.Count(logs.String(), "realised split differs") }
-	set := func(w ...uint16) {
-		b.mu.Lock()
-		b.services[0].applied = w
-		b.mu.Unlock()
-		b.desiredFor(1)
-	}
-	steps := []struct {
-		w    []uint16
-		want int
-	}{
-		{[]uint16{999, 1}, 1},
-		{[]uint16{999, 1}, 1},   // same condition: not again
-		{[]uint16{1998, 1}, 1},  // still lifted, other figures: not again
-		{[]uint16{500, 500}, 1}, // cleared
-		{[]uint16{999, 1}, 2},   // lifted anew: logged
-	}
-	for i, s := range steps {
-		set(s.w...)
-		if got := count(); got != s.want {
-			t.Fatalf("step %d (weights %v): %d notes logged, want %d:\n%s", i, s.w, got, s.want, logs.String())
-		}
-	}
-	if !strings.Contains(logs.String(), `backend \"b\"`) {
-		t.Errorf("the note does not name the backend:\n%s", logs.String())
 	}
 }

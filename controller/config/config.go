@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -125,7 +126,10 @@ type Service struct {
 	GroupID  int            `toml:"group_id"` // OpenFlow group id, unique, 1..0xffffff00
 	Zone     int            `toml:"zone"`     // conntrack zone; default = group_id (must fit 16 bits)
 	Policy   weights.Policy `toml:"policy"`   // overrides weighting.policy for this service
-	Backends []Backend      `toml:"backend"`
+	// Datapaths places the service on these switches only (datapath ids as ovs-ofctl shows
+	// them: 16 hex digits, or 0x-prefixed hex); empty places it on every connected switch.
+	Datapaths []string  `toml:"datapaths"`
+	Backends  []Backend `toml:"backend"`
 }
 
 // Backend is one real server behind a service.
@@ -417,6 +421,18 @@ func (c *Config) Validate() error {
 		if s.Policy != "" {
 			p.Add(key+".policy", s.Policy.Validate())
 		}
+		seen := map[uint64]int{}
+		for j, d := range s.Datapaths {
+			id, err := ParseDatapathID(d)
+			if err != nil {
+				p.Addf(fmt.Sprintf("%s.datapaths[%d]", key, j), "%v", err)
+				continue
+			}
+			if k, dup := seen[id]; dup {
+				p.Addf(fmt.Sprintf("%s.datapaths[%d]", key, j), "%q is datapaths[%d] again", d, k)
+			}
+			seen[id] = j
+		}
 		if len(s.Backends) == 0 {
 			p.Addf(key+".backend", "a service needs at least one backend")
 		}
@@ -501,6 +517,41 @@ func (s *SNMPSrc) target(port uint16) snmp.Target {
 
 // SNMPTarget returns the poller target for an snmp backend.
 func (b *Backend) SNMPTarget() snmp.Target { return b.SNMP.target(uint16(b.Port)) }
+
+// ParsedDatapaths returns where the service is placed, nil for every switch; valid only
+// after Validate.
+func (s *Service) ParsedDatapaths() []uint64 {
+	if len(s.Datapaths) == 0 {
+		return nil
+	}
+	out := make([]uint64, 0, len(s.Datapaths))
+	for _, d := range s.Datapaths {
+		if id, err := ParseDatapathID(d); err == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// ParseDatapathID reads a datapath id as operators copy it: 16 hex digits as ovs-ofctl
+// show prints it ("0000a2c4f1e3b64d"), or 0x-prefixed hex of any length up to 16 digits
+// ("0x1a"). Bare short hex is refused: "10" could be read as decimal or hex.
+func ParseDatapathID(s string) (uint64, error) {
+	h, prefixed := strings.CutPrefix(strings.ToLower(s), "0x")
+	switch {
+	case h == "":
+		return 0, fmt.Errorf("%q is not a datapath id (want 16 hex digits or 0x-prefixed hex)", s)
+	case len(h) > 16:
+		return 0, fmt.Errorf("%q is longer than a datapath id's 16 hex digits", s)
+	case !prefixed && len(h) != 16:
+		return 0, fmt.Errorf("%q is not a datapath id: write all 16 hex digits as ovs-ofctl shows them, or prefix 0x", s)
+	}
+	id, err := strconv.ParseUint(h, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a datapath id (want 16 hex digits or 0x-prefixed hex)", s)
+	}
+	return id, nil
+}
 
 // ParsedVIP returns the VIP; valid only after Validate.
 func (s *Service) ParsedVIP() netip.Addr { a, _ := parseIPv4(s.VIP); return a }

@@ -37,6 +37,42 @@ func TestExampleLoads(t *testing.T) {
 	}
 }
 
+func TestParseDatapathID(t *testing.T) {
+	cases := []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"0000000000000001", 1, true},
+		{"0000A2C4F1E3B64D", 0xa2c4f1e3b64d, true},
+		{"0x1a", 0x1a, true},
+		{"0X1A", 0x1a, true},
+		{"0xffffffffffffffff", 0xffffffffffffffff, true},
+		{"1a", 0, false},
+		{"", 0, false},
+		{"0x", 0, false},
+		{"0x-1", 0, false},
+		{"00:00:00:00:00:00:00:01", 0, false},
+		{"0x10000000000000000", 0, false},
+	}
+	for _, c := range cases {
+		got, err := ParseDatapathID(c.in)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("ParseDatapathID(%q) = %#x, %v; want %#x, ok %v", c.in, got, err, c.want, c.ok)
+		}
+	}
+	c, err := Parse("t.toml", []byte(edit(`group_id = 7`, "group_id = 7\ndatapaths = [\"0x2\", \"0000000000000001\"]")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Services[0].ParsedDatapaths(); len(got) != 2 || got[0] != 2 || got[1] != 1 {
+		t.Errorf("placement %v, want [2 1]", got)
+	}
+	if c, _ := Parse("t.toml", []byte(good)); c.Services[0].ParsedDatapaths() != nil {
+		t.Error("no datapaths must place the service everywhere (nil)")
+	}
+}
+
 func TestDefaultsFilled(t *testing.T) {
 	c, err := Parse("t.toml", []byte(good))
 	if err != nil {
@@ -101,6 +137,11 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"tls ca without cert", "[controller]\ntls_ca = \"/ca.crt\"\n" + good, []string{"controller.tls_ca", "needs TLS"}},
 		{"tls names dpid without ca", "[controller]\ntls_names_dpid = true\n" + good, []string{"controller.tls_names_dpid", "tls_ca"}},
 		{"tls on a unix socket", "[controller]\nlisten = \"unix:/run/of.sock\"\ntls_cert = \"/c\"\ntls_key = \"/k\"\n" + good, []string{"controller.tls_cert", "unix socket"}},
+		{"datapath id short without 0x", edit(`group_id = 7`, "group_id = 7\ndatapaths = [\"1a\"]"), []string{`service "web".datapaths[0]`, "16 hex digits"}},
+		{"datapath id not hex", edit(`group_id = 7`, "group_id = 7\ndatapaths = [\"0x1\", \"0xzz\"]"), []string{`service "web".datapaths[1]`, `"0xzz" is not a datapath id`}},
+		{"datapath id too long", edit(`group_id = 7`, "group_id = 7\ndatapaths = [\"0x10000000000000000\"]"), []string{`service "web".datapaths[0]`, "longer than"}},
+		{"datapath id repeated", edit(`group_id = 7`, "group_id = 7\ndatapaths = [\"0x1a\", \"000000000000001A\"]"), []string{`service "web".datapaths[1]`, "is datapaths[0] again"}},
+		{"datapaths not a list", edit(`group_id = 7`, "group_id = 7\ndatapaths = \"0x1\""), []string{"service.datapaths", "incompatible types"}},
 		{"syntax error", good + "\n[[service]\n", []string{"t.toml:"}},
 	}
 	for _, c := range cases {

@@ -1,0 +1,139 @@
+package switchsync
+
+import (
+	"net/netip"
+
+	"flowweight/controller/dataplane"
+	"flowweight/controller/intent"
+)
+
+// Locator finds a backend on one switch: what that switch taught the controller.
+type Locator func(ip netip.Addr) (dataplane.Location, bool)
+
+// Desired is the state one switch should hold for in: the services placed on it, their
+// backends located by the config or else by locate. It returns the planner's input too, for
+// the layout notes, the views and the seeds.
+func Desired(in *intent.Intent, dpid uint64, ovs dataplane.OVSVersion, locate Locator) (dataplane.State, []dataplane.Service) {
+	placed := in.On(dpid)
+	svcs := make([]dataplane.Service, 0, len(placed))
+	for _, s := range placed {
+		ds := s.Service
+		ds.Backends = make([]dataplane.Backend, len(s.Backends))
+		for j, db := range s.Backends {
+			if locate != nil && (db.MAC == nil || db.SwitchPort == 0) {
+				if loc, ok := locate(db.IP); ok {
+					if db.MAC == nil {
+						db.MAC = loc.MAC
+					}
+					if db.SwitchPort == 0 {
+						db.SwitchPort = loc.Port
+					}
+				}
+			}
+			ds.Backends[j] = db
+		}
+		svcs = append(svcs, ds)
+	}
+	return dataplane.Desired(svcs, Options(in, ovs)), svcs
+}
+
+// Options are the planner's options for a switch of version ovs.
+func Options(in *intent.Intent, ovs dataplane.OVSVersion) dataplane.Options {
+	return dataplane.Options{Normal: in.Normal, OVS: ovs}
+}
+
+// Hold keeps each held service's group exactly as the switch holds it (intent.Service.Held):
+// a restarted controller has no reports yet, and rewriting the group from an empty picture
+// (all unknown: panic weights; then whoever reports first: everything) would move traffic for
+// no reason, and in stateless mode re-hash live connections. With no such group on the switch
+// (a cold start) there is nothing to hold.
+func Hold(desired, current dataplane.State, in *intent.Intent) dataplane.State {
+	held := map[uint32]bool{}
+	for i := range in.Services {
+		if in.Services[i].Held {
+			held[in.Services[i].GroupID] = true
+		}
+	}
+	if len(held) == 0 {
+		return desired
+	}
+	cur := make(map[uint32]dataplane.Group, len(current.Groups))
+	for _, g := range current.Groups {
+		cur[g.ID] = g
+	}
+	out := dataplane.State{Flows: desired.Flows, Groups: make([]dataplane.Group, len(desired.Groups))}
+	for i, g := range desired.Groups {
+		if c, ok := cur[g.ID]; ok && held[g.ID] && len(c.Buckets) > 0 {
+			g = c
+		}
+		out.Groups[i] = g
+	}
+	return out
+}
+
+// Seeds reads, for each service of in that wants a seed, the weights current (a read-back)
+// holds for its group, in config order, by service name. svcs is Desired's planner input for
+// the same switch: a bucket is matched to a located backend by its actions.
+func Seeds(in *intent.Intent, svcs []dataplane.Service, current dataplane.State) map[string][]uint16 {
+	want := map[string]bool{}
+	for i := range in.Services {
+		if in.Services[i].WantSeed {
+			want[in.Services[i].Name] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	groups := make(map[uint32]dataplane.Group, len(current.Groups))
+	for _, g := range current.Groups {
+		groups[g.ID] = g
+	}
+	out := map[string][]uint16{}
+	for _, s := range svcs {
+		if !want[s.Name] {
+			continue
+		}
+		if g, ok := groups[s.GroupID]; ok {
+			if w, ok := dataplane.HeldWeights(s, g); ok {
+				out[s.Name] = w
+			}
+		}
+	}
+	return out
+}
+
+// Counts are one read of a switch's per-flow byte counters, by cookie.
+type Counts struct {
+	At    int64 // Unix nanoseconds
+	Bytes map[uint64]uint64
+}
+
+// Rates turns two reads into bytes per second per cookie. A counter that went backwards (a
+// flow re-added) or is missing from either read has no rate.
+func Rates(prev, cur Counts) map[uint64]float64 {
+	if prev.Bytes == nil || cur.At <= prev.At {
+		return nil
+	}
+	dt := float64(cur.At-prev.At) / 1e9
+	out := make(map[uint64]float64, len(cur.Bytes))
+	for cookie, v := range cur.Bytes {
+		if old, ok := prev.Bytes[cookie]; ok && v >= old {
+			out[cookie] = float64(v-old) / dt
+		}
+	}
+	return out
+}
+
+// weightsOf returns each service's backend weights by name, to tell a rewrite of weights
+// from a repair.
+func weightsOf(svcs []dataplane.Service) map[string][]uint16 {
+	out := make(map[string][]uint16, len(svcs))
+	for _, s := range svcs {
+		w := make([]uint16, len(s.Backends))
+		for j, b := range s.Backends {
+			w[j] = b.Weight
+		}
+		out[s.Name] = w
+	}
+	return out
+}

@@ -1,0 +1,430 @@
+package switchsync
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"flowweight/controller/dataplane"
+	"flowweight/controller/intent"
+	"flowweight/controller/ofswitch"
+
+	"github.com/netrack/openflow/ofp"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Conn is the OpenFlow session a Syncer drives: an *ofswitch.Switch, or a fake in tests.
+type Conn interface {
+	DatapathID() uint64
+	String() string
+	Multipart(ctx context.Context, typ ofp.MultipartType, body io.WriterTo) ([]byte, error)
+	Apply(ctx context.Context, stages ...[]ofswitch.Message) (ofswitch.Result, error)
+	Done() <-chan struct{}
+}
+
+// Metrics are the counters every syncer adds to (shared, so one series for the fleet); nil
+// fields count nothing.
+type Metrics struct {
+	Rewrites, RewriteErrors, Drift prometheus.Counter
+	BarrierRTT                     prometheus.Observer
+}
+
+// Config is what a Syncer is given; everything else it learns from its switch and the
+// intents. The functions are called from the syncer's goroutine and must not wait on the
+// balancer's state lock.
+type Config struct {
+	Conn Conn
+	// OVS is the switch's Open vSwitch version (DESC at connect): the slot table its groups
+	// are laid out for.
+	OVS    dataplane.OVSVersion
+	Logger *slog.Logger
+	Now    func() time.Time
+	// Locate and Adopt are the ARP learner's view of this switch: where backends are, and
+	// the locations a read-back recovered (our own earlier writes, usable until ARP answers).
+	Locate Locator
+	Adopt  func(ip netip.Addr, loc dataplane.Location)
+	// After runs after every intent this syncer took (synced or not): the balancer sends
+	// this switch's ARP requests from it.
+	After func(ctx context.Context, in *intent.Intent)
+	// Observed is called when a read-back found seeds the balancer did not have (Status.Seeds):
+	// it asks for an update.
+	Observed func()
+	// Event records an operator-visible event (kind: rewrite, drift, error).
+	Event   func(kind, service, text string)
+	Notes   *Notes
+	Metrics Metrics
+}
+
+// Status is what a syncer publishes after each step. Never modified once published.
+type Status struct {
+	DPID uint64
+	OVS  dataplane.OVSVersion
+	// Seq is the intent the switch was last brought to (0: none yet); Known reports whether
+	// the syncer knows what the switch holds.
+	Seq       uint64
+	Known     bool
+	LastApply time.Time
+	LastRTT   time.Duration
+	// Planned is the planner's input at the last plan, backends located as this switch
+	// taught the controller: what the views lay out to show the realised split.
+	Planned []dataplane.Service
+	// Seeds are the weights the switch held at the last read-back for the services that
+	// wanted them (intent.Service.WantSeed), by name.
+	Seeds map[string][]uint16
+	// Rates are bytes per second per flow cookie between the last two counter reads, taken
+	// at RatesAt (zero: none).
+	Rates   map[uint64]float64
+	RatesAt time.Time
+}
+
+// Syncer keeps one switch in step with the latest intent. Create it with New and run it with
+// Run; Offer and Status are safe from any goroutine.
+type Syncer struct {
+	cfg    Config
+	latest atomic.Pointer[intent.Intent]
+	wake   chan struct{}
+	status atomic.Pointer[Status]
+
+	// Owned by Run's goroutine.
+	current  dataplane.State // what we believe the switch holds
+	known    bool            // current was read back or applied since connect
+	resync   bool            // read back before the next plan
+	planned  uint64          // Gen of the intent current was planned from
+	applied  map[string][]uint16
+	counts   Counts
+	countSeq uint64
+	st       Status
+}
+
+// New makes a syncer for cfg.Conn; it does nothing until Run.
+func New(cfg Config) *Syncer {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Event == nil {
+		cfg.Event = func(string, string, string) {}
+	}
+	s := &Syncer{cfg: cfg, wake: make(chan struct{}, 1), resync: true}
+	if cfg.Conn != nil {
+		s.st.DPID = cfg.Conn.DatapathID()
+	}
+	s.st.OVS = cfg.OVS
+	s.publish()
+	return s
+}
+
+// OVS is the switch's version as read at connect.
+func (s *Syncer) OVS() dataplane.OVSVersion { return s.cfg.OVS }
+
+// Offer makes in the intent to plan from next, replacing any the syncer has not taken yet.
+// It never blocks.
+func (s *Syncer) Offer(in *intent.Intent) {
+	s.latest.Store(in)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Status returns the latest published status.
+func (s *Syncer) Status() *Status { return s.status.Load() }
+
+func (s *Syncer) publish() {
+	st := s.st
+	s.status.Store(&st)
+}
+
+// Run syncs until ctx ends or the session does.
+func (s *Syncer) Run(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.cfg.Conn.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var period time.Duration
+	readback := time.NewTimer(time.Hour)
+	readback.Stop()
+	defer readback.Stop()
+	for {
+		repair := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-readback.C:
+			repair = true
+		}
+		in := s.latest.Load()
+		if in == nil {
+			continue
+		}
+		if repair {
+			s.repair(ctx, in)
+		} else {
+			s.step(ctx, in)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if s.cfg.After != nil {
+			s.cfg.After(ctx, in)
+		}
+		if p := in.ReadbackPeriod; p > 0 && (p != period || repair) {
+			period = p
+			readback.Reset(p)
+		}
+	}
+}
+
+// step brings the switch to in when it is not there already, then reads counters if in asks.
+func (s *Syncer) step(ctx context.Context, in *intent.Intent) {
+	if !s.known || s.resync || s.planned != in.Gen {
+		s.sync(ctx, in)
+	} else if s.st.Seq != in.Seq {
+		s.st.Seq = in.Seq // nothing to plan: the switch holds this intent too
+		s.publish()
+	}
+	if in.ReadCounters && in.Seq != s.countSeq {
+		s.countSeq = in.Seq
+		s.readCounters(ctx, in)
+	}
+}
+
+// sync reads back first when we do not know what the switch holds, then plans, applies
+// stage by stage with barriers, and records the result.
+func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
+	sw := s.cfg.Conn
+	if s.resync || !s.known {
+		cur, err := s.readBack(ctx, in)
+		if err != nil {
+			s.cfg.Logger.Warn("read-back failed", "dpid", sw.String(), "err", err)
+			inc(s.cfg.Metrics.RewriteErrors)
+			return
+		}
+		s.adopt(cur, in)
+	}
+	desired, svcs := Desired(in, sw.DatapathID(), s.cfg.OVS, s.cfg.Locate)
+	s.st.Planned = svcs
+	if s.cfg.Notes != nil {
+		s.cfg.Notes.Note(svcs, Options(in, s.cfg.OVS))
+	}
+	// Only news asks for an update: the seeds stay the same while the hold lasts, and asking
+	// on every sync would make every update ask for the next.
+	if seeds := Seeds(in, svcs, s.current); !maps.EqualFunc(seeds, s.st.Seeds, slices.Equal) {
+		s.st.Seeds = seeds
+		s.publish()
+		if seeds != nil && s.cfg.Observed != nil {
+			s.cfg.Observed()
+		}
+	}
+	desired = Hold(desired, s.current, in)
+	desired = dataplane.KeepSlots(desired, s.current) // stateless: move only the slots that must
+	plan := dataplane.Plan(desired, s.current)
+	if len(plan) == 0 {
+		s.planned, s.st.Seq, s.st.Known = in.Gen, in.Seq, true
+		s.applied = weightsOf(svcs)
+		s.publish()
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*in.BarrierTimeout*time.Duration(len(plan)+1))
+	defer cancel()
+	start := time.Now()
+	res, err := sw.Apply(cctx, plan...)
+	elapsed := time.Since(start)
+	n := 0
+	for _, stage := range plan {
+		n += len(stage)
+	}
+	if err != nil {
+		// Part of the plan may have been applied: read back before planning again.
+		s.resync = true
+		inc(s.cfg.Metrics.RewriteErrors)
+		s.cfg.Event("error", "", fmt.Sprintf("switch %s: rewrite failed: %v", sw, err))
+		s.cfg.Logger.Error("rewrite failed; will resync", "dpid", sw.String(), "messages", n, "err", err)
+		return
+	}
+	s.current, s.planned = desired, in.Gen
+	if m := s.cfg.Metrics.BarrierRTT; m != nil {
+		for _, d := range res.BarrierRTT {
+			m.Observe(d.Seconds())
+		}
+	}
+	inc(s.cfg.Metrics.Rewrites)
+	s.logChanges(in, svcs, n, elapsed)
+	s.st.Seq, s.st.Known, s.st.LastApply, s.st.LastRTT = in.Seq, true, s.cfg.Now(), elapsed
+	s.publish()
+}
+
+// logChanges says what a successful apply changed: one line per service whose weights this
+// switch had from us and that moved, else one line for the repair (or the first programming,
+// which would otherwise be a line per service per switch at a fleet's connect).
+func (s *Syncer) logChanges(in *intent.Intent, svcs []dataplane.Service, n int, elapsed time.Duration) {
+	sw := s.cfg.Conn
+	now := weightsOf(svcs)
+	rtt := elapsed.Round(time.Microsecond).String()
+	changed := 0
+	if s.applied != nil {
+		for _, sv := range in.On(sw.DatapathID()) {
+			before, had := s.applied[sv.Name]
+			after := now[sv.Name]
+			if had && slices.Equal(before, after) {
+				continue
+			}
+			if !had {
+				before = nil
+			}
+			changed++
+			c := intent.Change{Names: names(sv), Before: before, After: after}
+			s.cfg.Logger.Info("weights rewritten", "dpid", sw.String(), "service", sv.Name, "weights", c.String(),
+				"messages", n, "barrier_rtt", rtt)
+			s.cfg.Event("rewrite", sv.Name, fmt.Sprintf("switch %s: %s (barrier %s)", sw, c.String(), rtt))
+		}
+	}
+	switch {
+	case s.applied == nil:
+		s.cfg.Logger.Info("switch programmed", "dpid", sw.String(), "services", len(svcs), "messages", n, "barrier_rtt", rtt)
+	case changed == 0:
+		s.cfg.Logger.Info("switch state repaired", "dpid", sw.String(), "messages", n, "barrier_rtt", rtt)
+	}
+	s.applied = now
+}
+
+func names(s *intent.Service) []string {
+	out := make([]string, len(s.Backends))
+	for i, b := range s.Backends {
+		out[i] = b.Name
+	}
+	return out
+}
+
+// repair reads the switch back and, when it differs from what we applied, puts it right.
+func (s *Syncer) repair(ctx context.Context, in *intent.Intent) {
+	sw := s.cfg.Conn
+	cur, err := s.readBack(ctx, in)
+	if err != nil {
+		s.cfg.Logger.Warn("read-back failed", "dpid", sw.String(), "err", err)
+		return
+	}
+	if s.known && !cur.Equal(s.current) {
+		inc(s.cfg.Metrics.Drift)
+		s.cfg.Event("drift", "", "switch "+sw.String()+": state differs from what was applied; repairing")
+		s.cfg.Logger.Warn("drift detected; repairing", "dpid", sw.String(), "diff", diffSummary(s.current, cur))
+	}
+	s.adopt(cur, in)
+	s.sync(ctx, in)
+}
+
+// adopt makes a read-back the current state and hands the backend locations it shows to the
+// ARP learner: after a restart the learned table is empty, and planning without them would
+// delete every backend's forwarding flows until ARP answers again.
+func (s *Syncer) adopt(cur dataplane.State, in *intent.Intent) {
+	s.current, s.known, s.resync = cur, true, false
+	s.planned = 0
+	s.st.Known = true
+	if s.cfg.Adopt == nil {
+		return
+	}
+	locs := dataplane.Locations(cur)
+	if len(locs) == 0 {
+		return
+	}
+	for _, t := range in.ARP(s.cfg.Conn.DatapathID()) {
+		if loc, ok := locs[t.IP]; ok {
+			s.cfg.Adopt(t.IP, loc)
+		}
+	}
+}
+
+// readBack asks the switch for its groups and for the flows carrying our cookie.
+func (s *Syncer) readBack(ctx context.Context, in *intent.Intent) (dataplane.State, error) {
+	sw := s.cfg.Conn
+	cctx, cancel := context.WithTimeout(ctx, 2*in.BarrierTimeout)
+	defer cancel()
+	gbody, err := sw.Multipart(cctx, ofp.MultipartTypeGroupDescription, nil)
+	if err != nil {
+		return dataplane.State{}, fmt.Errorf("group description: %w", err)
+	}
+	groups, err := dataplane.DecodeGroupDesc(gbody)
+	if err != nil {
+		return dataplane.State{}, fmt.Errorf("group description: %w", err)
+	}
+	fbody, err := sw.Multipart(cctx, ofp.MultipartTypeFlow, dataplane.OwnFlowsRequest())
+	if err != nil {
+		return dataplane.State{}, fmt.Errorf("flow stats: %w", err)
+	}
+	flows, err := dataplane.DecodeFlowStats(fbody)
+	if err != nil {
+		return dataplane.State{}, fmt.Errorf("flow stats: %w", err)
+	}
+	return dataplane.State{Flows: flows, Groups: groups}.Canonical().FilterGroups(func(id uint32) bool { return in.Owned[id] }), nil
+}
+
+// readCounters reads our flows' byte counters and publishes the rates since the last read.
+func (s *Syncer) readCounters(ctx context.Context, in *intent.Intent) {
+	sw := s.cfg.Conn
+	cctx, cancel := context.WithTimeout(ctx, in.BarrierTimeout)
+	body, err := sw.Multipart(cctx, ofp.MultipartTypeFlow, dataplane.OwnFlowsRequest())
+	cancel()
+	if err != nil {
+		s.cfg.Logger.Debug("flow counters unavailable", "dpid", sw.String(), "err", err)
+		return
+	}
+	fc, err := dataplane.DecodeFlowCounters(body)
+	if err != nil {
+		s.cfg.Logger.Warn("flow counters", "dpid", sw.String(), "err", err)
+		return
+	}
+	now := s.cfg.Now()
+	c := Counts{At: now.UnixNano(), Bytes: make(map[uint64]uint64, len(fc))}
+	for _, f := range fc {
+		c.Bytes[f.Cookie] += f.Bytes
+	}
+	// No update is asked for: the rates are for the next period's, which comes anyway.
+	if r := Rates(s.counts, c); r != nil {
+		s.st.Rates, s.st.RatesAt = r, now
+		s.publish()
+	}
+	s.counts = c
+}
+
+// diffSummary says how two states differ, for the drift log line.
+func diffSummary(want, got dataplane.State) string {
+	count := func(a, b dataplane.State) (flows, groups int) {
+		for _, f := range a.Flows {
+			if !slices.Contains(b.Flows, f) {
+				flows++
+			}
+		}
+		for _, g := range a.Groups {
+			if !slices.ContainsFunc(b.Groups, g.Equal) {
+				groups++
+			}
+		}
+		return
+	}
+	mf, mg := count(want, got)
+	xf, xg := count(got, want)
+	return fmt.Sprintf("%d flows and %d groups missing or changed, %d flows and %d groups unexpected", mf, mg, xf, xg)
+}
+
+func inc(c prometheus.Counter) {
+	if c != nil {
+		c.Inc()
+	}
+}
+
+// Conn is the session this syncer drives.
+func (s *Syncer) Conn() Conn { return s.cfg.Conn }

@@ -1,0 +1,163 @@
+package switchsync
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"flowweight/controller/dataplane"
+	"flowweight/controller/intent"
+)
+
+// waitFor polls cond until it holds; the bound only ends a test that would hang.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func intentOf(seq, gen uint64, readback time.Duration, services ...intent.Service) *intent.Intent {
+	owned := map[uint32]bool{}
+	for _, s := range services {
+		owned[s.GroupID] = true
+	}
+	return (&intent.Intent{Seq: seq, Gen: gen, Owned: owned, Normal: true, BarrierTimeout: time.Second,
+		ReadbackPeriod: readback, Services: services}).Build()
+}
+
+func start(t *testing.T, conn *FakeConn, cfg Config) *Syncer {
+	t.Helper()
+	cfg.Conn = conn
+	if cfg.Locate == nil {
+		cfg.Locate = locateAll
+	}
+	s := New(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return s
+}
+
+func want(in *intent.Intent, dpid uint64) dataplane.State {
+	st, _ := Desired(in, dpid, dataplane.OVSVersion{}, locateAll)
+	return st
+}
+
+// TestSyncerFollowsTheLatestIntent: the switch ends at the last intent offered, and an
+// intent of the same generation plans nothing.
+func TestSyncerFollowsTheLatestIntent(t *testing.T) {
+	conn := NewFakeConn(1)
+	s := start(t, conn, Config{})
+	in := intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500))
+	s.Offer(in)
+	waitFor(t, "first intent applied", func() bool { return s.Status().Seq == 1 })
+	if !conn.State().Equal(want(in, 1)) {
+		t.Fatal("switch differs from the first intent")
+	}
+	for seq := uint64(2); seq <= 20; seq++ { // offered faster than applied: the last wins
+		s.Offer(intentOf(seq, seq, time.Hour, web("web", 5, nil, uint16(1000-seq*10), uint16(seq*10))))
+	}
+	last := intentOf(20, 20, time.Hour, web("web", 5, nil, 800, 200))
+	waitFor(t, "last intent applied", func() bool { return s.Status().Seq == 20 })
+	if !conn.State().Equal(want(last, 1)) {
+		t.Fatal("switch differs from the last intent")
+	}
+	applies := conn.Applies()
+	s.Offer(intentOf(21, 20, time.Hour, web("web", 5, nil, 800, 200)))
+	waitFor(t, "same-generation intent taken", func() bool { return s.Status().Seq == 21 })
+	if conn.Applies() != applies {
+		t.Errorf("an intent of the same generation was applied again (%d applies, before %d)", conn.Applies(), applies)
+	}
+}
+
+// TestSyncerRepairsDrift: someone deletes our forwarding flows; the next read-back finds
+// it and puts them back.
+func TestSyncerRepairsDrift(t *testing.T) {
+	conn := NewFakeConn(1)
+	var drift, events atomic.Int32
+	s := start(t, conn, Config{Event: func(kind, _, _ string) {
+		events.Add(1)
+		if kind == "drift" {
+			drift.Add(1)
+		}
+	}})
+	in := intentOf(1, 1, 5*time.Millisecond, web("web", 5, nil, 500, 500))
+	s.Offer(in)
+	waitFor(t, "intent applied", func() bool { return s.Status().Seq == 1 && conn.State().Equal(want(in, 1)) })
+	conn.Edit(func(sw *dataplane.FakeSwitch) {
+		st := sw.State()
+		var flows []dataplane.Flow
+		for _, f := range st.Flows {
+			if _, _, kind, ok := dataplane.ParseCookie(f.Cookie); ok && kind == dataplane.KindForward {
+				continue
+			}
+			flows = append(flows, f)
+		}
+		*sw = *dataplane.NewFakeSwitch()
+		st.Flows = flows
+		if err := sw.ApplyPlan(dataplane.Plan(st, dataplane.State{})); err != nil {
+			t.Error(err)
+		}
+	})
+	waitFor(t, "drift repaired", func() bool { return drift.Load() > 0 && conn.State().Equal(want(in, 1)) })
+}
+
+// TestStalledSwitchDelaysOnlyItself: one switch stops answering; the others still reach every
+// intent, and Offer never blocks.
+func TestStalledSwitchDelaysOnlyItself(t *testing.T) {
+	stalled := NewFakeConn(99)
+	stalled.Stall(true)
+	slow := start(t, stalled, Config{})
+	var fast []*Syncer
+	for dpid := uint64(1); dpid <= 5; dpid++ {
+		fast = append(fast, start(t, NewFakeConn(dpid), Config{}))
+	}
+	for seq := uint64(1); seq <= 5; seq++ {
+		in := intentOf(seq, seq, time.Hour, web("web", 5, nil, uint16(500+seq), uint16(500-seq)))
+		offered := make(chan struct{})
+		go func() {
+			slow.Offer(in)
+			for _, s := range fast {
+				s.Offer(in)
+			}
+			close(offered)
+		}()
+		select {
+		case <-offered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Offer blocked behind a stalled switch")
+		}
+		for _, s := range fast {
+			waitFor(t, "fast switches at the intent", func() bool { return s.Status().Seq == seq })
+		}
+	}
+	if slow.Status().Seq != 0 {
+		t.Errorf("the stalled switch reports intent %d applied", slow.Status().Seq)
+	}
+}
+
+// TestSyncerEndsWithItsSession: Run returns when the session ends.
+func TestSyncerEndsWithItsSession(t *testing.T) {
+	conn := NewFakeConn(1)
+	s := New(Config{Conn: conn, Locate: locateAll})
+	done := make(chan struct{})
+	go func() { s.Run(context.Background()); close(done) }()
+	s.Offer(intentOf(1, 1, time.Hour, web("web", 5, nil, 1000)))
+	waitFor(t, "applied", func() bool { return s.Status().Seq == 1 })
+	conn.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still running after its session ended")
+	}
+}
