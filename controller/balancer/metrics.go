@@ -22,6 +22,7 @@ type Metrics struct {
 	clamps                              *prometheus.CounterVec
 	arpFaults                           *prometheus.CounterVec
 	barrierRTT                          prometheus.Histogram
+	updateSeconds                       prometheus.Histogram
 	reloads                             *prometheus.CounterVec
 	stateWrites                         *prometheus.CounterVec
 	push                                *pushCollector
@@ -82,6 +83,9 @@ func NewMetrics() *Metrics {
 			Help: "Packet-ins that were not valid ARP, and ARP packet-outs that could not be sent, by reason."}, []string{"reason"}),
 		barrierRTT: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flowweight", Name: "barrier_rtt_seconds",
 			Help: "Time from sending a stage of messages to its barrier reply.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		updateSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flowweight", Name: "update_duration_seconds",
+			Help:    "Time one update takes from the pool's snapshot to the intent offered to every switch (switch I/O is not in it); it must stay well under update_period.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		push:   &pushCollector{},
 		shares: &shareCollector{},
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "config_reloads_total",
@@ -103,7 +107,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	m.stateWrites.WithLabelValues("ok")
 	m.stateWrites.WithLabelValues("error")
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
-		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.arpFaults, m.barrierRTT, m.push, &ofCollector{m.push},
+		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.arpFaults, m.barrierRTT, m.updateSeconds, m.push, &ofCollector{m.push},
 		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps, m.shares, m.reloads, m.stateWrites,
 		m.serviceCPU, m.headroom, m.fallback} {
 		if err := reg.Register(c); err != nil {

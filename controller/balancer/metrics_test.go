@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -121,20 +122,24 @@ func gathered(t *testing.T, reg *prometheus.Registry, name, label string) map[st
 }
 
 // TestSwitchSeriesRemovedOnDisconnect: 300 short-lived switches with distinct datapath ids
-// leave no flowweight_switch_connected series behind (before the fix: 300 series at 0), and
-// their connect and disconnect lines are bounded (before: 602 lines).
+// leave no flowweight_switch_connected series behind (before the fix: 300 series at 0), no
+// goroutine (each had a syncer), and their connect and disconnect lines are bounded (before:
+// 602 lines).
 func TestSwitchSeriesRemovedOnDisconnect(t *testing.T) {
 	var logs lockedBuf
 	b, reg, addr := runWithMetrics(t, &logs)
 	stay := dialSwitch(t, addr, 0xaaaa)
 	defer stay.Close()
 	waitCond(t, "first switch connected", func() bool { return slices.Contains(b.Switches(), 0xaaaa) })
+	goroutines := runtime.NumGoroutine()
 	for dpid := uint64(1); dpid <= 300; dpid++ {
 		c := dialSwitch(t, addr, dpid)
 		waitCond(t, "switch connected", func() bool { return slices.Contains(b.Switches(), dpid) })
 		c.Close()
 		waitCond(t, "switch gone", func() bool { return !slices.Contains(b.Switches(), dpid) })
 	}
+	// Each session's syncer ends with it: nothing per gone switch is left running.
+	waitCond(t, "syncers of gone switches ended", func() bool { return runtime.NumGoroutine() <= goroutines+2 })
 	waitCond(t, "series of gone switches removed", func() bool {
 		return len(gathered(t, reg, "flowweight_switch_connected", "dpid")) == 1
 	})

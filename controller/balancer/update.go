@@ -41,6 +41,8 @@ func (b *Balancer) updateLoop(ctx context.Context) {
 // fresh health but do not count as a sampling period, so the learned capacity and damping
 // move once per period only. update never waits on a switch.
 func (b *Balancer) update(_ context.Context, periodic bool) {
+	start := time.Now()
+	defer func() { b.metrics.updateSeconds.Observe(time.Since(start).Seconds()) }()
 	snap := b.pool.Snapshot(nil)
 	states := make(map[string]*collector.State, len(snap))
 	for i := range snap {
@@ -122,6 +124,21 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 		sy.Offer(in)
 	}
 	b.expireARP()
+}
+
+// Latest is the last update's intent (nil before the first update). Do not modify it.
+func (b *Balancer) Latest() *intent.Intent { return b.latest.Load() }
+
+// SwitchStatuses returns every connected switch's latest syncer status, by datapath id.
+func (b *Balancer) SwitchStatuses() []*switchsync.Status {
+	b.mu.Lock()
+	syncers := b.syncersLocked()
+	b.mu.Unlock()
+	out := make([]*switchsync.Status, len(syncers))
+	for i, sy := range syncers {
+		out[i] = sy.Status()
+	}
+	return out
 }
 
 // syncersLocked lists the connected switches' syncers by datapath id. b.mu must be held.
