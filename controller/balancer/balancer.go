@@ -54,7 +54,6 @@ type Balancer struct {
 
 	mu       sync.Mutex
 	cfg      *config.Config
-	keys     map[string][]byte // backend name -> push key
 	services []*service
 	switches map[uint64]*switchsync.Syncer // by datapath id: the registry; each syncer owns its switch
 	pollers  map[string]*snmpSource
@@ -74,6 +73,10 @@ type Balancer struct {
 	// for packet-ins (ARP for the VIPs): read without the lock.
 	latest atomic.Pointer[intent.Intent]
 	notes  *switchsync.Notes // layout notes, shared by every syncer
+
+	// keys maps backend names to push keys. The push server looks one up per datagram, so it
+	// is an immutable map swapped whole by a reload, read without the state lock.
+	keys atomic.Pointer[map[string][]byte]
 
 	// tls is the OpenFlow listener's current TLS configuration (nil: plain TCP); a reload
 	// replaces it, and the next handshake uses the new one.
@@ -175,7 +178,8 @@ func (b *Balancer) install(cfg *config.Config) error {
 		services[i] = newService(cfg, &cfg.Services[i], i, old[cfg.Services[i].Name])
 	}
 	restoreDrain := b.rememberLocked(services, drained)
-	b.cfg, b.keys, b.services = cfg, keys, services
+	b.cfg, b.services = cfg, services
+	b.keys.Store(&keys)
 	b.dirty = true
 	b.tls.Store(tc)
 	live := map[string]bool{}
@@ -274,9 +278,7 @@ func (b *Balancer) Kick() {
 
 // keyFor is the push server's key lookup; unknown backends have no key.
 func (b *Balancer) keyFor(id string) ([]byte, bool) {
-	b.mu.Lock()
-	k, ok := b.keys[id]
-	b.mu.Unlock()
+	k, ok := (*b.keys.Load())[id]
 	return k, ok
 }
 

@@ -87,14 +87,14 @@ func TestComputeFromPoolAndReloadKeepsLearning(t *testing.T) {
 		states[snap[i].Name] = &snap[i]
 	}
 	s := b.services[0]
-	if !s.compute(states) {
+	if !s.compute(states, true) {
 		t.Fatal("first computation must be worth a write")
 	}
 	s.applied = s.result.Weights(nil)
 	if s.applied[0] <= s.applied[1] {
 		t.Fatalf("less loaded backend got less weight: %v", s.applied)
 	}
-	if s.compute(states) {
+	if s.compute(states, true) {
 		t.Fatal("identical inputs were worth a rewrite (dead-band)")
 	}
 	s.books[0].learned = 1.7
@@ -157,7 +157,7 @@ func TestPanicShownWhenNoBackendLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := b.services[0]
-	s.compute(map[string]*collector.State{})
+	s.compute(map[string]*collector.State{}, true)
 	if !s.result.Panic || s.result.Backends[0].Weight+s.result.Backends[1].Weight != uint16(s.result.Total) {
 		t.Fatalf("no live backend: %+v", s.result)
 	}

@@ -263,7 +263,7 @@ func TestHeadroomSeriesOnlyWhileMeasured(t *testing.T) {
 			states[snap[i].Name] = &snap[i]
 		}
 		s := b.services[0]
-		s.compute(states)
+		s.compute(states, true)
 		b.mu.Lock()
 		m.observeService(s)
 		b.mu.Unlock()

@@ -106,8 +106,13 @@ func newService(cfg *config.Config, s *config.Service, i int, old *service) *ser
 }
 
 // compute runs weights.Compute for the service from the pool's snapshot (indexed by name) and
-// reports whether the result is worth a rewrite.
-func (s *service) compute(states map[string]*collector.State) bool {
+// reports whether to write the result: it is worth a rewrite and the service is not held.
+//
+// Only a periodic update is a sampling period: it alone advances the learned capacity. The
+// shares the damping and step limit start from next time move when the result is written
+// (the switch then holds them) or at a period; a kick that writes nothing leaves them, so the
+// next period's step starts from what the switch holds.
+func (s *service) compute(states map[string]*collector.State, periodic bool) (apply bool) {
 	for j, be := range s.cfg.Backends {
 		st := states[be.Name]
 		in := weights.Backend{Name: be.Name, Status: weights.StatusUnknown, Factor: be.Capacity,
@@ -124,9 +129,15 @@ func (s *service) compute(states map[string]*collector.State) bool {
 		s.in[j] = in
 	}
 	weights.Compute(s.in, s.tuning, &s.result)
+	apply = (s.applied == nil || weights.Worth(s.applied, &s.result, s.tuning)) && !s.hold
 	for j := range s.books {
 		e := &s.result.Backends[j]
-		s.books[j].learned, s.books[j].prevShare = e.Learned, e.Full
+		if periodic {
+			s.books[j].learned = e.Learned
+		}
+		if periodic || apply {
+			s.books[j].prevShare = e.Full
+		}
 	}
-	return s.applied == nil || weights.Worth(s.applied, &s.result, s.tuning)
+	return apply
 }

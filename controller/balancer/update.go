@@ -68,8 +68,6 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 	b.dirty = false
 	starting := b.now().Sub(b.started) < b.cfg.Collector.StaleAfter
 	for _, s := range b.services {
-		learned := make([]book, len(s.books))
-		copy(learned, s.books)
 		wasHeld := s.hold
 		s.hold = starting && (s.anyUnknown(states) || (s.applied == nil && s.seed == nil && unread))
 		if s.hold != wasHeld {
@@ -78,23 +76,8 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 		if !s.hold && s.applied == nil && s.seed != nil {
 			s.adoptSeed()
 		}
-		worth := s.compute(states)
+		apply := s.compute(states, periodic)
 		b.noteClamps(s)
-		apply := worth && !s.hold
-		if !periodic {
-			// A kick must not advance learning; only statuses matter here. The shares move
-			// only when the kick's result is written: the switch then holds them, and the
-			// next period's damping and step limit must start from what it holds. Restoring
-			// them after a write made that period repeat the kick's step (a wasted period,
-			// and an intermediate vector that looked settled).
-			for j := range s.books {
-				prev := s.books[j].prevShare
-				s.books[j] = learned[j]
-				if apply {
-					s.books[j].prevShare = prev
-				}
-			}
-		}
 		if apply {
 			s.applied = s.result.Weights(s.applied[:0])
 			dirty = true
