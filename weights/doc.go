@@ -17,4 +17,7 @@
 // warm-up, a floor for healthy backends, and exact integer rounding. Capacity here means
 // speed (work per second at full utilisation), so equal utilisation gives weights
 // proportional to capacity. See docs/weights.md for why each rule exists.
+//
+// It is pure arithmetic: it does no I/O, does not log, and must not import the collector,
+// the probe or the controller (internal/layers checks).
 package weights

@@ -7,4 +7,7 @@
 // sizes, a connection cap) and the checks every request passes before any handler runs:
 // a Host this API answers to (DNS rebinding), no cross-site writes (Origin, Sec-Fetch-Site:
 // CSRF from a browser on the operator's machine), and a token for writes.
+//
+// It reads the running controller through the balancer's views and must not reach into a
+// syncer or a switch session.
 package api

@@ -9,5 +9,6 @@
 // what was last delivered is dropped. Where inotify is missing it polls the content, and
 // delivers a change only once two polls agree.
 //
-// It owns the inotify descriptor and nothing else: it does not parse what it reads.
+// It owns the inotify descriptor and nothing else: it does not parse what it reads, and must
+// not import the configuration or the balancer (internal/layers checks).
 package cfgwatch

@@ -11,5 +11,6 @@
 // NXAST_CT bucket produced by `ovs-ofctl add-group … ct(commit,zone=7,nat(dst=10.0.0.1:9000),table=2)`
 // is byte-identical to CT{Flags: CTCommit, Zone: 7, Table: 2, Actions: {NAT{Flags: NATDst, …}}}.
 //
-// This package is a pure codec: it opens no sockets, reads no clock and does not log.
+// This package is a pure codec: it opens no sockets, reads no clock, does not log and imports
+// nothing of flowweight (internal/layers checks).
 package nx

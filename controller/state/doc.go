@@ -4,5 +4,6 @@
 //
 // It owns the file's format (versioned JSON, see docs/operations.md) and its atomic
 // replacement; it does not know the balancer, and it never logs: errors name the file and
-// what was wrong, and the caller decides what to say and what was lost.
+// what was wrong, and the caller decides what to say and what was lost. It must not import
+// the balancer or the configuration (internal/layers checks).
 package state
