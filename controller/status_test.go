@@ -22,6 +22,7 @@ func (oneService) Services() []balancer.ServiceView {
 func (oneService) History() map[string][]balancer.Point { return nil }
 func (oneService) Events() []balancer.Event             { return nil }
 func (oneService) Drain(string, bool) bool              { return false }
+func (oneService) SwitchViews() []balancer.SwitchView   { return nil }
 func (oneService) Switches() []uint64                   { return nil }
 
 // TestStatusThroughTheGuardedAPI: `controller status` passes the API's Host check, both

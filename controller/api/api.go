@@ -28,6 +28,7 @@ type Balancer interface {
 	Events() []balancer.Event
 	Drain(name string, drained bool) bool
 	Switches() []uint64
+	SwitchViews() []balancer.SwitchView
 }
 
 // serveHTTP runs the checks every request passes, in the order that answers the most
@@ -95,6 +96,7 @@ func routes(s *Server, gatherer prometheus.Gatherer) http.Handler {
 		}
 		writeJSON(w, out)
 	})
+	mux.HandleFunc("GET /api/v1/switches/sync", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.SwitchViews()) })
 	mux.HandleFunc("POST /api/v1/backends/{name}/drain", s.drain(true))
 	mux.HandleFunc("POST /api/v1/backends/{name}/undrain", s.drain(false))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

@@ -212,6 +212,11 @@ func TestServicesAPI(t *testing.T) {
 	if len(flat) != 2 || len(events) == 0 {
 		t.Fatalf("backends %d events %d", len(flat), len(events))
 	}
+	var sws []balancer.SwitchView
+	get(t, r.url+"/api/v1/switches/sync", &sws)
+	if sws == nil || len(sws) != 0 {
+		t.Fatalf("switches/sync with no switch: %v, want an empty list", sws)
+	}
 }
 
 func post(t *testing.T, url, token string) int {

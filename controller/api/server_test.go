@@ -35,6 +35,9 @@ func (f *fake) Services() []balancer.ServiceView {
 func (f *fake) History() map[string][]balancer.Point { return f.history }
 func (f *fake) Events() []balancer.Event             { return nil }
 func (f *fake) Switches() []uint64                   { return []uint64{0xab} }
+func (f *fake) SwitchViews() []balancer.SwitchView {
+	return []balancer.SwitchView{{DPID: "00000000000000ab", Known: true, Intent: 7, Behind: 2}}
+}
 func (f *fake) Drain(name string, drained bool) bool {
 	if name != "small" && name != "big" {
 		return false

@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"context"
 	"flowweight/controller/arp"
 	"math"
 	"net"
@@ -110,5 +111,39 @@ func TestShareMetrics(t *testing.T) {
 		if g, ok := got[k]; !ok || math.Abs(g-w) > 1e-9 {
 			t.Errorf("%s = %v (present %v), want %v", k, g, ok, w)
 		}
+	}
+}
+
+// TestSwitchViewsSayWhoIsBehind: the switch that stopped answering shows how many updates it
+// is behind; the one in step shows none.
+func TestSwitchViewsSayWhoIsBehind(t *testing.T) {
+	b, err := New(testConfig(t, ""), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fast, stalled := switchsync.NewFakeConn(1), switchsync.NewFakeConn(2)
+	stalled.Stall(true)
+	for _, c := range []*switchsync.FakeConn{fast, stalled} {
+		sy := switchsync.New(switchsync.Config{Conn: c, Locate: b.locator(c.DPID)})
+		b.mu.Lock()
+		b.switches[c.DPID] = sy
+		b.mu.Unlock()
+		go sy.Run(ctx)
+	}
+	for range 3 {
+		b.update(ctx, false)
+	}
+	waitCond(t, "switch 1 in step", func() bool {
+		v := b.SwitchViews()
+		return len(v) == 2 && v[0].Known && v[0].Behind == 0 && v[0].Intent == b.Latest().Seq
+	})
+	v := b.SwitchViews()
+	if v[0].DPID != "0000000000000001" || v[1].DPID != "0000000000000002" {
+		t.Fatalf("views not by datapath id: %+v", v)
+	}
+	if v[1].Known || v[1].Intent != 0 || v[1].Behind != b.Latest().Seq {
+		t.Errorf("stalled switch %+v, want unknown, at no intent, %d behind", v[1], b.Latest().Seq)
 	}
 }

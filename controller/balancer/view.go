@@ -1,9 +1,11 @@
 package balancer
 
 import (
+	"fmt"
 	"time"
 
 	"flowweight/collector"
+	"flowweight/controller/dataplane"
 	"flowweight/weights"
 )
 
@@ -67,6 +69,46 @@ type BackendView struct {
 	Throttled     *float64 `json:"throttled,omitempty"`
 	// HealthLatency is the last health check's time in seconds, when measured.
 	HealthLatency *float64 `json:"health_latency_seconds,omitempty"`
+}
+
+// SwitchView is one connected switch as its syncer last reported it: how far behind the
+// latest intent it is, and when it last took a write.
+type SwitchView struct {
+	DPID string `json:"dpid"`
+	// OVS is the Open vSwitch version from the switch's DESC, "" when it did not say.
+	OVS string `json:"ovs,omitempty"`
+	// Known: the controller has read back or written what the switch holds.
+	Known bool `json:"known"`
+	// Intent is the update whose intent the switch holds (0: none yet); Behind counts the
+	// updates since (0: in step).
+	Intent uint64 `json:"intent"`
+	Behind uint64 `json:"behind"`
+	// LastApply is when the last plan was confirmed by its barrier replies, with the time
+	// the plan took.
+	LastApply      time.Time `json:"last_apply"`
+	LastApplyMicro int64     `json:"last_apply_us"`
+}
+
+// SwitchViews lists the connected switches by datapath id.
+func (b *Balancer) SwitchViews() []SwitchView {
+	var latest uint64
+	if in := b.Latest(); in != nil {
+		latest = in.Seq
+	}
+	sts := b.SwitchStatuses()
+	out := make([]SwitchView, 0, len(sts))
+	for _, st := range sts {
+		v := SwitchView{DPID: fmt.Sprintf("%016x", st.DPID), Known: st.Known, Intent: st.Seq,
+			LastApply: st.LastApply, LastApplyMicro: st.LastRTT.Microseconds()}
+		if st.OVS != (dataplane.OVSVersion{}) {
+			v.OVS = st.OVS.String()
+		}
+		if latest > st.Seq {
+			v.Behind = latest - st.Seq
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // Point is one entry of a backend's recent history, for the dashboard's chart.
