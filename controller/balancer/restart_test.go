@@ -186,3 +186,32 @@ func TestRestartStartsFromTheSwitchWeights(t *testing.T) {
 		t.Fatalf("restart jumped to the target %v instead of stepping from %v", got[0], held)
 	}
 }
+
+// TestHoldWaitsForTheFirstReadBack: a restarted controller whose backends all reported before
+// its switch answered the read-back keeps the hold until it has, so the seed is not skipped
+// (before, the hold ended with the reports and the first write jumped to the target).
+func TestHoldWaitsForTheFirstReadBack(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	b := staticPool(t, clk, "", 1, 2, 4)
+	conn := switchsync.NewFakeConn(1)
+	conn.Stall(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sy := switchsync.New(switchsync.Config{Conn: conn, Observed: b.Kick})
+	b.mu.Lock()
+	b.switches[1] = sy
+	b.mu.Unlock()
+	go sy.Run(ctx)
+	b.reportAll(clk)
+	b.update(ctx, false)
+	if !b.services[0].hold || b.services[0].applied != nil {
+		t.Fatalf("every backend reported but the switch was not read back: hold %v, applied %v", b.services[0].hold, b.services[0].applied)
+	}
+	conn.Stall(false)
+	b.update(ctx, false)
+	waitCond(t, "switch read back", func() bool { return sy.Status().Known })
+	b.update(ctx, false)
+	if b.services[0].hold || b.services[0].applied == nil {
+		t.Fatalf("switch read back (empty: nothing to seed from), all reported: hold %v, applied %v", b.services[0].hold, b.services[0].applied)
+	}
+}
