@@ -73,6 +73,7 @@ type Balancer struct {
 	// for packet-ins (ARP for the VIPs): read without the lock.
 	latest atomic.Pointer[intent.Intent]
 	notes  *switchsync.Notes // layout notes, shared by every syncer
+	plans  *switchsync.Plans // plans, shared by syncers of like switches
 
 	// keys maps backend names to push keys. The push server looks one up per datagram, so it
 	// is an immutable map swapped whole by a reload, read without the state lock.
@@ -106,6 +107,7 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 		pollers: map[string]*snmpSource{}, hist: history{max: 360}, owned: map[uint32]bool{}, started: opt.Now()}
 	b.plog = ratelog.New(b.log, func() time.Time { return b.now() })
 	b.notes = switchsync.NewNotes(b.log)
+	b.plans = switchsync.NewPlans()
 	b.pool = collector.NewPool(b.poolConfig(cfg))
 	b.st.path, b.st.every = opt.StatePath, opt.StateEvery
 	if b.st.every <= 0 {
@@ -339,6 +341,7 @@ func (b *Balancer) Connected(sw *ofswitch.Switch) {
 			b.events.add(Event{Time: b.now(), Kind: kind, Service: service, Text: text})
 		},
 		Notes: b.notes,
+		Plans: b.plans,
 		Metrics: switchsync.Metrics{Rewrites: b.metrics.rewrites, RewriteErrors: b.metrics.rewriteErrors,
 			Drift: b.metrics.drift, BarrierRTT: b.metrics.barrierRTT}})
 	b.mu.Lock()

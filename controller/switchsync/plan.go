@@ -14,6 +14,13 @@ type Locator func(ip netip.Addr) (dataplane.Location, bool)
 // backends located by the config or else by locate. It returns the planner's input too, for
 // the layout notes, the views and the seeds.
 func Desired(in *intent.Intent, dpid uint64, ovs dataplane.OVSVersion, locate Locator) (dataplane.State, []dataplane.Service) {
+	svcs := Located(in, dpid, locate)
+	return dataplane.Desired(svcs, Options(in, ovs)), svcs
+}
+
+// Located is the planner's input for one switch: the services of in placed on dpid, their
+// backends located by the config or else by locate. The intent is not modified.
+func Located(in *intent.Intent, dpid uint64, locate Locator) []dataplane.Service {
 	placed := in.On(dpid)
 	svcs := make([]dataplane.Service, 0, len(placed))
 	for _, s := range placed {
@@ -34,7 +41,7 @@ func Desired(in *intent.Intent, dpid uint64, ovs dataplane.OVSVersion, locate Lo
 		}
 		svcs = append(svcs, ds)
 	}
-	return dataplane.Desired(svcs, Options(in, ovs)), svcs
+	return svcs
 }
 
 // Options are the planner's options for a switch of version ovs.

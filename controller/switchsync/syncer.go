@@ -56,8 +56,10 @@ type Config struct {
 	// it asks for an update.
 	Observed func()
 	// Event records an operator-visible event (kind: rewrite, drift, error).
-	Event   func(kind, service, text string)
-	Notes   *Notes
+	Event func(kind, service, text string)
+	Notes *Notes
+	// Plans is the planner's output shared with the other syncers; nil plans alone.
+	Plans   *Plans
 	Metrics Metrics
 }
 
@@ -216,9 +218,17 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 		}
 		s.adopt(cur, in)
 	}
-	desired, svcs := Desired(in, sw.DatapathID(), s.cfg.OVS, s.cfg.Locate)
+	var desired dataplane.State
+	var svcs []dataplane.Service
+	shared := false
+	if s.cfg.Plans != nil {
+		desired, svcs, shared = s.cfg.Plans.Desired(in, sw.DatapathID(), s.cfg.OVS, s.cfg.Locate)
+	} else {
+		desired, svcs = Desired(in, sw.DatapathID(), s.cfg.OVS, s.cfg.Locate)
+	}
 	s.st.Planned = svcs
-	if s.cfg.Notes != nil {
+	if s.cfg.Notes != nil && !shared {
+		// A shared plan's notes were noted by the syncer that planned it.
 		s.cfg.Notes.Note(svcs, Options(in, s.cfg.OVS))
 	}
 	// Only news asks for an update: the seeds stay the same while the hold lasts, and asking
