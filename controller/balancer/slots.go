@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"flowweight/controller/dataplane"
+	"flowweight/controller/intent"
 	"flowweight/controller/ofswitch"
 	"flowweight/controller/switchsync"
 
@@ -25,18 +26,30 @@ func (b *Balancer) switchOVS(sw *ofswitch.Switch) dataplane.OVSVersion {
 	return v
 }
 
-// layoutsOn returns each service's slot layout (by name) as planned for the switch dpid,
-// with the backends located as that switch taught us.
+// layoutsOn returns each service's slot layout (by name) on the switch dpid: as its syncer
+// last planned it (what the switch holds), or, before its first plan, as planned now from the
+// running state with the backends located as that switch taught us.
 func (b *Balancer) layoutsOn(dpid uint64) map[string]dataplane.GroupLayout {
 	b.mu.Lock()
-	in := b.intentLocked()
+	sy, ok := b.switches[dpid]
+	var in *intent.Intent
 	var ovs dataplane.OVSVersion
-	if sy, ok := b.switches[dpid]; ok {
+	if ok {
 		ovs = sy.OVS()
 	}
+	svcs := []dataplane.Service(nil)
+	if ok {
+		svcs = sy.Status().Planned
+	}
+	if svcs == nil {
+		in = b.intentLocked()
+	}
+	normal := b.cfg.Controller.Normal
 	b.mu.Unlock()
-	_, svcs := switchsync.Desired(in, dpid, ovs, b.locator(dpid))
-	opt := switchsync.Options(in, ovs)
+	if svcs == nil {
+		svcs = switchsync.Located(in, dpid, b.locator(dpid))
+	}
+	opt := dataplane.Options{Normal: normal, OVS: ovs}
 	out := make(map[string]dataplane.GroupLayout, len(svcs))
 	for _, s := range svcs {
 		out[s.Name] = dataplane.Layout(s, opt)
