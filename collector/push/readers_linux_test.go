@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"flowweight/collector/report"
 )
@@ -150,5 +153,55 @@ func TestKernelDropListAllSockets(t *testing.T) {
 	waitDrops(t, s, before+clients)
 	if n := s.Accepted(); n != clients {
 		t.Errorf("accepted %d, want the %d from 127.0.0.1 only", n, clients)
+	}
+}
+
+// TestBatchFrom decodes the source addresses recvmmsg returns.
+func TestBatchFrom(t *testing.T) {
+	lo, err := net.InterfaceByIndex(1)
+	zone := "1"
+	if err == nil {
+		zone = lo.Name
+	}
+	v4 := func(a [4]byte, port uint16) unix.RawSockaddrInet6 {
+		var sa unix.RawSockaddrInet6
+		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&sa))
+		sa4.Family, sa4.Addr = unix.AF_INET, a
+		p := (*[2]byte)(unsafe.Pointer(&sa4.Port))
+		p[0], p[1] = byte(port>>8), byte(port)
+		return sa
+	}
+	v6 := func(a string, port uint16, scope uint32) unix.RawSockaddrInet6 {
+		sa := unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: netip.MustParseAddr(a).As16(), Scope_id: scope}
+		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+		p[0], p[1] = byte(port>>8), byte(port)
+		return sa
+	}
+	tests := []struct {
+		name string
+		sa   unix.RawSockaddrInet6
+		want string // "" = not an IP source
+	}{
+		{"ipv4", v4([4]byte{127, 0, 0, 1}, 4000), "127.0.0.1:4000"},
+		{"ipv4 high port", v4([4]byte{192, 0, 2, 7}, 65535), "192.0.2.7:65535"},
+		{"ipv6", v6("2001:db8::1", 9750, 0), "[2001:db8::1]:9750"},
+		{"ipv4-mapped", v6("::ffff:10.0.0.1", 1234, 0), "10.0.0.1:1234"},
+		{"link-local", v6("fe80::1", 80, 1), "[fe80::1%" + zone + "]:80"},
+		{"not ip", unix.RawSockaddrInet6{Family: unix.AF_UNIX}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := batch{names: []unix.RawSockaddrInet6{tt.sa}}
+			got, ok := b.from(0)
+			if tt.want == "" {
+				if ok {
+					t.Errorf("from = %s, want no address", got)
+				}
+				return
+			}
+			if !ok || got.String() != tt.want {
+				t.Errorf("from = %s (%v), want %s", got, ok, tt.want)
+			}
+		})
 	}
 }

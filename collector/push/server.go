@@ -63,8 +63,8 @@ type Config struct {
 	SourceFailRate  float64
 	SourceFailBurst int
 	// Readers is how many goroutines read and verify datagrams at once.
-	// One reader is bound by one core (a system call and an HMAC per
-	// datagram), so more readers than cores gain
+	// One reader is bound by one core (a system call per batch of
+	// datagrams and an HMAC per datagram), so more readers than cores gain
 	// nothing; fewer leave cores idle when probes report faster than one
 	// core verifies. On Linux each reader has a socket of its own, bound
 	// to Listen with SO_REUSEPORT: the kernel spreads sources over them by
