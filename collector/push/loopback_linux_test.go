@@ -55,9 +55,10 @@ func (s *streamSink) Accept(r *report.Report, from netip.AddrPort) {
 // streamCase is one shape of BenchmarkServeLoopbackStream.
 type streamCase struct {
 	name    string
-	senders int  // sending goroutines, each locked to its own thread
-	sockets int  // client sockets, one backend each, spread over the senders
 	pool    bool // the sink is a collector.Pool (as in the controller), not a counter
+	readers int  // Config.Readers
+	batch   int  // datagrams per recvmmsg
+	gso     bool // the client sends each batch as one UDP GSO buffer (UDP_SEGMENT)
 }
 
 // sendWindow bounds the datagrams sent and not yet accepted, well below what
@@ -70,11 +71,26 @@ const sendWindow = 2048
 // sendBatch is how many datagrams one sendmmsg call carries.
 const sendBatch = 64
 
+// The client: streamSenders goroutines, each locked to its own thread,
+// sending from streamSockets sockets, one backend each.
+const (
+	streamSenders = 2
+	streamSockets = 64
+)
+
 // BenchmarkServeLoopbackStream is the server's throughput through real
 // 127.0.0.1 sockets: sender goroutines keep up to sendWindow datagrams in
-// flight (sendmmsg, sendBatch at a time), each client socket a backend of
-// its own as real probes are, until b.N reports reached the sink. Every
-// datagram sent must be accepted, and the kernel must have dropped none.
+// flight, each client socket a backend of its own as real probes are,
+// until b.N reports reached the sink. Every datagram sent must be
+// accepted, and the kernel must have dropped none.
+//
+// The server runs with readers (Config.Readers) and batch (datagrams per
+// recvmmsg; 1 is a system call per datagram, as before batching). The
+// client sends sendBatch datagrams per system call, either as a sendmmsg
+// of separate datagrams, each going down and up the whole stack, or as one
+// UDP GSO buffer (gso), which loopback carries up to the receiving socket
+// whole and splits into datagrams there: the server sees the same
+// datagrams, and the client costs far less of the shared cores.
 //
 // The client shares the machine's cores with the server. cpu-ns/report is
 // the whole process's CPU time (user + system) per report; client-ns/report
@@ -84,25 +100,30 @@ const sendBatch = 64
 // is counted as the client's.
 func BenchmarkServeLoopbackStream(b *testing.B) {
 	for _, tc := range []streamCase{
-		{name: "count/senders=1", senders: 1, sockets: 64},
-		{name: "count/senders=2", senders: 2, sockets: 64},
-		{name: "pool/senders=2", senders: 2, sockets: 64, pool: true},
+		{name: "sendmmsg/count/readers=1/batch=1", readers: 1, batch: 1},
+		{name: "sendmmsg/count/readers=1/batch=64", readers: 1, batch: 64},
+		{name: "sendmmsg/count/readers=2/batch=1", readers: 2, batch: 1},
+		{name: "sendmmsg/count/readers=2/batch=64", readers: 2, batch: 64},
+		{name: "sendmmsg/pool/readers=2/batch=64", readers: 2, batch: 64, pool: true},
+		{name: "gso/count/readers=1/batch=64", readers: 1, batch: 64, gso: true},
+		{name: "gso/count/readers=2/batch=64", readers: 2, batch: 64, gso: true},
+		{name: "gso/pool/readers=2/batch=64", readers: 2, batch: 64, gso: true, pool: true},
 	} {
 		b.Run(tc.name, func(b *testing.B) { benchStream(b, tc) })
 	}
 }
 
 func benchStream(b *testing.B, tc streamCase) {
-	keys := make(map[string][]byte, tc.sockets)
-	names := make([]string, tc.sockets)
+	keys := make(map[string][]byte, streamSockets)
+	names := make([]string, streamSockets)
 	for i := range names {
 		names[i] = fmt.Sprintf("stream-%03d", i)
 		keys[names[i]] = []byte(fmt.Sprintf("key-of-stream-backend-%03d-0123456789", i))
 	}
 	// Socket i sends backend i's reports 1, 2, ...; b.N in all.
-	dgrams := make([][][]byte, tc.sockets)
+	dgrams := make([][][]byte, streamSockets)
 	for i := range b.N {
-		k := i % tc.sockets
+		k := i % streamSockets
 		dgrams[k] = append(dgrams[k], mkDatagram(b, names[k], uint64(len(dgrams[k])+1), testEpoch, keys[names[k]]))
 	}
 	var next Sink
@@ -114,11 +135,12 @@ func benchStream(b *testing.B, tc streamCase) {
 		next = pool
 	}
 	sink := newStreamSink(next, uint64(b.N))
-	s, err := New(Config{Listen: "127.0.0.1:0", Now: func() time.Time { return testEpoch },
+	s, err := New(Config{Listen: "127.0.0.1:0", Now: func() time.Time { return testEpoch }, Readers: tc.readers,
 		KeyFor: func(id string) ([]byte, bool) { k, ok := keys[id]; return k, ok }}, sink)
 	if err != nil {
 		b.Fatal(err)
 	}
+	s.readBatch = tc.batch
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx) }()
@@ -128,7 +150,7 @@ func benchStream(b *testing.B, tc streamCase) {
 			b.Error(err)
 		}
 	}()
-	conns := make([]*net.UDPConn, tc.sockets)
+	conns := make([]*net.UDPConn, streamSockets)
 	for i := range conns {
 		c, err := net.DialUDP("udp", nil, s.Addr().(*net.UDPAddr))
 		if err != nil {
@@ -136,16 +158,21 @@ func benchStream(b *testing.B, tc streamCase) {
 		}
 		defer c.Close()
 		conns[i] = c
+		if tc.gso && len(dgrams[i]) > 0 {
+			if err := setGSO(c, len(dgrams[i][0])); err != nil {
+				b.Skipf("no UDP GSO: %v", err)
+			}
+		}
 	}
 	drops0, _ := s.KernelDrops()
 
 	var sent atomic.Uint64
 	var clientCPU atomic.Int64 // ns
-	errs := make(chan error, tc.senders)
+	errs := make(chan error, streamSenders)
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	cpu0 := processCPU()
-	for g := range tc.senders {
+	for g := range streamSenders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -154,16 +181,16 @@ func benchStream(b *testing.B, tc streamCase) {
 			t0 := threadCPU()
 			defer func() { clientCPU.Add(threadCPU() - t0) }()
 			var mine []int
-			for k := g; k < tc.sockets; k += tc.senders {
+			for k := g; k < streamSockets; k += streamSenders {
 				mine = append(mine, k)
 			}
-			errs <- sendStream(conns, dgrams, mine, &sent, sink)
+			errs <- sendStream(conns, dgrams, mine, &sent, sink, tc.gso)
 		}()
 	}
 	timeout := time.NewTimer(20 * time.Second)
 	defer timeout.Stop()
 	var sendErr error
-	for range tc.senders {
+	for range streamSenders {
 		if err := <-errs; err != nil && sendErr == nil {
 			sendErr = err
 		}
@@ -201,7 +228,7 @@ func benchStream(b *testing.B, tc streamCase) {
 
 // sendStream sends the datagrams of the sockets in mine, sendBatch at a
 // time from each in turn, keeping sent - accepted within sendWindow.
-func sendStream(conns []*net.UDPConn, dgrams [][][]byte, mine []int, sent *atomic.Uint64, sink *streamSink) error {
+func sendStream(conns []*net.UDPConn, dgrams [][][]byte, mine []int, sent *atomic.Uint64, sink *streamSink, gso bool) error {
 	next := make([]int, len(conns))
 	var hdrs [sendBatch]unix.Mmsghdr
 	var iovs [sendBatch]unix.Iovec
@@ -230,7 +257,13 @@ func sendStream(conns []*net.UDPConn, dgrams [][][]byte, mine []int, sent *atomi
 				hdrs[i] = unix.Mmsghdr{Hdr: unix.Msghdr{Iov: &iovs[i]}}
 				hdrs[i].Hdr.SetIovlen(1)
 			}
-			m, err := sendmmsg(conns[k], hdrs[:n])
+			var m int
+			var err error
+			if gso {
+				m, err = sendGSO(conns[k], iovs[:n])
+			} else {
+				m, err = sendmmsg(conns[k], hdrs[:n])
+			}
 			if err != nil {
 				return err
 			}
@@ -262,6 +295,46 @@ func sendmmsg(c *net.UDPConn, hdrs []unix.Mmsghdr) (int, error) {
 		return true
 	})
 	return n, errors.Join(err, serr)
+}
+
+// setGSO makes each send on c a buffer of datagrams of size bytes, which
+// the kernel splits (UDP_SEGMENT) on the receiving side of loopback: one
+// trip down the stack for a batch.
+func setGSO(c *net.UDPConn, size int) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, size) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+// sendGSO sends iovs, datagrams of the size given to setGSO, as one buffer.
+func sendGSO(c *net.UDPConn, iovs []unix.Iovec) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	h := unix.Msghdr{Iov: &iovs[0]}
+	h.SetIovlen(len(iovs))
+	var serr error
+	err = rc.Write(func(fd uintptr) bool {
+		_, _, e := unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&h)), 0)
+		if e == unix.EAGAIN {
+			return false
+		}
+		if e != 0 {
+			serr = e
+		}
+		return true
+	})
+	if err := errors.Join(err, serr); err != nil {
+		return 0, err
+	}
+	return len(iovs), nil
 }
 
 func processCPU() int64 { return rusageNS(unix.RUSAGE_SELF) }
