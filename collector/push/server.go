@@ -292,7 +292,7 @@ func (s *Server) Close() error {
 
 // handle runs the per-datagram path on the first reader's state, for tests
 // and benchmarks without a socket.
-func (s *Server) handle(b []byte, from netip.AddrPort) { s.readers[0].handle(b, from) }
+func (s *Server) handle(b []byte, from netip.AddrPort) { s.readers[0].handle(b, from, s.cfg.Now()) }
 
 // handle is the whole per-datagram path: framing, the source's failure
 // budget, key and tag, decode, replay check, sink. It is separate from the
@@ -302,9 +302,11 @@ func (s *Server) handle(b []byte, from netip.AddrPort) { s.readers[0].handle(b, 
 // that has spent its failure budget is then shed before the key lookup and
 // the HMAC; failures allocate nothing either (the opener is Brief) unless a
 // log line is due.
-func (r *reader) handle(b []byte, from netip.AddrPort) {
+//
+// now is when the datagram was read; the datagrams of one batch share it,
+// which saves a clock read per datagram and differs by microseconds.
+func (r *reader) handle(b []byte, from netip.AddrPort, now time.Time) {
 	s := r.s
-	now := s.cfg.Now()
 	src := from.Addr()
 	s.expireDrops(now)
 	id, reason := report.Frame(b)

@@ -144,11 +144,12 @@ func (r *reader) read() error {
 	if b.err != nil {
 		return b.err
 	}
+	now := r.s.cfg.Now()
 	for i := range b.n {
 		h := &b.hdrs[i]
 		from, ok := b.from(i)
 		if ok {
-			r.handle(b.bufs[i*b.size:i*b.size+int(h.Len)], from)
+			r.handle(b.bufs[i*b.size:i*b.size+int(h.Len)], from, now)
 		} else {
 			r.s.readErrors.Add(1) // not an IP source: cannot happen on a UDP socket
 		}

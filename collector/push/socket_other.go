@@ -40,6 +40,6 @@ func (r *reader) read() error {
 	if err != nil {
 		return err
 	}
-	r.handle(r.batch.buf[:n], netip.AddrPortFrom(from.Addr().Unmap(), from.Port()))
+	r.handle(r.batch.buf[:n], netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), r.s.cfg.Now())
 	return nil
 }
