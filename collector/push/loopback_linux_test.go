@@ -105,6 +105,7 @@ func BenchmarkServeLoopbackStream(b *testing.B) {
 		{name: "sendmmsg/count/readers=2/batch=1", readers: 2, batch: 1},
 		{name: "sendmmsg/count/readers=2/batch=64", readers: 2, batch: 64},
 		{name: "sendmmsg/pool/readers=2/batch=64", readers: 2, batch: 64, pool: true},
+		{name: "gso/count/readers=1/batch=1", readers: 1, batch: 1, gso: true},
 		{name: "gso/count/readers=1/batch=64", readers: 1, batch: 64, gso: true},
 		{name: "gso/count/readers=2/batch=64", readers: 2, batch: 64, gso: true},
 		{name: "gso/pool/readers=2/batch=64", readers: 2, batch: 64, gso: true, pool: true},
