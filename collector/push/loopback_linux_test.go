@@ -59,6 +59,10 @@ type streamCase struct {
 	readers int  // Config.Readers
 	batch   int  // datagrams per recvmmsg
 	gso     bool // the client sends each batch as one UDP GSO buffer (UDP_SEGMENT)
+	// backends, when more than the client's sockets, are spread over them
+	// (socket k sends for backends k, k+streamSockets, ...), as behind a
+	// NAT: the per-backend state no longer fits in the caches.
+	backends int
 }
 
 // sendWindow bounds the datagrams sent and not yet accepted, well below what
@@ -109,23 +113,29 @@ func BenchmarkServeLoopbackStream(b *testing.B) {
 		{name: "gso/count/readers=1/batch=64", readers: 1, batch: 64, gso: true},
 		{name: "gso/count/readers=2/batch=64", readers: 2, batch: 64, gso: true},
 		{name: "gso/pool/readers=2/batch=64", readers: 2, batch: 64, gso: true, pool: true},
+		{name: "gso/pool/readers=2/batch=64/backends=100000", readers: 2, batch: 64, gso: true, pool: true, backends: 100_000},
 	} {
 		b.Run(tc.name, func(b *testing.B) { benchStream(b, tc) })
 	}
 }
 
 func benchStream(b *testing.B, tc streamCase) {
-	keys := make(map[string][]byte, streamSockets)
-	names := make([]string, streamSockets)
+	backends := max(tc.backends, streamSockets)
+	keys := make(map[string][]byte, backends)
+	names := make([]string, backends)
 	for i := range names {
-		names[i] = fmt.Sprintf("stream-%03d", i)
-		keys[names[i]] = []byte(fmt.Sprintf("key-of-stream-backend-%03d-0123456789", i))
+		names[i] = fmt.Sprintf("stream-%06d", i) // one length: a GSO buffer holds datagrams of one size
+		keys[names[i]] = []byte(fmt.Sprintf("key-of-stream-backend-%06d-0123456789", i))
 	}
-	// Socket i sends backend i's reports 1, 2, ...; b.N in all.
+	// The backends report in turn, each its reports 1, 2, ...; b.N in all.
+	// Backend j's go out on socket j % streamSockets.
 	dgrams := make([][][]byte, streamSockets)
+	seqs := make([]uint64, backends)
 	for i := range b.N {
-		k := i % streamSockets
-		dgrams[k] = append(dgrams[k], mkDatagram(b, names[k], uint64(len(dgrams[k])+1), testEpoch, keys[names[k]]))
+		j := i % backends
+		seqs[j]++
+		k := j % streamSockets
+		dgrams[k] = append(dgrams[k], mkDatagram(b, names[j], seqs[j], testEpoch, keys[names[j]]))
 	}
 	var next Sink
 	var pool *collector.Pool
