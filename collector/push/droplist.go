@@ -17,10 +17,10 @@ const (
 	KernelDropFor = 10 * time.Second
 )
 
-// dropList is the set of sources the kernel drops for the read loop: a
-// source that is shed in the read loop still costs a system call and a
+// dropList is the set of sources the kernel drops for the readers: a
+// source that is shed in a read loop still costs a system call and a
 // place in the receive buffer, where a genuine report then finds none.
-// Owned by the read loop.
+// Guarded by Server.dropMu; one filter, installed on every socket.
 type dropList struct {
 	broken  bool // the kernel refused a filter; stop trying
 	entries []dropEntry
@@ -41,6 +41,8 @@ func (d *dropList) listed(a netip.Addr) bool {
 // dropSource lists a unless the list is full, the kernel cannot filter, or
 // a is a probe's address (isGoodAddr).
 func (s *Server) dropSource(a netip.Addr, now time.Time) {
+	s.dropMu.Lock()
+	defer s.dropMu.Unlock()
 	d := &s.drops
 	if d.broken || len(d.entries) >= MaxKernelDrops || a == d.spared || d.listed(a) {
 		return
@@ -57,13 +59,19 @@ func (s *Server) dropSource(a netip.Addr, now time.Time) {
 	s.installDrops(now)
 }
 
-// expireDrops takes sources off the list once their time is up.
+// expireDrops takes sources off the list once their time is up. Every
+// datagram calls it, so the usual answer (nothing is due) takes no lock.
 func (s *Server) expireDrops(now time.Time) {
-	d := &s.drops
-	if d.next == 0 || (now.UnixNano() < d.next && d.next-now.UnixNano() <= int64(KernelDropFor)) {
+	if !expiryDue(s.dropNext.Load(), now.UnixNano()) {
 		return
 	}
+	s.dropMu.Lock()
+	defer s.dropMu.Unlock()
+	d := &s.drops
 	t := now.UnixNano()
+	if !expiryDue(d.next, t) { // another reader was first
+		return
+	}
 	// Expired, or the clock stepped back (an entry would otherwise stay for
 	// as long as the step).
 	d.entries = slices.DeleteFunc(d.entries, func(e dropEntry) bool { return e.until <= t || e.until-t > int64(KernelDropFor) })
@@ -76,16 +84,31 @@ func (s *Server) expireDrops(now time.Time) {
 	s.installDrops(now)
 }
 
+// expiryDue reports whether the list, whose earliest entry ends at next
+// (0: empty), has an entry to take off at t: one whose time is up, or one
+// further ahead than KernelDropFor (the clock stepped back).
+func expiryDue(next, t int64) bool {
+	return next != 0 && (t >= next || next-t > int64(KernelDropFor))
+}
+
+// installDrops puts the list on every socket; called with dropMu held.
 func (s *Server) installDrops(now time.Time) {
 	d := &s.drops
+	defer func() { s.dropNext.Store(d.next) }()
 	d.scratch = d.scratch[:0]
 	for _, e := range d.entries {
 		d.scratch = append(d.scratch, e.addr)
 	}
-	if err := setDropList(s.conn, d.scratch); err != nil {
-		d.broken, d.entries, d.next = true, nil, 0
-		s.logLine(slotReadError, "push: cannot install the socket filter that drops flooding sources; shedding them in the read loop only", "err", err)
-		return
+	for _, c := range s.conns {
+		if err := setDropList(c, d.scratch); err != nil {
+			for _, c := range s.conns { // no socket keeps a list the others lack
+				_ = setDropList(c, nil)
+			}
+			d.broken, d.entries, d.next = true, nil, 0
+			s.kernelListed.Store(0)
+			s.logLine(slotReadError, "push: cannot install the socket filter that drops flooding sources; shedding them in the read loops only", "err", err)
+			return
+		}
 	}
 	s.kernelListed.Store(int64(len(d.entries)))
 }
@@ -94,8 +117,8 @@ func (s *Server) installDrops(now time.Time) {
 // came from: that address is never dropped by the kernel, where a forged
 // flood from it would otherwise silence the probe.
 func (s *Server) isGoodAddr(a netip.Addr) bool {
-	s.goodMu.Lock()
-	defer s.goodMu.Unlock()
+	s.goodMu.RLock()
+	defer s.goodMu.RUnlock()
 	for _, g := range s.good {
 		if g == a {
 			return true

@@ -17,14 +17,14 @@ func TestKernelDropList(t *testing.T) {
 }
 
 func testKernelDropList(t *testing.T, listen string) {
-	s, err := New(Config{Listen: listen, KeyFor: keyFor}, &nopSink{})
+	s, err := New(Config{Listen: listen, KeyFor: keyFor, Readers: 1}, &nopSink{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	port := s.Addr().(*net.UDPAddr).Port
 	dst := net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)))
-	if err := setDropList(s.conn, []netip.Addr{netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("2001:db8::1")}); err != nil {
+	if err := setDropList(s.conns[0], []netip.Addr{netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("2001:db8::1")}); err != nil {
 		t.Fatal(err)
 	}
 	before, ok := s.KernelDrops()
@@ -45,10 +45,10 @@ func testKernelDropList(t *testing.T, listen string) {
 	send("127.0.0.1:0") // arrives
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { s.conn.SetReadDeadline(time.Now()) })
+	stop := context.AfterFunc(ctx, func() { s.conns[0].SetReadDeadline(time.Now()) })
 	defer stop()
 	buf := make([]byte, 16)
-	_, from, err := s.conn.ReadFromUDPAddrPort(buf)
+	_, from, err := s.conns[0].ReadFromUDPAddrPort(buf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +56,14 @@ func testKernelDropList(t *testing.T, listen string) {
 		t.Errorf("first datagram read came from %s, want 127.0.0.1 (127.0.0.2 is listed)", got)
 	}
 	waitDrops(t, s, before+1)
-	if err := setDropList(s.conn, nil); err != nil {
+	if err := setDropList(s.conns[0], nil); err != nil {
 		t.Errorf("detaching the filter: %v", err)
 	}
 }
 
 // TestKernelDropListIPv6: a listed IPv6 /64 is dropped; another passes.
 func TestKernelDropListIPv6(t *testing.T) {
-	s, err := New(Config{Listen: "[::1]:0", KeyFor: keyFor}, &nopSink{})
+	s, err := New(Config{Listen: "[::1]:0", KeyFor: keyFor, Readers: 1}, &nopSink{})
 	if err != nil {
 		t.Skipf("no IPv6 loopback: %v", err)
 	}
@@ -82,7 +82,7 @@ func TestKernelDropListIPv6(t *testing.T) {
 		{"another /64 listed", []netip.Addr{netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("127.0.0.1")}, true},
 		{"the sender's /64 listed", []netip.Addr{netip.MustParseAddr("::2")}, false}, // ::1 and ::2 share ::/64
 	} {
-		if err := setDropList(s.conn, tt.list); err != nil {
+		if err := setDropList(s.conns[0], tt.list); err != nil {
 			t.Fatal(err)
 		}
 		before, _ := s.KernelDrops()
@@ -90,8 +90,8 @@ func TestKernelDropListIPv6(t *testing.T) {
 			t.Fatal(err)
 		}
 		if tt.arrive {
-			s.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-			n, _, err := s.conn.ReadFromUDPAddrPort(buf)
+			s.conns[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, _, err := s.conns[0].ReadFromUDPAddrPort(buf)
 			if err != nil || string(buf[:n]) != tt.name[:min(n, len(tt.name))] {
 				t.Fatalf("%s: read %q, %v", tt.name, buf[:n], err)
 			}

@@ -3,6 +3,7 @@ package push
 import (
 	"hash/maphash"
 	"net/netip"
+	"sync"
 )
 
 // limitBuckets is the size of the per-source failure table: a power of two,
@@ -26,8 +27,12 @@ const (
 // (flooders/4096)². IPv6 sources count per /64, which one host usually
 // holds whole; IPv4 per address.
 //
-// It is used by the read loop alone and needs no lock.
+// It is shared by the readers: one source's datagrams may reach several (a
+// flooder varying its port is spread over the sockets), and its budget is
+// one. The lock is held for a refill and a compare, tens of nanoseconds
+// against the HMAC it saves or precedes.
 type sourceLimit struct {
+	mu      sync.Mutex
 	seed    maphash.Seed
 	rate    float64 // tokens per nanosecond
 	burst   float64
@@ -73,6 +78,8 @@ func (l *sourceLimit) refill(b *bucket, now int64) {
 // buckets holds a token. It takes none.
 func (l *sourceLimit) allow(a netip.Addr, now int64) bool {
 	b1, b2 := l.slots(a)
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.refill(b1, now)
 	l.refill(b2, now)
 	return b1.tokens >= 1 || b2.tokens >= 1
@@ -82,6 +89,8 @@ func (l *sourceLimit) allow(a netip.Addr, now int64) bool {
 // whether a may still send (allow).
 func (l *sourceLimit) fail(a netip.Addr, now int64) bool {
 	b1, b2 := l.slots(a)
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.refill(b1, now)
 	l.refill(b2, now)
 	b1.tokens = max(0, b1.tokens-1)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"maps"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,9 +20,13 @@ import (
 
 // Sink receives accepted reports. The backend pool implements it.
 //
-// Accept is called synchronously from the server's single read loop, so it
-// must return quickly (no I/O, no waiting on other goroutines) or datagrams
-// queue up in the socket buffer and are eventually dropped. The server
+// Accept is called synchronously from the server's readers (Config.Readers),
+// several at once for different backends, so it must be safe for concurrent
+// use and return quickly (no I/O, no waiting on other goroutines) or
+// datagrams queue up in the socket buffer and are eventually dropped. One
+// backend's reports are never handed over concurrently, and arrive in the
+// order the replay guard accepted them: a sink that orders reports by
+// (BootNonce, Seq), as collector.Pool does, relies on that. The server
 // reuses r for the next datagram: Accept must not retain r or any pointer
 // into it after it returns; copying what it needs is the sink's job (all
 // fields are values or immutable strings, so `v := *r` is a full copy).
@@ -34,10 +40,11 @@ type Config struct {
 	// Required.
 	Listen string
 	// KeyFor returns the shared key of a configured backend. It is called
-	// for every datagram with the claimed (unauthenticated) id, from the
-	// read loop, so it must be fast and safe for concurrent use with
-	// whatever updates it on a config reload, and must not keep the id
-	// string past its return (see report.Open). Required.
+	// for every datagram with the claimed (unauthenticated) id, from all
+	// the readers at once, so it must be fast and safe for concurrent use
+	// (with itself and with whatever updates it on a config reload), and
+	// must not keep the id string past its return (see report.Open).
+	// Required.
 	KeyFor func(id string) ([]byte, bool)
 	// ClockSkew is how far a report's time may be from Now, either way.
 	// Default (when <= 0): report.DefaultClockSkew (30 s).
@@ -55,6 +62,17 @@ type Config struct {
 	// keeps flowing even when a flooder forges its address.
 	SourceFailRate  float64
 	SourceFailBurst int
+	// Readers is how many goroutines read and verify datagrams at once.
+	// One reader is bound by one core (a system call per batch of
+	// datagrams and an HMAC per datagram), so more readers than cores gain
+	// nothing; fewer leave cores idle when probes report faster than one
+	// core verifies. On Linux each reader has a socket of its own, bound
+	// to Listen with SO_REUSEPORT: the kernel spreads sources over them by
+	// address and port, so one probe's datagrams go to one reader, in
+	// order, and a flood from one source fills one reader's buffer, not
+	// all of them. Elsewhere the readers share one socket. Default (<= 0):
+	// runtime.GOMAXPROCS(0), at most MaxReaders.
+	Readers int
 }
 
 // ReasonShed counts, in Rejected, datagrams dropped unread because their
@@ -71,30 +89,43 @@ const LogEvery = 10 * time.Second
 type Server struct {
 	cfg   Config
 	sink  Sink
-	conn  *net.UDPConn
+	conns []*net.UDPConn // one per reader on Linux, else one shared
 	guard *report.Guard
 
-	// Read-loop state: used only by the goroutine in Serve (or a benchmark
-	// calling handle directly).
-	opener report.Opener
-	rep    report.Report
+	// readers hold what each read loop owns (socket buffers, the opener
+	// and its report); readers[0] also serves handle, for tests and the
+	// benchmarks that call it without a socket.
+	readers   []*reader
+	readBatch int // datagrams per read where the system reads batches
 
 	serving   atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
 
-	limit *sourceLimit // read loop only
-	drops dropList     // read loop only
+	limit *sourceLimit // locks itself
+	drops dropList     // under dropMu; see droplist.go
+	// dropMu guards drops; dropNext mirrors drops.next so the readers check
+	// for expired entries without the lock.
+	dropMu   sync.Mutex
+	dropNext atomic.Int64
 
 	kernelListed atomic.Int64
 
+	// order serialises one backend's replay check and sink call: two
+	// readers holding reports of one backend (its probe changed source
+	// port, or someone replays them from elsewhere) must hand them to the
+	// sink in the order the guard accepted them, or a report the guard
+	// took as older could overwrite a newer one in the sink. Striped by a
+	// hash of the backend id, so different backends rarely wait.
+	orderSeed maphash.Seed
+	order     [orderStripes]paddedMutex
+
 	// good maps a backend id to the address of its last accepted report:
 	// only authenticated ids enter, so it holds at most the configured
-	// backends. Written by the read loop, deleted from by Forget.
-	goodMu sync.Mutex
+	// backends. Written by the readers, deleted from by Forget.
+	goodMu sync.RWMutex
 	good   map[string]netip.Addr
 
-	accepted   atomic.Uint64
 	rejected   [slotShed + 1]atomic.Uint64
 	readErrors atomic.Uint64
 
@@ -103,13 +134,37 @@ type Server struct {
 	suppressed [slotReadError + 1]uint64
 }
 
+// orderStripes is the number of locks of Server.order, a power of two.
+const orderStripes = 256
+
+// paddedMutex keeps each stripe on a cache line of its own, so readers
+// locking different stripes do not contend for the line.
+type paddedMutex struct {
+	sync.Mutex
+	_ [64 - 8]byte
+}
+
+// MaxReaders bounds Config.Readers.
+const MaxReaders = 64
+
+// reader is one read loop's own state.
+type reader struct {
+	s        *Server
+	conn     *net.UDPConn
+	opener   report.Opener
+	rep      report.Report
+	batch    batch // platform-specific buffers (socket_*.go)
+	accepted atomic.Uint64
+	_        [64]byte // counters of different readers on different cache lines
+}
+
 // Counter and log slots: one per report.Reason, then these.
 const (
 	slotShed      = len(report.Reasons)
 	slotReadError = slotShed + 1
 )
 
-// New validates cfg and binds the socket, so Addr is known before Serve.
+// New validates cfg and binds the socket(s), so Addr is known before Serve.
 func New(cfg Config, sink Sink) (*Server, error) {
 	var errs []error
 	if cfg.Listen == "" {
@@ -130,17 +185,19 @@ func New(cfg Config, sink Sink) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	addr, err := net.ResolveUDPAddr("udp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("push: listen address %q: %w", cfg.Listen, err)
+	if cfg.Readers <= 0 {
+		cfg.Readers = runtime.GOMAXPROCS(0)
 	}
-	conn, err := net.ListenUDP("udp", addr)
+	cfg.Readers = min(cfg.Readers, MaxReaders)
+	conns, err := listen(cfg.Listen, cfg.Readers)
 	if err != nil {
-		return nil, fmt.Errorf("push: listen on %q: %w", cfg.Listen, err)
+		return nil, err
 	}
-	// Thousands of probes whose intervals line up arrive as bursts; the default socket buffer
-	// (~200 KiB, a few hundred datagrams) drops them. The kernel caps this at net.core.rmem_max.
-	_ = conn.SetReadBuffer(ReadBuffer)
+	for _, c := range conns {
+		// Thousands of probes whose intervals line up arrive as bursts; the default socket buffer
+		// (~200 KiB, a few hundred datagrams) drops them. The kernel caps this at net.core.rmem_max.
+		_ = c.SetReadBuffer(ReadBuffer)
+	}
 	g := report.NewGuard(cfg.ClockSkew)
 	cfg.ClockSkew = g.Window()
 	if cfg.SourceFailRate <= 0 {
@@ -149,20 +206,36 @@ func New(cfg Config, sink Sink) (*Server, error) {
 	if cfg.SourceFailBurst <= 0 {
 		cfg.SourceFailBurst = DefaultSourceFailBurst
 	}
-	return &Server{cfg: cfg, sink: sink, conn: conn, guard: g, opener: report.Opener{Brief: true},
-		limit: newSourceLimit(cfg.SourceFailRate, cfg.SourceFailBurst), good: map[string]netip.Addr{}}, nil
+	s := &Server{cfg: cfg, sink: sink, conns: conns, guard: g, readBatch: defaultReadBatch, orderSeed: maphash.MakeSeed(),
+		limit: newSourceLimit(cfg.SourceFailRate, cfg.SourceFailBurst), good: map[string]netip.Addr{}}
+	for i := range cfg.Readers {
+		s.readers = append(s.readers, &reader{s: s, conn: conns[i%len(conns)], opener: report.Opener{Brief: true}})
+	}
+	return s, nil
 }
 
-// ReadBuffer is the socket receive buffer the server asks for.
+// ReadBuffer is the socket receive buffer the server asks for, per socket.
 const ReadBuffer = 4 << 20
 
-// Addr is the bound address (useful with port 0).
-func (s *Server) Addr() net.Addr { return s.conn.LocalAddr() }
+// resolve checks a listen address before any socket is bound.
+func resolve(addr string) error {
+	if _, err := net.ResolveUDPAddr("udp", addr); err != nil {
+		return fmt.Errorf("push: listen address %q: %w", addr, err)
+	}
+	return nil
+}
 
-// Serve reads datagrams until ctx is done, then closes the socket and
-// returns nil. It returns an error only if the socket fails for another
+func listenError(addr string, err error) error {
+	return fmt.Errorf("push: listen on %q: %w", addr, err)
+}
+
+// Addr is the bound address (useful with port 0).
+func (s *Server) Addr() net.Addr { return s.conns[0].LocalAddr() }
+
+// Serve reads datagrams until ctx is done, then closes the socket(s) and
+// returns nil. It returns an error only if a socket fails for another
 // reason, or if Serve was already called. Rejected datagrams are counted and
-// logged (rate-limited) and never stop the loop.
+// logged (rate-limited) and never stop the readers.
 func (s *Server) Serve(ctx context.Context) error {
 	if !s.serving.CompareAndSwap(false, true) {
 		return errors.New("push: Serve called twice")
@@ -170,32 +243,56 @@ func (s *Server) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
 	defer s.Close()
-	// One byte more than the protocol allows, so an oversized datagram is
-	// seen as such instead of silently truncated to a valid-looking size.
-	buf := make([]byte, report.MaxDatagram+1)
+	errc := make(chan error, len(s.readers))
+	for _, r := range s.readers {
+		go func() { errc <- r.serve(ctx) }()
+	}
+	var first error
+	for range s.readers {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+			s.Close() // the others return too
+		}
+	}
+	return first
+}
+
+// serve is one read loop.
+func (r *reader) serve(ctx context.Context) error {
+	s := r.s
 	for {
-		n, from, err := s.conn.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return fmt.Errorf("push: socket %s closed: %w", s.Addr(), err)
-			}
-			// Transient (e.g. ENOMEM): count, log, keep serving.
-			s.readErrors.Add(1)
-			s.logLimited(slotReadError, "push socket read failed", "addr", s.Addr().String(), "err", err)
+		err := r.read()
+		if err == nil {
 			continue
 		}
-		s.handle(buf[:n], netip.AddrPortFrom(from.Addr().Unmap(), from.Port()))
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, net.ErrClosed) {
+			return fmt.Errorf("push: socket %s closed: %w", s.Addr(), err)
+		}
+		// Transient (e.g. ENOMEM): count, log, keep serving.
+		s.readErrors.Add(1)
+		s.logLimited(slotReadError, "push socket read failed", "addr", s.Addr().String(), "err", err)
 	}
 }
 
-// Close closes the socket; Serve then returns. Safe to call more than once.
+// Close closes the socket(s); Serve then returns. Safe to call more than
+// once.
 func (s *Server) Close() error {
-	s.closeOnce.Do(func() { s.closeErr = s.conn.Close() })
+	s.closeOnce.Do(func() {
+		var errs []error
+		for _, c := range s.conns {
+			errs = append(errs, c.Close())
+		}
+		s.closeErr = errors.Join(errs...)
+	})
 	return s.closeErr
 }
+
+// handle runs the per-datagram path on the first reader's state, for tests
+// and benchmarks without a socket.
+func (s *Server) handle(b []byte, from netip.AddrPort) { s.readers[0].handle(b, from, s.cfg.Now()) }
 
 // handle is the whole per-datagram path: framing, the source's failure
 // budget, key and tag, decode, replay check, sink. It is separate from the
@@ -205,8 +302,11 @@ func (s *Server) Close() error {
 // that has spent its failure budget is then shed before the key lookup and
 // the HMAC; failures allocate nothing either (the opener is Brief) unless a
 // log line is due.
-func (s *Server) handle(b []byte, from netip.AddrPort) {
-	now := s.cfg.Now()
+//
+// now is when the datagram was read; the datagrams of one batch share it,
+// which saves a clock read per datagram and differs by microseconds.
+func (r *reader) handle(b []byte, from netip.AddrPort, now time.Time) {
+	s := r.s
 	src := from.Addr()
 	s.expireDrops(now)
 	id, reason := report.Frame(b)
@@ -221,20 +321,24 @@ func (s *Server) handle(b []byte, from netip.AddrPort) {
 		s.shed(src, from, now, string(id))
 		return
 	}
-	err := s.opener.Open(b, s.cfg.KeyFor, &s.rep)
+	err := r.opener.Open(b, s.cfg.KeyFor, &r.rep)
 	if err == nil {
-		err = s.guard.Check(&s.rep, now)
-	}
-	if err != nil {
-		s.refuse(reasonIndex(reasonOf(err)), now, b, from)
-		if !s.limit.fail(src, now.UnixNano()) {
-			s.dropSource(src, now)
+		mu := &s.order[maphash.String(s.orderSeed, r.rep.BackendID)&(orderStripes-1)]
+		mu.Lock()
+		if err = s.guard.Check(&r.rep, now); err == nil {
+			s.noteGood(r.rep.BackendID, src)
+			s.sink.Accept(&r.rep, from)
+			r.accepted.Add(1)
 		}
-		return
+		mu.Unlock()
+		if err == nil {
+			return
+		}
 	}
-	s.noteGood(s.rep.BackendID, src)
-	s.sink.Accept(&s.rep, from)
-	s.accepted.Add(1)
+	s.refuse(reasonIndex(reasonOf(err)), now, b, from)
+	if !s.limit.fail(src, now.UnixNano()) {
+		s.dropSource(src, now)
+	}
 }
 
 // shed counts a datagram dropped unread and puts its source on the kernel's
@@ -249,17 +353,24 @@ func (s *Server) shed(src netip.Addr, from netip.AddrPort, now time.Time, id str
 }
 
 func (s *Server) lastGood(id []byte, src netip.Addr) bool {
-	s.goodMu.Lock()
+	s.goodMu.RLock()
 	a, ok := s.good[string(id)] // no allocation for the lookup
-	s.goodMu.Unlock()
+	s.goodMu.RUnlock()
 	return ok && a == src
 }
 
+// noteGood records src as id's last good address. Called with id's order
+// stripe held, so the check and the write cannot interleave with another
+// reader's for the same id.
 func (s *Server) noteGood(id string, src netip.Addr) {
-	s.goodMu.Lock()
-	if s.good[id] != src {
-		s.good[id] = src
+	s.goodMu.RLock()
+	a, ok := s.good[id]
+	s.goodMu.RUnlock()
+	if ok && a == src {
+		return
 	}
+	s.goodMu.Lock()
+	s.good[id] = src
 	s.goodMu.Unlock()
 }
 
@@ -399,7 +510,13 @@ func markNewest(m report.Mark) int64 {
 }
 
 // Accepted is the number of reports handed to the sink.
-func (s *Server) Accepted() uint64 { return s.accepted.Load() }
+func (s *Server) Accepted() uint64 {
+	var n uint64
+	for _, r := range s.readers {
+		n += r.accepted.Load()
+	}
+	return n
+}
 
 // Rejected returns the number of rejected datagrams per reason, with every
 // reason present (zero or not) so exported metrics have all their labels:
@@ -414,12 +531,18 @@ func (s *Server) Rejected() map[report.Reason]uint64 {
 }
 
 // KernelDrops is the number of datagrams the kernel dropped on the push
-// socket: its receive buffer was full, or the source was on the drop list
+// socket(s): its receive buffer was full, or the source was on the drop list
 // of flooding sources (MaxKernelDrops, KernelDropFor). ok is false where
 // the kernel does not tell (not Linux).
 func (s *Server) KernelDrops() (n uint64, ok bool) {
-	d, ok := kernelDrops(s.conn)
-	return uint64(d), ok
+	for _, c := range s.conns {
+		d, ok := kernelDrops(c)
+		if !ok {
+			return 0, false
+		}
+		n += uint64(d)
+	}
+	return n, true
 }
 
 // ReadErrors is the number of failed socket reads other than shutdown.
