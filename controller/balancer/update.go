@@ -100,6 +100,8 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 	}
 	in := b.intentLocked()
 	in.ReadCounters = periodic && b.cfg.Collector.ThroughputFrom == "switch"
+	// Half a period: the rates are read well before the next update uses them.
+	in.CounterSpread = b.cfg.Controller.UpdatePeriod / 2
 	b.latest.Store(in)
 	b.mu.Unlock()
 

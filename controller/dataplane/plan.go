@@ -28,11 +28,11 @@ import (
 // filtered to the group ids the controller owns (State.FilterGroups): group ids carry no
 // cookie, so Plan deletes every group in current that desired lacks.
 func Plan(desired, current State) [][]ofswitch.Message {
-	curGroups := map[uint32]Group{}
+	curGroups := make(map[uint32]Group, len(current.Groups))
 	for _, g := range current.Groups {
 		curGroups[g.ID] = g
 	}
-	wantGroups := map[uint32]bool{}
+	wantGroups := make(map[uint32]bool, len(desired.Groups))
 	var addGroups, modGroups, delGroups []ofswitch.Message
 	for _, g := range desired.Groups {
 		wantGroups[g.ID] = true
@@ -51,20 +51,27 @@ func Plan(desired, current State) [][]ofswitch.Message {
 		}
 	}
 
-	curFlows := map[flowKey]Flow{}
-	for _, f := range current.Flows {
-		curFlows[f.key()] = f
+	// One map, sized up front: Plan runs per switch per change, and growing maps of flow
+	// keys was most of a fleet's planning time (docs/benchmarks.md, "Fleet").
+	curFlows := make(map[flowKey]int, len(current.Flows)) // key -> index of its last entry
+	for i, f := range current.Flows {
+		curFlows[f.key()] = i
 	}
-	wantFlows := map[flowKey]bool{}
+	wanted := make([]bool, len(current.Flows))
 	var addFlows, delFlows []ofswitch.Message
 	for _, f := range desired.Flows {
-		wantFlows[f.key()] = true
-		if cur, ok := curFlows[f.key()]; !ok || cur != f {
+		i, ok := curFlows[f.key()]
+		if ok {
+			wanted[i] = true
+		}
+		if !ok || current.Flows[i] != f {
 			addFlows = append(addFlows, flowMessage(ofp.FlowAdd, f))
 		}
 	}
 	for _, f := range current.Flows {
-		if wantFlows[f.key()] {
+		// A duplicate of a wanted key is not deleted: a strict delete would remove the wanted
+		// flow with it (the add above replaces both).
+		if wanted[curFlows[f.key()]] {
 			continue
 		}
 		if _, _, _, ours := ParseCookie(f.Cookie); !ours {

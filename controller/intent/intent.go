@@ -33,8 +33,10 @@ type Intent struct {
 	BarrierTimeout time.Duration
 	ReadbackPeriod time.Duration
 	// ReadCounters asks the syncers for their flows' byte counters after this intent
-	// (throughput_from = "switch", on periodic updates only).
-	ReadCounters bool
+	// (throughput_from = "switch", on periodic updates only), each at its own offset within
+	// CounterSpread so that a fleet's reads do not all land on the switches at once.
+	ReadCounters  bool
+	CounterSpread time.Duration
 
 	arp  map[netip.Addr]ARPTarget
 	vips map[netip.Addr][]int // VIP -> indexes into Services (packet-ins look up at line rate)

@@ -83,6 +83,8 @@ type Status struct {
 	// at RatesAt (zero: none).
 	Rates   map[uint64]float64
 	RatesAt time.Time
+	// CountedAt is when the counters were last read (zero: never).
+	CountedAt time.Time
 }
 
 // Syncer keeps one switch in step with the latest intent. Create it with New and run it with
@@ -94,14 +96,15 @@ type Syncer struct {
 	status atomic.Pointer[Status]
 
 	// Owned by Run's goroutine.
-	current  dataplane.State // what we believe the switch holds
-	known    bool            // current was read back or applied since connect
-	resync   bool            // read back before the next plan
-	planned  uint64          // Gen of the intent current was planned from
-	applied  map[string][]uint16
-	counts   Counts
-	countSeq uint64
-	st       Status
+	current    dataplane.State // what we believe the switch holds
+	known      bool            // current was read back or applied since connect
+	resync     bool            // read back before the next plan
+	planned    uint64          // Gen of the intent current was planned from
+	applied    map[string][]uint16
+	counts     Counts
+	countSeq   uint64
+	countTimer *time.Timer
+	st         Status
 }
 
 // New makes a syncer for cfg.Conn; it does nothing until Run.
@@ -160,6 +163,9 @@ func (s *Syncer) Run(ctx context.Context) {
 	readback := time.NewTimer(time.Hour)
 	readback.Stop()
 	defer readback.Stop()
+	s.countTimer = time.NewTimer(time.Hour)
+	s.countTimer.Stop()
+	defer s.countTimer.Stop()
 	for {
 		repair := false
 		select {
@@ -168,6 +174,11 @@ func (s *Syncer) Run(ctx context.Context) {
 		case <-s.wake:
 		case <-readback.C:
 			repair = true
+		case <-s.countTimer.C:
+			if in := s.latest.Load(); in != nil {
+				s.readCounters(ctx, in)
+			}
+			continue
 		}
 		in := s.latest.Load()
 		if in == nil {
@@ -201,7 +212,11 @@ func (s *Syncer) step(ctx context.Context, in *intent.Intent) {
 	}
 	if in.ReadCounters && in.Seq != s.countSeq {
 		s.countSeq = in.Seq
-		s.readCounters(ctx, in)
+		if d := counterOffset(s.cfg.Conn.DatapathID(), in.CounterSpread); d > 0 {
+			s.countTimer.Reset(d)
+		} else {
+			s.readCounters(ctx, in)
+		}
 	}
 }
 
@@ -405,9 +420,21 @@ func (s *Syncer) readCounters(ctx context.Context, in *intent.Intent) {
 	// No update is asked for: the rates are for the next period's, which comes anyway.
 	if r := Rates(s.counts, c); r != nil {
 		s.st.Rates, s.st.RatesAt = r, now
-		s.publish()
 	}
+	s.st.CountedAt = now
+	s.publish()
 	s.counts = c
+}
+
+// counterOffset is where in [0, spread) the switch dpid reads its counters: a fixed
+// pseudo-random point per switch (a multiplicative hash of the id), so the fleet's reads
+// spread evenly and each switch's reads stay one period apart.
+func counterOffset(dpid uint64, spread time.Duration) time.Duration {
+	if spread <= 0 {
+		return 0
+	}
+	h := dpid * 0x9e3779b97f4a7c15
+	return time.Duration((h >> 11) % uint64(spread))
 }
 
 // diffSummary says how two states differ, for the drift log line.

@@ -2,6 +2,7 @@ package switchsync
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -159,5 +160,49 @@ func TestSyncerEndsWithItsSession(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run still running after its session ended")
+	}
+}
+
+// TestSyncerReadsCountersOncePerPeriod: a periodic intent that asks for counters gets them
+// read (at the switch's offset within the spread), and the second read publishes rates.
+func TestSyncerReadsCountersOncePerPeriod(t *testing.T) {
+	conn := NewFakeConn(1)
+	clock := time.Unix(1e9, 0)
+	var mu sync.Mutex
+	s := start(t, conn, Config{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }})
+	for seq := uint64(1); seq <= 2; seq++ {
+		mu.Lock()
+		clock = clock.Add(time.Second)
+		mu.Unlock()
+		in := intentOf(seq, 1, time.Hour, web("web", 5, nil, 500, 500))
+		in.ReadCounters, in.CounterSpread = true, 20*time.Millisecond
+		s.Offer(in)
+		waitFor(t, "counters read", func() bool { return s.Status().CountedAt.Equal(clock) })
+	}
+	waitFor(t, "rates from two reads", func() bool { return !s.Status().RatesAt.IsZero() })
+	st := s.Status()
+	if len(st.Rates) == 0 {
+		t.Fatalf("rates %v: want one per flow of ours", st.Rates)
+	}
+}
+
+func TestCounterOffsetsSpread(t *testing.T) {
+	const spread = 500 * time.Millisecond
+	seen := map[time.Duration]bool{}
+	for dpid := uint64(1); dpid <= 100; dpid++ {
+		d := counterOffset(dpid, spread)
+		if d < 0 || d >= spread {
+			t.Fatalf("switch %d: offset %v outside [0,%v)", dpid, d, spread)
+		}
+		if d != counterOffset(dpid, spread) {
+			t.Fatal("offset not fixed per switch")
+		}
+		seen[d/(spread/10)] = true
+	}
+	if len(seen) < 8 {
+		t.Errorf("100 switches' offsets fall in %d of 10 tenths of the spread: not spread", len(seen))
+	}
+	if counterOffset(7, 0) != 0 {
+		t.Error("no spread: read at once")
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +39,7 @@ import (
 	"flowweight/collector/report"
 	"flowweight/controller/balancer"
 	"flowweight/controller/config"
+	"flowweight/controller/dataplane"
 	"flowweight/controller/switchsync"
 	"flowweight/e2e/lab"
 	"flowweight/weights"
@@ -47,9 +49,9 @@ import (
 
 type options struct {
 	switches, services, backends, changes int
-	silent                                bool
+	silent, noCounters                    bool
 	hold, flap                            time.Duration
-	dir                                   string
+	dir, cpuprofile                       string
 }
 
 func main() {
@@ -59,8 +61,10 @@ func main() {
 	flag.IntVar(&o.backends, "backends", 4, "backends per service")
 	flag.IntVar(&o.changes, "changes", 100, "weight changes to time on every switch (0: none)")
 	flag.BoolVar(&o.silent, "silent", false, "also connect a peer that completes the handshake and then stops reading")
+	flag.BoolVar(&o.noCounters, "no-counters", false, "collector.throughput_from = \"none\": no per-period flow counter reads")
 	flag.DurationVar(&o.hold, "hold", 0, "run the probes this long after programming and report the update period, CPU, RSS and report loss")
 	flag.DurationVar(&o.flap, "flap", 0, "reconnect one extra switch every second for this long, and report goroutines, heap and metric series before and after")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the timed weight changes to this file")
 	flag.Parse()
 	if o.switches < 0 || o.switches > 250 || o.services < 1 || o.backends < 1 || o.backends > 1000 || o.services*o.backends > 100000 {
 		fmt.Fprintln(os.Stderr, "fleet: want 0-250 switches, at least one service, 1-1000 backends per service, at most 100,000 backends")
@@ -87,6 +91,10 @@ func fatal(what string, err error) {
 // drain is one weight change written in one update.
 func configText(o options, keyFile string) string {
 	var sb strings.Builder
+	throughput := "switch"
+	if o.noCounters {
+		throughput = "none"
+	}
 	fmt.Fprintf(&sb, `[controller]
 listen = "127.0.0.1:0"
 update_period = "1s"
@@ -97,11 +105,12 @@ listen = ""
 push_listen = "127.0.0.1:0"
 key_file = %q
 stale_after = "5s"
+throughput_from = %q
 [weighting]
 policy = "static"
 max_step = 1.0
 warmup = "1s"
-`, keyFile)
+`, keyFile, throughput)
 	for i := range o.services {
 		fmt.Fprintf(&sb, "[[service]]\nname = \"svc%d\"\nvip = \"10.%d.%d.250\"\nport = 80\ngroup_id = %d\n", i, 100+i/250, i%250, i+1)
 		for j := range o.backends {
@@ -246,7 +255,7 @@ func run(o options) error {
 	}
 
 	if o.changes > 0 && o.switches > 0 {
-		if err := timeChanges(b, o, false); err != nil {
+		if err := timeChanges(b, reg, o, false); err != nil {
 			return err
 		}
 	}
@@ -260,7 +269,7 @@ func run(o options) error {
 			return err
 		}
 		if o.changes > 0 && o.switches > 0 {
-			if err := timeChanges(b, o, true); err != nil {
+			if err := timeChanges(b, reg, o, true); err != nil {
 				return err
 			}
 		}
@@ -293,7 +302,21 @@ func perSwitch(d int64, n int) string {
 // timeChanges drains and undrains svc0's first backend o.changes times and times each change
 // from the drain call to the last switch holding the new weights, confirmed by barrier (a
 // syncer publishes its planned weights only after the barrier replies).
-func timeChanges(b *balancer.Balancer, o options, silent bool) error {
+func timeChanges(b *balancer.Balancer, reg *prometheus.Registry, o options, silent bool) error {
+	rtt0 := histogram(reg, "flowweight_barrier_rtt_seconds")
+	var ru0 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	if o.cpuprofile != "" && !silent {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var lat []time.Duration
 	drained := false
 	for i := range o.changes {
@@ -320,6 +343,14 @@ func timeChanges(b *balancer.Balancer, o options, silent bool) error {
 		}
 		lat = append(lat, time.Since(t0))
 	}
+	var ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	rtt := histogram(reg, "flowweight_barrier_rtt_seconds")
+	rttMean := 0.0
+	if n := rtt.count - rtt0.count; n > 0 {
+		rttMean = (rtt.sum - rtt0.sum) / float64(n)
+	}
+	cpuPer := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) / time.Duration(len(lat))
 	slices.Sort(lat)
 	q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
 	extra := ""
@@ -328,6 +359,8 @@ func timeChanges(b *balancer.Balancer, o options, silent bool) error {
 	}
 	fmt.Printf("- one weight change (drain or undrain of one backend) confirmed by barrier on all %d bridges%s, over %d changes: p50 **%s**, p99 **%s**, max %s (target ≤ 50 ms)\n",
 		o.switches, extra, len(lat), q(0.5).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond))
+	fmt.Printf("  - per change: this process's CPU %s (controller, probes and this poller), mean barrier round trip per switch %.2f ms\n",
+		cpuPer.Round(10*time.Microsecond), rttMean*1000)
 	return nil
 }
 
@@ -341,17 +374,24 @@ func holds(st *switchsync.Status, drained bool) bool {
 	return false
 }
 
-// checkGroups compares the first bridges' select groups with what the controller planned.
+// checkGroups compares the first bridges' select groups, as ovs-ofctl dump-groups prints
+// them, with the groups the controller planned for each (bucket weights as a multiset: the
+// slot layout's order is the planner's business).
 func checkGroups(bridges []*lab.Bridge, b *balancer.Balancer, o options) error {
-	sts := b.SwitchStatuses()
 	byDPID := map[uint64]*switchsync.Status{}
-	for _, st := range sts {
+	for _, st := range b.SwitchStatuses() {
 		byDPID[st.DPID] = st
 	}
 	for _, br := range bridges[:min(len(bridges), 5)] {
 		st := byDPID[br.DPID]
 		if st == nil {
 			return fmt.Errorf("bridge %s (%016x) has no syncer", br.Name, br.DPID)
+		}
+		want := map[uint32][]uint16{}
+		for _, g := range dataplane.Desired(st.Planned, dataplane.Options{Normal: true, OVS: st.OVS}).Groups {
+			for _, k := range g.Buckets {
+				want[g.ID] = append(want[g.ID], k.Weight)
+			}
 		}
 		out, err := br.DumpGroups()
 		if err != nil {
@@ -361,16 +401,19 @@ func checkGroups(bridges []*lab.Bridge, b *balancer.Balancer, o options) error {
 		if err != nil {
 			return err
 		}
-		if len(groups) != o.services {
-			return fmt.Errorf("bridge %s holds %d groups, want %d", br.Name, len(groups), o.services)
+		if len(groups) != len(want) {
+			return fmt.Errorf("bridge %s holds %d groups, the controller planned %d", br.Name, len(groups), len(want))
 		}
 		for _, g := range groups {
-			var sum int
+			var got []uint16
 			for _, k := range g.Buckets {
-				sum += int(k.Weight)
+				got = append(got, k.Weight)
 			}
-			if sum == 0 {
-				return fmt.Errorf("bridge %s group %d has no weight", br.Name, g.ID)
+			w := slices.Clone(want[g.ID])
+			slices.Sort(got)
+			slices.Sort(w)
+			if !slices.Equal(got, w) {
+				return fmt.Errorf("bridge %s group %d: bucket weights %v, the controller planned %v", br.Name, g.ID, got, w)
 			}
 		}
 	}
