@@ -14,6 +14,8 @@
 #   probe-footprint  scripts/probe-footprint.sh                        (docs/benchmarks.md)
 #   lab              go run ./e2e/bench                                (docs/benchmarks.md)
 #   detect           go test -tags integration -bench KillDetection ./e2e/ (docs/design.md, "Failure detection time")
+#   plan             go test -bench Plan ./controller/switchsync/      (docs/benchmarks.md, "Fleet")
+#   fleet            go run ./e2e/fleet: 100 bridges, and 10,000 backends (docs/benchmarks.md, "Fleet")
 #
 # About 30 minutes on this 2-core machine when the lab switch is free (an estimate: the lab
 # step's hidden run alone takes about 9; the lab steps wait for the host-wide lab lock while
@@ -34,7 +36,7 @@ ONLY=${ONLY:-}
 LAB_RUN=${LAB_RUN:-share,disruption,quality,hidden}
 mkdir -p "$OUT"
 
-steps=(weights sim-bench report push snmp probe-sample ofswitch fwsim peers probe-footprint lab detect)
+steps=(weights sim-bench report push snmp probe-sample ofswitch plan fwsim peers probe-footprint lab detect fleet)
 declare -A cmd=(
 	[weights]="go test -run '^\$' -bench Compute -benchmem -benchtime 1000x -count 2 ./weights"
 	[sim-bench]="go test -run '^\$' -bench RunDynamic -benchtime 5x -count 2 ./weights/sim/"
@@ -47,6 +49,8 @@ declare -A cmd=(
 	[peers]="bash scripts/bench-peers.sh"
 	[probe-footprint]="DURATION=\${FOOTPRINT_DURATION:-30} bash scripts/probe-footprint.sh"
 	[lab]="go run ./e2e/bench -run $LAB_RUN -conns 1500 -measure 15s"
+	[plan]="go test -run '^\$' -bench Plan -benchmem -benchtime 10x -count 2 ./controller/switchsync/"
+	[fleet]="go run ./e2e/fleet -switches 100 -services 10 -backends 4 -changes 100 -silent && go run ./e2e/fleet -switches 1 -services 1000 -backends 10 -changes 0 -hold 30s"
 	[detect]="go test -count=1 -tags integration -run '^\$' -bench KillDetection -benchtime 1x -timeout 20m -v ./e2e/"
 )
 # What the summary shows of each log.
@@ -56,6 +60,7 @@ declare -A pick=(
 	[probe-footprint]='(RSS|HWM|CPU|cpu|%)'
 	[lab]='^(#|\||Pool|Neighbour|Hidden run)'
 	[detect]='(Benchmark|kill +[0-9]+:|target|ok|FAIL)'
+	[fleet]='^(#|-|  -)'
 )
 
 # How many of those lines (default 60): the lab's tables are longer.

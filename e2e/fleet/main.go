@@ -51,7 +51,7 @@ type options struct {
 	switches, services, backends, changes int
 	silent, noCounters                    bool
 	hold, flap                            time.Duration
-	dir, cpuprofile                       string
+	dir, cpuprofile, memprofile           string
 }
 
 func main() {
@@ -65,6 +65,7 @@ func main() {
 	flag.DurationVar(&o.hold, "hold", 0, "run the probes this long after programming and report the update period, CPU, RSS and report loss")
 	flag.DurationVar(&o.flap, "flap", 0, "reconnect one extra switch every second for this long, and report goroutines, heap and metric series before and after")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the timed weight changes to this file")
+	flag.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end of -hold to this file")
 	flag.Parse()
 	if o.switches < 0 || o.switches > 250 || o.services < 1 || o.backends < 1 || o.backends > 1000 || o.services*o.backends > 100000 {
 		fmt.Fprintln(os.Stderr, "fleet: want 0-250 switches, at least one service, 1-1000 backends per service, at most 100,000 backends")
@@ -423,7 +424,6 @@ func checkGroups(bridges []*lab.Bridge, b *balancer.Balancer, o options) error {
 // holdRun keeps the probes going for o.hold and reports the update's duration against its
 // period, the process's CPU and RSS, and reports sent against accepted.
 func holdRun(b *balancer.Balancer, reg *prometheus.Registry, p *probes, o options) error {
-	sent0, acc0 := p.sent.Load(), counter(reg, "flowweight_push_reports_accepted_total")
 	upd0 := histogram(reg, "flowweight_update_duration_seconds")
 	var ru0 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
@@ -438,26 +438,49 @@ func holdRun(b *balancer.Balancer, reg *prometheus.Registry, p *probes, o option
 	var ru1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
-	// Let the last reports in flight land before counting.
-	sent := p.sent.Load() - sent0
-	_ = waitFor(5*time.Second, "in-flight reports", func() bool {
-		return counter(reg, "flowweight_push_reports_accepted_total")-acc0 >= float64(sent)
-	})
-	acc := counter(reg, "flowweight_push_reports_accepted_total") - acc0
 	upd := histogram(reg, "flowweight_update_duration_seconds")
+	if o.memprofile != "" {
+		f, err := os.Create(o.memprofile)
+		if err != nil {
+			return err
+		}
+		runtime.GC()
+		err = pprof.WriteHeapProfile(f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	// Every report since the probes started, counted once they stopped and the last ones in
+	// flight landed (or stopped landing).
+	p.stop()
+	sent := p.sent.Load()
+	last, same := -1.0, 0
+	_ = waitFor(10*time.Second, "in-flight reports", func() bool {
+		a := counter(reg, "flowweight_push_reports_accepted_total")
+		if a == last {
+			same++
+		} else {
+			last, same = a, 0
+		}
+		return a >= float64(sent) || same > 2000
+	})
+	acc := counter(reg, "flowweight_push_reports_accepted_total")
+	rejected := counter(reg, "flowweight_push_reports_rejected_total")
 	n := upd.count - upd0.count
 	mean := 0.0
 	if n > 0 {
 		mean = (upd.sum - upd0.sum) / float64(n)
 	}
-	fmt.Printf("- %d backends at 1 Hz for %s: %d updates (%.2f per second), mean update %.1f ms, longest bucket ≤ %s; CPU %.2f cores (controller and simulated probes in one process), peak RSS %.1f MiB; reports sent %d, accepted %.0f, lost %d\n",
+	fmt.Printf("- %d backends at 1 Hz for %s: %d updates (%.2f per second), mean update %.1f ms, longest bucket ≤ %s; CPU %.2f cores (controller and simulated probes in one process), peak RSS %.1f MiB; since the probes started: reports sent %d, accepted %.0f, rejected %.0f, lost %d\n",
 		o.services*o.backends, wall.Round(time.Second), n, float64(n)/wall.Seconds(), mean*1000, upd.maxBucket(upd0),
-		cpu.Seconds()/wall.Seconds(), float64(maxRSS)/(1<<20), sent, acc, int64(sent)-int64(acc))
+		cpu.Seconds()/wall.Seconds(), float64(maxRSS)/(1<<20), sent, acc, rejected, int64(sent)-int64(acc))
 	return nil
 }
 
-// flapRun reconnects one extra bridge every second for o.flap while the others serve, and
-// compares goroutines, heap and the switch series before and after.
+// flapRun reconnects one extra bridge every second for o.flap while the others serve: it
+// times weight changes on the others during the flapping, and compares goroutines, heap and
+// the switch series before, at each third, and after.
 func flapRun(b *balancer.Balancer, reg *prometheus.Registry, ovs *lab.OVS, target string, o options) error {
 	br, err := ovs.AddBridge("flap", target, "secure")
 	if err != nil {
@@ -466,35 +489,58 @@ func flapRun(b *balancer.Balancer, reg *prometheus.Registry, ovs *lab.OVS, targe
 	if err := waitFor(30*time.Second, "flapping bridge programmed", func() bool { return hasSwitch(b, br.DPID) }); err != nil {
 		return err
 	}
-	runtime.GC()
-	g0, h0, s0 := runtime.NumGoroutine(), heapInUse(), series(reg, "flowweight_switch_connected")
-	end := time.Now().Add(o.flap)
+	sample := func() string {
+		runtime.GC()
+		return fmt.Sprintf("%d goroutines, heap %.1f MiB, %d switch series", runtime.NumGoroutine(), float64(heapInUse())/(1<<20),
+			series(reg, "flowweight_switch_connected"))
+	}
+	samples := []string{sample()}
+	errc := make(chan error, 1)
 	flaps := 0
-	for time.Now().Before(end) {
-		t := time.Now()
-		if _, err := ovs.Vsctl("del-controller", br.Name); err != nil {
-			return err
+	go func() {
+		end := time.Now().Add(o.flap)
+		next := time.Now().Add(o.flap / 3)
+		for time.Now().Before(end) {
+			t := time.Now()
+			if _, err := ovs.Vsctl("del-controller", br.Name); err != nil {
+				errc <- err
+				return
+			}
+			if err := waitFor(10*time.Second, "flapping bridge gone", func() bool { return !hasSyncer(b, br.DPID) }); err != nil {
+				errc <- err
+				return
+			}
+			if _, err := ovs.Vsctl("set-controller", br.Name, target); err != nil {
+				errc <- err
+				return
+			}
+			if err := waitFor(10*time.Second, "flapping bridge back", func() bool { return hasSwitch(b, br.DPID) }); err != nil {
+				errc <- err
+				return
+			}
+			flaps++
+			if time.Now().After(next) {
+				samples = append(samples, sample())
+				next = next.Add(o.flap / 3)
+			}
+			if d := time.Second - time.Since(t); d > 0 {
+				time.Sleep(d) // the flap's pace: once a second, as the hostile switch
+			}
 		}
-		if err := waitFor(10*time.Second, "flapping bridge gone", func() bool { return !hasSwitch(b, br.DPID) }); err != nil {
+		errc <- nil
+	}()
+	if o.changes > 0 && o.switches > 0 {
+		fmt.Printf("- while one more bridge disconnects and reconnects every second:\n")
+		if err := timeChanges(b, reg, o, false); err != nil {
 			return err
-		}
-		if _, err := ovs.Vsctl("set-controller", br.Name, target); err != nil {
-			return err
-		}
-		if err := waitFor(10*time.Second, "flapping bridge back", func() bool { return hasSwitch(b, br.DPID) }); err != nil {
-			return err
-		}
-		flaps++
-		if d := time.Second - time.Since(t); d > 0 {
-			time.Sleep(d) // the flap's pace: once a second, as the hostile switch
 		}
 	}
-	// Settle: the last session's syncer has read back and programmed.
-	_ = waitFor(10*time.Second, "settled", func() bool { return hasSwitch(b, br.DPID) })
-	runtime.GC()
-	g1, h1, s1 := runtime.NumGoroutine(), heapInUse(), series(reg, "flowweight_switch_connected")
-	fmt.Printf("- one bridge disconnected and reconnected %d times in %s beside %d others: goroutines %d → %d, heap in use %.1f → %.1f MiB, switch series %d → %d\n",
-		flaps, o.flap, o.switches, g0, g1, float64(h0)/(1<<20), float64(h1)/(1<<20), s0, s1)
+	if err := <-errc; err != nil {
+		return err
+	}
+	samples = append(samples, sample())
+	fmt.Printf("- one bridge disconnected and reconnected %d times in %s beside %d others; before, at each third and after: %s\n",
+		flaps, o.flap, o.switches, strings.Join(samples, " → "))
 	return nil
 }
 
@@ -520,7 +566,10 @@ func hasSwitch(b *balancer.Balancer, dpid uint64) bool {
 
 // probes sends one report per backend per second, each backend its own boot nonce and
 // sequence, spread over the second as real probes' clocks are.
-type probes struct{ sent atomic.Uint64 }
+type probes struct {
+	sent atomic.Uint64
+	stop context.CancelFunc
+}
 
 func startProbes(ctx context.Context, addr string, key []byte, names []string) (*probes, error) {
 	c, err := net.Dial("udp", addr)
@@ -530,7 +579,8 @@ func startProbes(ctx context.Context, addr string, key []byte, names []string) (
 	if uc, ok := c.(*net.UDPConn); ok {
 		_ = uc.SetWriteBuffer(4 << 20)
 	}
-	p := &probes{}
+	ctx, cancel := context.WithCancel(ctx)
+	p := &probes{stop: cancel}
 	seqs := make([]uint64, len(names))
 	nonces := make([]uint64, len(names))
 	for i := range nonces {
