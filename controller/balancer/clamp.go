@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"flowweight/weights"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // clampLogEvery bounds how often one backend may log that its capacity claim was clamped: a
@@ -13,9 +15,10 @@ const clampLogEvery = time.Minute
 // clampState is one backend's clamping as last seen, for logging transitions.
 type clampState struct {
 	clamp      weights.Clamp
-	logged     time.Time // last "clamped" line logged for this backend
-	suppressed int       // transitions into clamping not logged since
-	loggedIn   [2]bool   // per resource (cpu, mem): its entry into clamping was logged, so its exit is too
+	logged     time.Time           // last "clamped" line logged for this backend
+	suppressed int                 // transitions into clamping not logged since
+	loggedIn   [2]bool             // per resource (cpu, mem): its entry into clamping was logged, so its exit is too
+	gauge      [2]prometheus.Gauge // per resource: flowweight_backend_capacity_clamped, looked up once
 }
 
 // noteClamps logs and counts the backends of s whose self-reported capacity weights.Compute
@@ -46,7 +49,10 @@ func (b *Balancer) noteClamps(s *service) {
 			if r.is {
 				v = 1
 			}
-			b.metrics.clamped.WithLabelValues(s.cfg.Name, name, r.resource).Set(v)
+			if st.gauge[k] == nil {
+				st.gauge[k] = b.metrics.clamped.WithLabelValues(s.cfg.Name, name, r.resource)
+			}
+			st.gauge[k].Set(v)
 			if r.was == r.is {
 				continue
 			}

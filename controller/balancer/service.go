@@ -22,6 +22,8 @@ type service struct {
 	hold bool
 	// clamps: per backend name, its capacity clamping as last logged (noteClamps).
 	clamps map[string]*clampState
+	// gauges are the backends' metric series, looked up once (Metrics.observeService).
+	gauges []backendGauges
 	// seed is the weights a switch held for this service's group when this controller first
 	// read it back, in config order (Balancer.seedFromSwitch); nil when none was read.
 	seed []uint16
