@@ -65,7 +65,7 @@ func main() {
 	flag.DurationVar(&o.hold, "hold", 0, "run the probes this long after programming and report the update period, CPU, RSS and report loss")
 	flag.DurationVar(&o.flap, "flap", 0, "reconnect one extra switch every second for this long, and report goroutines, heap and metric series before and after")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the timed weight changes to this file")
-	flag.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end of -hold to this file")
+	flag.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end of -hold to this file, and FILE.N at each sample of -flap")
 	flag.Parse()
 	if o.switches < 0 || o.switches > 250 || o.services < 1 || o.backends < 1 || o.backends > 1000 || o.services*o.backends > 100000 {
 		fmt.Fprintln(os.Stderr, "fleet: want 0-250 switches, at least one service, 1-1000 backends per service, at most 100,000 backends")
@@ -489,8 +489,17 @@ func flapRun(b *balancer.Balancer, reg *prometheus.Registry, ovs *lab.OVS, targe
 	if err := waitFor(30*time.Second, "flapping bridge programmed", func() bool { return hasSwitch(b, br.DPID) }); err != nil {
 		return err
 	}
+	nsample := 0
 	sample := func() string {
 		runtime.GC()
+		if o.memprofile != "" {
+			// One heap profile per sample: `go tool pprof -base FILE.0 FILE.3` shows what grew.
+			if f, err := os.Create(fmt.Sprintf("%s.%d", o.memprofile, nsample)); err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}
+		nsample++
 		return fmt.Sprintf("%d goroutines, heap %.1f MiB, %d switch series", runtime.NumGoroutine(), float64(heapInUse())/(1<<20),
 			series(reg, "flowweight_switch_connected"))
 	}
