@@ -71,6 +71,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fleet: want 0-250 switches, at least one service, 1-1000 backends per service, at most 100,000 backends")
 		os.Exit(2)
 	}
+	if o.memprofile != "" {
+		runtime.MemProfileRate = 4096 // fine enough to see what a flap leaves behind
+	}
 	dir, err := os.MkdirTemp("", "fwfleet-")
 	if err != nil {
 		fatal("temp dir", err)
@@ -681,10 +684,12 @@ func waitFor(timeout time.Duration, what string, cond func() bool) error {
 	return nil
 }
 
+// heapInUse is the bytes of live objects when called right after runtime.GC (HeapAlloc):
+// HeapInuse would count the spans' free slots too, which the runtime keeps and reuses.
 func heapInUse() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapInuse)
+	return int64(ms.HeapAlloc)
 }
 
 // rssBytes reads VmRSS of pid from /proc (0 when unknown).
