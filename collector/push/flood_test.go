@@ -1,7 +1,6 @@
 package push
 
 import (
-	"context"
 	"net"
 	"net/netip"
 	"sync"
@@ -58,15 +57,7 @@ func floodHarness(tb testing.TB, n int, gap time.Duration, maxBad, sources int, 
 		tb.Fatal(err)
 	}
 	s.drops.broken = readLoopOnly // before Serve: the read loop owns it then
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			tb.Error(err)
-		}
-	}()
+	defer serve(tb, s)()
 	dial := func(local string) *net.UDPConn {
 		c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(local)), s.Addr().(*net.UDPAddr))
 		if err != nil {

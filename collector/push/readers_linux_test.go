@@ -1,7 +1,6 @@
 package push
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -48,15 +47,7 @@ func TestReadersSpread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer serve(t, s)()
 	var wg sync.WaitGroup
 	for i := range clients {
 		id := fmt.Sprintf("spread-%02d", i)
@@ -112,15 +103,7 @@ func TestKernelDropListAllSockets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer serve(t, s)()
 	s.dropSource(netip.MustParseAddr("127.0.0.2"), testEpoch)
 	if s.kernelListed.Load() != 1 {
 		t.Fatalf("kernel drop list holds %d sources, want 1", s.kernelListed.Load())

@@ -1,7 +1,6 @@
 package push
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -136,15 +135,7 @@ func TestReadersOneBackend(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- s.Serve(ctx) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			}()
+			defer serve(t, s)()
 			const clients, perBoot = 8, 300
 			var conns []*net.UDPConn
 			for range clients {

@@ -420,15 +420,7 @@ func BenchmarkServeLoopback(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Error(err)
-		}
-	}()
+	defer serve(b, s)()
 	conn, err := net.DialUDP("udp", nil, s.Addr().(*net.UDPAddr))
 	if err != nil {
 		b.Fatal(err)
@@ -572,15 +564,7 @@ func TestServeSources(t *testing.T) {
 			if err != nil {
 				t.Skipf("cannot listen on %s: %v", tt.listen, err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- s.Serve(ctx) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			}()
+			defer serve(t, s)()
 			port := s.Addr().(*net.UDPAddr).Port
 			conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(tt.client), uint16(port))))
 			if err != nil {
@@ -650,5 +634,19 @@ func TestFastProbeAccepted(t *testing.T) {
 				t.Errorf("the probe's address was put on the kernel drop list: %v", s.drops.entries)
 			}
 		})
+	}
+}
+
+// serve runs s's read loops until the returned stop is called, which fails tb if Serve
+// returned an error.
+func serve(tb testing.TB, s *Server) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Error(err)
+		}
 	}
 }
