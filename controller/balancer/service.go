@@ -18,14 +18,16 @@ type service struct {
 	applied []uint16 // weights last written to the switches, in config order; nil before the first write
 	in      []weights.Backend
 	// hold: the controller started less than stale_after ago and some backend of this service
-	// has not reported yet; its group is kept as the switch holds it (Balancer.holdGroups).
+	// has not reported yet (or a connected switch was not read back yet); its group is kept as
+	// the switch holds it (intent.Service.Held, switchsync.Hold).
 	hold bool
 	// clamps: per backend name, its capacity clamping as last logged (noteClamps).
 	clamps map[string]*clampState
 	// gauges are the backends' metric series, looked up once (Metrics.observeService).
 	gauges []backendGauges
 	// seed is the weights a switch held for this service's group when this controller first
-	// read it back, in config order (Balancer.seedFromSwitch); nil when none was read.
+	// read it back, in config order (switchsync.Seeds, taken by Balancer.takeSeedsLocked); nil
+	// when none was read.
 	seed []uint16
 }
 
