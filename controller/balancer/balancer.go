@@ -179,6 +179,34 @@ func (b *Balancer) install(cfg *config.Config) error {
 	for i := range cfg.Services {
 		services[i] = newService(cfg, &cfg.Services[i], i, old[cfg.Services[i].Name])
 	}
+	configured := map[string]bool{}
+	for i := range cfg.Services {
+		for _, be := range cfg.Services[i].Backends {
+			configured[be.Name] = true
+		}
+	}
+	for name, o := range old {
+		for _, be := range o.cfg.Backends {
+			if !configured[be.Name] {
+				b.metrics.snmpErrors.DeleteLabelValues(be.Name)
+			}
+		}
+		var next *config.Service
+		for i := range cfg.Services {
+			if cfg.Services[i].Name == name {
+				next = &cfg.Services[i]
+			}
+		}
+		if next == nil {
+			b.metrics.forgetService(name)
+			continue
+		}
+		for _, be := range o.cfg.Backends {
+			if !slices.ContainsFunc(next.Backends, func(n config.Backend) bool { return n.Name == be.Name }) {
+				b.metrics.forgetBackend(name, be.Name)
+			}
+		}
+	}
 	restoreDrain := b.rememberLocked(services, drained)
 	b.cfg, b.services = cfg, services
 	b.keys.Store(&keys)

@@ -128,6 +128,23 @@ const (
 // arpFault counts one ARP fault; the log line is the caller's, rate-limited.
 func (m *Metrics) arpFault(reason string) { m.arpFaults.WithLabelValues(reason).Inc() }
 
+// forgetBackend removes the series of a backend a reload took out of a service: the names
+// are the operator's, and a series per name ever configured would grow with every rename.
+func (m *Metrics) forgetBackend(service, backend string) {
+	l := prometheus.Labels{"service": service, "backend": backend}
+	for _, v := range []*prometheus.GaugeVec{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.serviceCPU, m.headroom, m.clamped} {
+		v.DeletePartialMatch(l)
+	}
+}
+
+// forgetService removes the series of a service a reload removed (its backends' too).
+func (m *Metrics) forgetService(service string) {
+	m.fallback.DeleteLabelValues(service)
+	for _, v := range []*prometheus.GaugeVec{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.serviceCPU, m.headroom, m.clamped} {
+		v.DeletePartialMatch(prometheus.Labels{"service": service})
+	}
+}
+
 // forgetSwitch removes a disconnected switch's per-datapath series.
 func (m *Metrics) forgetSwitch(dpid string) { m.switchUp.DeleteLabelValues(dpid) }
 

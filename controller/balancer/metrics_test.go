@@ -290,3 +290,31 @@ func TestHeadroomSeriesOnlyWhileMeasured(t *testing.T) {
 		t.Fatalf("b's service cpu series kept after it stopped reporting: %v", c)
 	}
 }
+
+// TestReloadForgetsRemovedBackendsSeries: a backend or service a reload removes leaves no
+// series behind (before: every name ever configured kept its series at the last value).
+func TestReloadForgetsRemovedBackendsSeries(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	b := staticPool(t, clk, "", 1, 1, 1)
+	reg := prometheus.NewRegistry()
+	if err := b.metrics.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	b.periods(clk, 2)
+	if got := gathered(t, reg, "flowweight_backend_load_ratio", "backend"); len(got) != 3 {
+		t.Fatalf("series before the reload: %v, want be1..be3", got)
+	}
+	next := staticPool(t, clk, b.Config().Collector.KeyFile, 1, 1).Config() // be3 removed
+	if err := b.reload("test.toml", next, ReloadOptions{AllowRemoval: true}); err != nil {
+		t.Fatal(err)
+	}
+	b.periods(clk, 1)
+	for _, name := range []string{"flowweight_backend_load_ratio", "flowweight_backend_weight_computed", "flowweight_backend_state",
+		"flowweight_backend_weight_applied", "flowweight_backend_capacity_clamped"} {
+		if got := gathered(t, reg, name, "backend"); len(got) != 2 || !hasKey(got, "be1") || hasKey(got, "be3") {
+			t.Errorf("%s after be3 was removed: %v", name, got)
+		}
+	}
+}
+
+func hasKey(m map[string]float64, k string) bool { _, ok := m[k]; return ok }
