@@ -175,7 +175,10 @@ type Pool struct {
 	mu       sync.Mutex
 	cfg      Config
 	backends map[string]*backend
-	tombs    map[string]tombstone // removed backends, by name
+	// sorted is backends' values by name, kept by SetBackends: Snapshot copies in this order
+	// instead of sorting 10,000 states under the lock the ingest path takes.
+	sorted []*backend
+	tombs  map[string]tombstone // removed backends, by name
 }
 
 // NewPool returns an empty pool; add backends with SetBackends.
@@ -235,6 +238,11 @@ func (p *Pool) SetBackends(names []string) (added, removed []string) {
 		}
 	}
 	p.expireTombs(now)
+	p.sorted = p.sorted[:0]
+	for _, b := range p.backends {
+		p.sorted = append(p.sorted, b)
+	}
+	slices.SortFunc(p.sorted, func(a, b *backend) int { return strings.Compare(a.st.Name, b.st.Name) })
 	slices.Sort(added)
 	slices.Sort(removed)
 	return added, removed
@@ -513,19 +521,9 @@ func (p *Pool) Snapshot(dst []State) []State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.tick(p.cfg.Now())
-	start := len(dst)
-	for _, b := range p.backends {
+	for _, b := range p.sorted {
 		dst = append(dst, b.st)
 	}
-	slices.SortFunc(dst[start:], func(a, b State) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
 	return dst
 }
 

@@ -49,6 +49,9 @@ type Balancer struct {
 	pool    *collector.Pool
 	events  *eventLog
 
+	// snap is update's reused snapshot buffer (update's goroutine only).
+	snap []collector.State
+
 	// kick asks the update loop for an early update (a learned MAC, a reload, a connect).
 	kick chan struct{}
 
