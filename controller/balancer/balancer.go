@@ -49,8 +49,10 @@ type Balancer struct {
 	pool    *collector.Pool
 	events  *eventLog
 
-	// snap is update's reused snapshot buffer (update's goroutine only).
-	snap []collector.State
+	// updating serializes update (the loop's, and any caller's such as a test's) and guards
+	// snap, its reused snapshot buffer.
+	updating sync.Mutex
+	snap     []collector.State
 
 	// kick asks the update loop for an early update (a learned MAC, a reload, a connect).
 	kick chan struct{}

@@ -43,8 +43,10 @@ func (b *Balancer) updateLoop(ctx context.Context) {
 func (b *Balancer) update(_ context.Context, periodic bool) {
 	start := time.Now()
 	defer func() { b.metrics.updateSeconds.Observe(time.Since(start).Seconds()) }()
-	// The snapshot's buffer is reused: update runs on the update loop's goroutine only, and a
-	// fresh 10,000-state copy each period was most of its garbage (BenchmarkUpdate).
+	// The snapshot's buffer is reused, one update at a time: a fresh 10,000-state copy each
+	// period was most of an update's garbage (BenchmarkUpdate).
+	b.updating.Lock()
+	defer b.updating.Unlock()
 	b.snap = b.pool.Snapshot(b.snap[:0])
 	snap := b.snap
 	states := make(map[string]*collector.State, len(snap))
