@@ -33,6 +33,8 @@ type Config struct {
 	Collector  Collector      `toml:"collector"`
 	Weighting  weights.Tuning `toml:"weighting"`
 	Services   []Service      `toml:"service"`
+	// HA is nil without an [ha] section: one controller, no etcd.
+	HA *HA `toml:"ha"`
 }
 
 // Controller configures the OpenFlow side.
@@ -247,6 +249,9 @@ func parseToken(path string, b []byte) (Secret, error) {
 
 // fill sets per-service and per-backend defaults that depend on other fields.
 func (c *Config) fill() {
+	if c.HA != nil {
+		c.HA.fill()
+	}
 	for i := range c.Services {
 		s := &c.Services[i]
 		if s.Protocol == "" {
@@ -361,6 +366,9 @@ func (c *Config) Validate() error {
 	case "switch", "none":
 	default:
 		p.Addf("collector.throughput_from", "%q is not one of switch, none", c.Collector.ThroughputFrom)
+	}
+	if c.HA != nil {
+		c.HA.validate(&p)
 	}
 	for _, err := range c.Weighting.Validate() {
 		p.Add("weighting", err)
