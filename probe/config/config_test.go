@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -32,6 +33,29 @@ func TestLoadExample(t *testing.T) {
 	}
 	if c.BackendID != "web1" || c.Interval != 5*time.Second || len(c.ServicePorts) != 2 {
 		t.Errorf("example decoded to %+v", c)
+	}
+}
+
+// The commented collectors line of the example is valid in place of its collector line.
+func TestExampleCollectors(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "configs", "probe.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, n := regexp.MustCompile(`(?m)^collector = .*$`).ReplaceAllString(string(b), ""), 0
+	body = regexp.MustCompile(`(?m)^# (collectors = .*)$`).ReplaceAllStringFunc(body, func(s string) string {
+		n++
+		return strings.TrimPrefix(s, "# ")
+	})
+	if n != 1 {
+		t.Fatalf("%d commented collectors lines in the example, want 1", n)
+	}
+	c, err := Load(write(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.CollectorAddrs(); len(got) != 2 || c.Collector != "" {
+		t.Errorf("collectors %q, collector %q", got, c.Collector)
 	}
 }
 
