@@ -28,8 +28,9 @@ const usage = `Usage:
 
 The probe samples CPU, memory, established connections on the service ports, optional NIC
 throughput and an HTTP health check of the local service every interval, and sends one
-HMAC-authenticated UDP datagram to the collector. After a failed check it checks and
-reports every health.fast_interval until health.fast_rise checks in a row pass. With
+HMAC-authenticated UDP datagram to the collector (to every one, with collectors = [...]).
+After a failed check it checks and reports every health.fast_interval until
+health.fast_rise checks in a row pass. With
 [agent_check] listen set, it also answers HAProxy's agent check with up/down, ready/drain
 and a weight percentage.
 
@@ -154,7 +155,8 @@ func runAgent(cfg config.Config, stderr io.Writer) int {
 		log.Error("cannot start", "err", err)
 		return 1
 	}
-	udp := &agent.UDPSender{Addr: cfg.Collector}
+	collectors := cfg.CollectorAddrs()
+	udp := agent.NewMultiSender(collectors) // starts resolving names now, before the first report
 	defer udp.Close()
 	var sender agent.Sender = udp
 	if cfg.AgentCheck.Listen != "" {
@@ -208,7 +210,7 @@ func runAgent(cfg config.Config, stderr io.Writer) int {
 	if checker != nil {
 		a.Health = checker
 	}
-	log.Info("probe started", "collector", cfg.Collector, "interval", cfg.Interval, "scope", cfg.Scope,
+	log.Info("probe started", "collectors", collectors, "interval", cfg.Interval, "scope", cfg.Scope,
 		"service_ports", cfg.ServicePorts, "health_url", cfg.Health.URL, "fast_interval", cfg.Health.FastInterval,
 		"agent_check", cfg.AgentCheck.Listen)
 	if err := a.Run(ctx, drain); err != nil {
@@ -216,6 +218,9 @@ func runAgent(cfg config.Config, stderr io.Writer) int {
 		return 1
 	}
 	log.Info("probe stopped", "sent", a.Stats.Sent.Load(), "send_errors", a.Stats.SendErrors.Load())
+	for _, s := range udp.Senders {
+		log.Info("collector", "collector", s.Addr, "sent", s.Sent.Load(), "send_errors", s.Errors.Load())
+	}
 	return 0
 }
 

@@ -33,6 +33,7 @@ func TestCLI(t *testing.T) {
 	noCgroup, _ := writeConfig(t, "scope = \"cgroup\"\ncgroup_path = \"/not/a/cgroup\"\n")
 	pidfile, _ := writeConfig(t, "[service]\npidfile = \"/run/not-running.pid\"\n") // checked each interval, not at start
 	noServiceCgroup, _ := writeConfig(t, "[service]\ncgroup = \"/not/a/cgroup\"\n")
+	bothCollectors, _ := writeConfig(t, "collectors = [\"127.0.0.1:7946\", \"127.0.0.2:7946\"]\n")
 	tests := []struct {
 		name   string
 		args   []string
@@ -47,6 +48,7 @@ func TestCLI(t *testing.T) {
 		{"check cgroup", []string{"-check-config", "-config", noCgroup}, 1, nil, []string{"cgroup_path", "/not/a/cgroup"}},
 		{"check service pidfile", []string{"-check-config", "-config", pidfile}, 0, []string{"OK"}, nil},
 		{"check service cgroup", []string{"-check-config", "-config", noServiceCgroup}, 1, nil, []string{"service.cgroup", "/not/a/cgroup"}},
+		{"check collector and collectors", []string{"-check-config", "-config", bothCollectors}, 1, nil, []string{"collectors: set together with collector: use one"}},
 		{"missing config", []string{"-check-config", "-config", "/nonexistent/probe.toml"}, 1, nil, []string{"/nonexistent/probe.toml"}},
 		{"unknown flag", []string{"-bogus"}, 2, nil, []string{"-bogus", "Usage"}},
 		{"unknown command", []string{"-config", good, "dance"}, 2, nil, []string{`"dance"`}},

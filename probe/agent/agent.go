@@ -50,8 +50,8 @@ type Source struct {
 
 // Stats counts what the loop did; safe to read from another goroutine (for metrics).
 type Stats struct {
-	Sent         atomic.Uint64 // datagrams handed to the sender without error
-	SendErrors   atomic.Uint64 // sender failures (collector unreachable, no route)
+	Sent         atomic.Uint64 // reports that at least one collector took (the sender gave no error, or a *FanoutError with Delivered > 0)
+	SendErrors   atomic.Uint64 // failed sends (collector unreachable, no route), one per collector that failed
 	SampleErrors atomic.Uint64 // sampler failures, each sampler counted once per interval
 	Unsent       atomic.Uint64 // intervals with no report: capacity unknown or report invalid
 }
@@ -364,13 +364,37 @@ func (a *Agent) send(r *report.Report) {
 	}
 	a.buf = buf
 	if err := a.Sender.Send(buf); err != nil {
-		a.Stats.SendErrors.Add(1)
-		a.logLimited("send", "sending report failed", "seq", r.Seq, "err", err)
+		a.sendFailed(r.Seq, err)
 		return
 	}
 	a.Stats.Sent.Add(1)
 	a.Log.Debug("report sent", "seq", r.Seq, "flags", uint16(r.Flags), "cpu_util", r.CPUUtil,
 		"cpu_count", r.CPUCount, "mem_util", r.MemUtil, "conns", r.Conns, "health_status", r.HealthStatus)
+}
+
+// sendFailed counts and logs a failed send, each collector's failure of a *FanoutError on its
+// own, rate-limited per collector: one collector that stays down neither hides another's
+// failures nor is hidden by them.
+func (a *Agent) sendFailed(seq uint64, err error) {
+	failed := []error{err}
+	var fe *FanoutError
+	if errors.As(err, &fe) {
+		if fe.Delivered > 0 {
+			a.Stats.Sent.Add(1)
+		}
+		failed = failed[:0]
+		for _, f := range fe.Failed {
+			failed = append(failed, f)
+		}
+	}
+	for _, e := range failed {
+		a.Stats.SendErrors.Add(1)
+		key, args := "send", []any{"seq", seq, "err", e}
+		if se := (*SendError)(nil); errors.As(e, &se) {
+			key, args = "send:"+se.Addr, append(args, "collector", se.Addr)
+		}
+		a.logLimited(key, "sending report failed", args...)
+	}
 }
 
 // noteUnavailable logs, once per source, that its signal is not available on this machine (a

@@ -3,9 +3,12 @@ package config
 import (
 	"fmt"
 	"math"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +42,8 @@ const (
 	MaxFastRise     = 100
 	MaxJitter       = 0.5
 	MaxBackendIDLen = report.MaxIDLen
+	// MaxCollectors bounds collectors: each is one more datagram per report.
+	MaxCollectors = 8
 )
 
 // idChars are the characters the push protocol allows in a backend id.
@@ -50,8 +55,14 @@ type Config struct {
 	// BackendID names this backend to the collector; it must match the id in the
 	// collector's backend list. Default: the host name. 1-64 bytes of [A-Za-z0-9._-].
 	BackendID string `toml:"backend_id"`
-	// Collector is the collector's push address, "host:port" (UDP). Required; no default.
+	// Collector is the collector's push address, "host:port" (UDP). This or Collectors is
+	// required, not both; no default.
 	Collector string `toml:"collector"`
+	// Collectors lists the push addresses of several collectors, each "host:port" (UDP),
+	// 1-MaxCollectors of them, no two alike: every report goes to each (one controller each
+	// in active/standby HA, so that every one holds the same backend state). Use it instead
+	// of Collector, not with it. Default: empty.
+	Collectors []string `toml:"collectors"`
 	// KeyFile is the path of this backend's HMAC push key (the controller's `controller key`
 	// writes it). Required; the key is never written inline
 	// so that the config file can be world-readable while the key file is not.
@@ -224,11 +235,7 @@ func (c Config) Validate() error {
 	case strings.Trim(c.BackendID, idChars) != "":
 		p.Addf("backend_id", "%q: only letters, digits, '.', '_' and '-' are allowed", c.BackendID)
 	}
-	if c.Collector == "" {
-		p.Addf("collector", "required: the collector's UDP address as host:port")
-	} else {
-		p.Addr("collector", c.Collector, configs.Addr{Host: true})
-	}
+	c.validateCollectors(&p)
 	if c.KeyFile == "" {
 		p.Addf("key_file", "required: the path of this backend's push key file (`controller key` on the controller writes it)")
 	}
@@ -299,6 +306,67 @@ func (c Config) Validate() error {
 	c.validateAgentCheck(&p)
 	c.validateService(&p)
 	return p.Err()
+}
+
+// CollectorAddrs is the list of collectors every report goes to: Collectors, or Collector
+// alone. Call it on a validated Config.
+func (c Config) CollectorAddrs() []string {
+	if len(c.Collectors) > 0 {
+		return c.Collectors
+	}
+	if c.Collector != "" {
+		return []string{c.Collector}
+	}
+	return nil
+}
+
+// validateCollectors checks collector and collectors: exactly one of them, each address as a
+// destination (with a host), at most MaxCollectors, none twice.
+func (c Config) validateCollectors(p *configs.Problems) {
+	switch {
+	case c.Collector != "" && c.Collectors != nil:
+		p.Addf("collectors", "set together with collector: use one (collector for one address, collectors for several)")
+		return
+	case c.Collector != "":
+		p.Addr("collector", c.Collector, configs.Addr{Host: true})
+		return
+	case c.Collectors == nil:
+		p.Addf("collector", "required: the collector's UDP address as host:port, or collectors = [\"host:port\", ...] to report to several")
+		return
+	case len(c.Collectors) == 0:
+		p.Addf("collectors", "empty: give 1-%d UDP addresses as host:port", MaxCollectors)
+		return
+	case len(c.Collectors) > MaxCollectors:
+		p.Addf("collectors", "%d addresses, at most %d allowed", len(c.Collectors), MaxCollectors)
+	}
+	first := map[string]int{}
+	for i, addr := range c.Collectors {
+		key := fmt.Sprintf("collectors[%d]", i)
+		p.Addr(key, addr, configs.Addr{Host: true})
+		var q configs.Problems // whether that recorded a problem: only valid ones are compared
+		if q.Addr(key, addr, configs.Addr{Host: true}); q.Err() != nil {
+			continue
+		}
+		k := sameAddr(addr)
+		if j, seen := first[k]; seen {
+			p.Addf(key, "%q is collectors[%d] (%q) again", addr, j, c.Collectors[j])
+			continue
+		}
+		first[k] = i
+	}
+}
+
+// sameAddr is a form of a valid host:port in which two spellings of one address (host name
+// case, IP notation, leading zeros in the port) are equal.
+func sameAddr(addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.String()
+	} else {
+		host = strings.ToLower(strings.TrimSuffix(host, "."))
+	}
+	n, _ := strconv.Atoi(port)
+	return net.JoinHostPort(host, strconv.Itoa(n))
 }
 
 // validateService checks [service]: at most one way of finding the processes, each well formed.

@@ -3,6 +3,8 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +33,29 @@ func TestLoadExample(t *testing.T) {
 	}
 	if c.BackendID != "web1" || c.Interval != 5*time.Second || len(c.ServicePorts) != 2 {
 		t.Errorf("example decoded to %+v", c)
+	}
+}
+
+// The commented collectors line of the example is valid in place of its collector line.
+func TestExampleCollectors(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "configs", "probe.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, n := regexp.MustCompile(`(?m)^collector = .*$`).ReplaceAllString(string(b), ""), 0
+	body = regexp.MustCompile(`(?m)^# (collectors = .*)$`).ReplaceAllStringFunc(body, func(s string) string {
+		n++
+		return strings.TrimPrefix(s, "# ")
+	})
+	if n != 1 {
+		t.Fatalf("%d commented collectors lines in the example, want 1", n)
+	}
+	c, err := Load(write(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.CollectorAddrs(); len(got) != 2 || c.Collector != "" {
+		t.Errorf("collectors %q, collector %q", got, c.Collector)
 	}
 }
 
@@ -64,6 +89,7 @@ func TestLoadErrors(t *testing.T) {
 		{"integer duration", minimal + "interval = 5\n", "interval", "minimum"},
 		{"interval too long", minimal + "interval = \"2h\"\n", "interval", "maximum"},
 		{"collector missing", "backend_id = \"a\"\n", "collector", "required"},
+		{"collector missing names collectors", "backend_id = \"a\"\n", "collector", "or collectors"},
 		{"collector no port", strings.Replace(minimal, "127.0.0.1:7946", "127.0.0.1", 1), "collector", "host:port"},
 		{"collector no host", strings.Replace(minimal, "127.0.0.1:7946", ":7946", 1), "collector", "no host"},
 		{"collector port range", strings.Replace(minimal, "127.0.0.1:7946", "127.0.0.1:70000", 1), "collector", "outside"},
@@ -127,6 +153,67 @@ func TestLoadErrors(t *testing.T) {
 			msg := err.Error()
 			if !strings.Contains(msg, tt.key) || !strings.Contains(msg, tt.extra) {
 				t.Errorf("error %q does not name key %q with %q", msg, tt.key, tt.extra)
+			}
+		})
+	}
+}
+
+// collectorsOnly is minimal with its collector line taken out, for cases that give collectors.
+var collectorsOnly = strings.Replace(minimal, "collector = \"127.0.0.1:7946\"\n", "", 1)
+
+func TestCollectors(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want []string // the collectors accepted; nil: an error is expected
+		errs []string // substrings of the error, each
+	}{
+		{"single collector", minimal, []string{"127.0.0.1:7946"}, nil},
+		{"one in the list", collectorsOnly + `collectors = ["10.0.0.1:7946"]`, []string{"10.0.0.1:7946"}, nil},
+		{"two", collectorsOnly + `collectors = ["10.0.0.1:7946", "10.0.0.2:7946"]`, []string{"10.0.0.1:7946", "10.0.0.2:7946"}, nil},
+		{"names and ipv6", collectorsOnly + `collectors = ["ctl-a.example:7946", "[2001:db8::1]:7946", "ctl-b.example:7946"]`,
+			[]string{"ctl-a.example:7946", "[2001:db8::1]:7946", "ctl-b.example:7946"}, nil},
+		{"eight", collectorsOnly + `collectors = ["a:1", "a:2", "a:3", "a:4", "a:5", "a:6", "a:7", "a:8"]`,
+			[]string{"a:1", "a:2", "a:3", "a:4", "a:5", "a:6", "a:7", "a:8"}, nil},
+		{"nine", collectorsOnly + `collectors = ["a:1", "a:2", "a:3", "a:4", "a:5", "a:6", "a:7", "a:8", "a:9"]`, nil,
+			[]string{"collectors: 9 addresses, at most 8"}},
+		{"empty list", collectorsOnly + `collectors = []`, nil, []string{"collectors: empty"}},
+		{"both keys", minimal + `collectors = ["10.0.0.1:7946"]`, nil, []string{"collectors: set together with collector: use one"}},
+		{"neither", collectorsOnly, nil, []string{"collector: required", "or collectors"}},
+		{"no port", collectorsOnly + `collectors = ["10.0.0.1:7946", "10.0.0.2"]`, nil, []string{`collectors[1]: "10.0.0.2" is not host:port`}},
+		{"no host", collectorsOnly + `collectors = [":7946"]`, nil, []string{`collectors[0]: ":7946" has no host`}},
+		{"port range", collectorsOnly + `collectors = ["10.0.0.1:7946", "10.0.0.2:70000"]`, nil, []string{`collectors[1]: "10.0.0.2:70000": port 70000 is outside 1-65535`}},
+		{"port name", collectorsOnly + `collectors = ["10.0.0.1:push"]`, nil, []string{`collectors[0]: "10.0.0.1:push": port "push" is not a number`}},
+		{"empty entry", collectorsOnly + `collectors = ["10.0.0.1:7946", ""]`, nil, []string{`collectors[1]: "" is not host:port`}},
+		{"every bad entry reported", collectorsOnly + `collectors = ["x", "10.0.0.1:7946", ":1"]`, nil,
+			[]string{`collectors[0]: "x"`, `collectors[2]: ":1" has no host`}},
+		{"duplicate", collectorsOnly + `collectors = ["10.0.0.1:7946", "10.0.0.2:7946", "10.0.0.1:7946"]`, nil,
+			[]string{`collectors[2]: "10.0.0.1:7946" is collectors[0] ("10.0.0.1:7946") again`}},
+		{"duplicate spelt differently", collectorsOnly + `collectors = ["[2001:db8::1]:7946", "[2001:DB8:0::1]:07946"]`, nil,
+			[]string{`collectors[1]: "[2001:DB8:0::1]:07946" is collectors[0] ("[2001:db8::1]:7946") again`}},
+		{"duplicate name case", collectorsOnly + `collectors = ["Ctl-A.example:7946", "ctl-a.example.:7946"]`, nil,
+			[]string{`collectors[1]: "ctl-a.example.:7946" is collectors[0]`}},
+		{"wrong type", collectorsOnly + `collectors = "10.0.0.1:7946"`, nil, []string{"collectors", "incompatible"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(write(t, tt.body+"\n"))
+			if tt.want != nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := c.CollectorAddrs(); !slices.Equal(got, tt.want) {
+					t.Errorf("collectors %q, want %q", got, tt.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error for:\n%s", tt.body)
+			}
+			for _, e := range tt.errs {
+				if !strings.Contains(err.Error(), e) {
+					t.Errorf("error %q lacks %q", err, e)
+				}
 			}
 		})
 	}
