@@ -171,8 +171,8 @@ func TestPacketInDecode(t *testing.T) {
 
 // FuzzSessionReader feeds arbitrary bytes through the session's header-first reader with an
 // Apply stage, a multipart request, a probe and a role request waiting, and through the
-// handshake reader.
-// Neither may panic; what a waiter holds stays within its bounds.
+// handshake reader. Neither may panic; what a waiter holds stays within its bounds, and Role
+// only ever holds a role a switch can confirm.
 func FuzzSessionReader(f *testing.F) {
 	for _, s := range seedMessages(f) {
 		f.Add(s)
