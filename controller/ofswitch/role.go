@@ -3,7 +3,6 @@ package ofswitch
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -168,25 +167,22 @@ func IsStale(err error) bool { return isOpError(err, errTypeRoleRequestFailed, e
 // SLAVE on it (OFPET_BAD_REQUEST/OFPBRC_IS_SLAVE): another controller is MASTER.
 func IsSlave(err error) bool { return isOpError(err, errTypeBadRequest, errCodeIsSlave) }
 
-// isOpError reports whether any *OpError in err's tree (Apply joins several) has typ/code.
+// isOpError reports whether any *OpError in err's tree has typ/code: errors.As would stop
+// at the first one, and Apply joins one per refused message.
 func isOpError(err error, typ, code uint16) bool {
-	if err == nil {
+	switch e := err.(type) {
+	case nil:
 		return false
-	}
-	var oe *OpError
-	if errors.As(err, &oe) && oe.Type == typ && oe.Code == code {
-		return true
-	}
-	// errors.As stops at the first *OpError; a joined error may hold others.
-	switch u := err.(type) {
+	case *OpError:
+		return e.Type == typ && e.Code == code
 	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			if isOpError(e, typ, code) {
+		for _, inner := range e.Unwrap() {
+			if isOpError(inner, typ, code) {
 				return true
 			}
 		}
 	case interface{ Unwrap() error }:
-		return isOpError(u.Unwrap(), typ, code)
+		return isOpError(e.Unwrap(), typ, code)
 	}
 	return false
 }
