@@ -1,6 +1,7 @@
 // Package ofswitch owns the OpenFlow 1.3 sessions with switches: the listener, HELLO and
 // FEATURES, echo keepalives, transaction ids, applying planned messages confirmed by a
-// Barrier reply, reading back group and flow state, and delivering packet-ins.
+// Barrier reply, reading back group and flow state, delivering packet-ins, and asking for and
+// tracking the session's controller role.
 //
 // It must not decide what to install (that is controller/dataplane) nor parse probe reports.
 //
@@ -24,6 +25,19 @@
 //     alone (ErrReplyTooLarge, ErrMalformed) while the rest of it is discarded.
 //   - Connections: Config.MaxHandshakes bounds connections still in HELLO/FEATURES (more are
 //     closed at accept) and Config.MaxSwitches the connected datapath ids.
+//
+// # Controller roles
+//
+// For high availability several controllers connect to every switch, and the switch fences
+// them (OpenFlow 1.3.5 §6.3.5): RequestRole asks for MASTER or SLAVE with a generation_id;
+// the switch refuses a generation older than the newest it has seen (IsStale) and every write
+// from a SLAVE (IsSlave, on Apply's errors). Role is what the switch last confirmed for this
+// session, EQUAL until it says otherwise, and RoleChanged wakes a watcher when that changes,
+// also when the switch demotes us on its own: Open vSwitch then sends OpenFlow 1.4's role
+// status, to 1.3 controllers as the ONF extension ONFT_ROLE_STATUS (OFPT_EXPERIMENTER,
+// experimenter 0x4F4E4600, exp_type 1911), which the reader takes like any reply, bounded and
+// never as a fault. Which role to ask for is the caller's decision (docs/design.md,
+// "Controller roles").
 //
 // # Who owns a datapath id
 //

@@ -9,8 +9,9 @@ var (
 	// ErrBarrierTimeout: no BARRIER_REPLY within Config.BarrierTimeout. The stage's
 	// messages may or may not be in effect; the caller should resync from a read-back.
 	ErrBarrierTimeout = errors.New("barrier reply timed out")
-	// ErrReplyTimeout: a MULTIPART_REPLY part did not arrive within Config.BarrierTimeout.
-	ErrReplyTimeout = errors.New("multipart reply timed out")
+	// ErrReplyTimeout: a MULTIPART_REPLY part, or the ROLE_REPLY to RequestRole, did not
+	// arrive within Config.BarrierTimeout.
+	ErrReplyTimeout = errors.New("reply timed out")
 	// ErrEchoTimeout: the switch sent nothing, not even an ECHO_REPLY, for EchoTimeout.
 	ErrEchoTimeout = errors.New("switch silent past echo timeout")
 	// ErrReplaced: the same datapath id connected again while this session did not answer

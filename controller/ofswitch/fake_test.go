@@ -41,6 +41,14 @@ type fakeSwitch struct {
 
 	mu     sync.Mutex
 	groups map[uint32]bool
+	// Controller role as Open vSwitch keeps it for this one connection: the generation is
+	// checked for MASTER and SLAVE requests (wrapping comparison, ofproto/connmgr.c), and a
+	// SLAVE's group mods are refused with OFPBRC_IS_SLAVE.
+	role       uint32
+	gen        uint64
+	genDefined bool
+	// roleHook, when set, answers ROLE_REQUESTs instead (malformed replies, silence).
+	roleHook func(fr frame)
 
 	recv chan frame // every message the controller sent, in order
 	eof  chan struct{}
@@ -48,7 +56,7 @@ type fakeSwitch struct {
 
 func newFake(t *testing.T, dpid uint64) *fakeSwitch {
 	f := &fakeSwitch{t: t, dpid: dpid, helloVersion: version13, helloBitmap: 1 << version13,
-		groups: map[uint32]bool{}, recv: make(chan frame, 1024), eof: make(chan struct{})}
+		groups: map[uint32]bool{}, recv: make(chan frame, 1024), eof: make(chan struct{}), role: 1}
 	f.answerBarrier.Store(true)
 	f.answerEcho.Store(true)
 	return f
@@ -124,6 +132,12 @@ func (f *fakeSwitch) serve() {
 			}
 		case of.TypeGroupMod:
 			f.groupMod(fr)
+		case of.TypeRoleRequest:
+			if f.roleHook != nil {
+				f.roleHook(fr)
+			} else {
+				f.roleRequest(fr)
+			}
 		case of.TypeMultipartRequest:
 			parts := f.descParts
 			if len(parts) == 0 {
@@ -146,15 +160,76 @@ func (f *fakeSwitch) serve() {
 	}
 }
 
+// reject answers fr with an OFPT_ERROR carrying its first 64 bytes, as Open vSwitch does.
+func (f *fakeSwitch) reject(fr frame, typ, code uint16) {
+	raw, _ := encodeMessage(fr.h.Type, fr.h.Xid, rawBody(fr.body))
+	f.send(of.TypeError, fr.h.Xid, errorBody(typ, code, raw[:min(64, len(raw))]))
+}
+
+// roleRequest is handle_role_request of Open vSwitch's ofproto.c for one connection.
+func (f *fakeSwitch) roleRequest(fr frame) {
+	role, gen := binary.BigEndian.Uint32(fr.body[0:4]), binary.BigEndian.Uint64(fr.body[8:16])
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if role != 0 { // not NOCHANGE
+		if role != 1 { // MASTER and SLAVE carry a generation
+			if f.genDefined && int64(gen-f.gen) < 0 {
+				f.reject(fr, errTypeRoleRequestFailed, errCodeStale)
+				return
+			}
+			f.gen, f.genDefined = gen, true
+		}
+		f.role = role
+	}
+	f.send(of.TypeRoleReply, fr.h.Xid, roleBody(f.role, f.replyGen()))
+}
+
+func (f *fakeSwitch) replyGen() uint64 {
+	if !f.genDefined {
+		return ^uint64(0)
+	}
+	return f.gen
+}
+
+// roleBody is an ofp_role_request/ofp_role_reply body.
+func roleBody(role uint32, gen uint64) []byte {
+	b := make([]byte, roleBodyLen)
+	binary.BigEndian.PutUint32(b[0:4], role)
+	binary.BigEndian.PutUint64(b[8:16], gen)
+	return b
+}
+
+// roleStatusBody is an ONFT_ROLE_STATUS body as Open vSwitch sends it to an OpenFlow 1.3
+// controller (ofputil_encode_role_status), followed by props.
+func roleStatusBody(role uint32, reason uint8, gen uint64, props []byte) []byte {
+	b := make([]byte, experimenterHeaderLen+roleStatusLen, experimenterHeaderLen+roleStatusLen+len(props))
+	binary.BigEndian.PutUint32(b[0:4], onfExperimenter)
+	binary.BigEndian.PutUint32(b[4:8], onfRoleStatus)
+	binary.BigEndian.PutUint32(b[8:12], role)
+	b[12] = reason
+	binary.BigEndian.PutUint64(b[16:24], gen)
+	return append(b, props...)
+}
+
+// demote is what Open vSwitch does to this connection when another controller becomes
+// MASTER with generation gen: SLAVE, and a role status saying so.
+func (f *fakeSwitch) demote(gen uint64) {
+	f.mu.Lock()
+	f.role, f.gen, f.genDefined = 3, gen, true
+	f.mu.Unlock()
+	f.send(of.TypeExperiment, 0, roleStatusBody(3, 0, gen, nil))
+}
+
 func (f *fakeSwitch) groupMod(fr frame) {
 	cmd := binary.BigEndian.Uint16(fr.body[0:2])
 	id := binary.BigEndian.Uint32(fr.body[4:8])
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	reject := func(code uint16) {
-		raw, _ := encodeMessage(fr.h.Type, fr.h.Xid, rawBody(fr.body))
-		f.send(of.TypeError, fr.h.Xid, errorBody(6, code, raw[:min(64, len(raw))]))
+	if f.role == 3 {
+		f.reject(fr, errTypeBadRequest, errCodeIsSlave)
+		return
 	}
+	reject := func(code uint16) { f.reject(fr, 6, code) }
 	switch cmd {
 	case 0: // add
 		if f.groups[id] {

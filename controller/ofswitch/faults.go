@@ -15,7 +15,7 @@ const (
 	FaultUnsolicitedReply                   // a reply whose xid no request waits for (or a duplicate)
 	FaultMultipartTypeMismatch              // a MULTIPART_REPLY of another type than requested
 	FaultMultipartTooLarge                  // a multipart reply above its byte or part limit
-	FaultMalformedReply                     // a reply too short to decode
+	FaultMalformedReply                     // a reply that does not decode (too short; a ROLE_REPLY not 16 bytes or of no role)
 	FaultIgnoredMessage                     // a message type the session does not use, discarded unread
 	FaultBadVersion                         // a message not in OpenFlow 1.3 after negotiating it
 	FaultWriteQueueFull                     // the peer did not read: its replies piled up
@@ -26,6 +26,7 @@ const (
 	FaultDuplicateDatapath                  // a second connection claimed a live datapath id
 	FaultIdentityMismatch                   // a datapath id claimed with a certificate it is not bound to
 	FaultMalformedHeader                    // a header whose length cannot hold it: the stream is lost
+	FaultMalformedRoleStatus                // an ONF role status (OFPT_EXPERIMENTER) that does not decode, discarded
 	numFaults
 )
 
@@ -35,6 +36,7 @@ var faultNames = [numFaults]string{
 	"multipart_too_large", "malformed_reply", "ignored_message", "bad_version",
 	"write_queue_full", "write_timeout", "handshake_failed", "too_many_handshakes",
 	"too_many_switches", "duplicate_datapath", "identity_mismatch", "malformed_header",
+	"malformed_role_status",
 }
 
 // String is the fault's metric label value.

@@ -226,7 +226,8 @@ func bareSwitch(r io.Reader, cfg Config) *Switch {
 	srv := &Server{cfg: cfg, now: time.Now, switches: map[uint64]*Switch{}}
 	srv.lim = ratelog.New(cfg.Logger, nil)
 	return &Switch{srv: srv, cfg: cfg, br: bufio.NewReader(r), remote: "test", log: cfg.Logger, lim: srv.lim,
-		pending: map[uint32]*waiter{}, out: newOutQueue(cfg), packetIns: make(chan PacketIn, 1), done: make(chan struct{})}
+		pending: map[uint32]*waiter{}, out: newOutQueue(cfg), packetIns: make(chan PacketIn, 1), done: make(chan struct{}),
+		roleChanged: make(chan struct{}, 1)}
 }
 
 // readN runs the reader's routing on n messages of r.

@@ -80,8 +80,10 @@ func (sw *Switch) route(h header, n int) error {
 		return nil
 	case of.TypePacketIn:
 		return sw.routePacketIn(h, n)
-	case of.TypeEchoReply, of.TypeError, of.TypeBarrierReply, of.TypeMultipartReply:
+	case of.TypeEchoReply, of.TypeError, of.TypeBarrierReply, of.TypeMultipartReply, of.TypeRoleReply:
 		return sw.routeReply(h, n)
+	case of.TypeExperiment:
+		return sw.routeExperimenter(h, n) // ONFT_ROLE_STATUS (role.go); others are ignored
 	}
 	sw.fault(FaultIgnoredMessage, "message not used by the session, discarded", "type", h.Type.String(), "xid", h.Xid, "bytes", int(h.Length))
 	return sw.skip(n)
@@ -137,7 +139,7 @@ func (sw *Switch) routeReply(h header, n int) error {
 		case w == nil || !w.expects(h.Type):
 		case w.kind == waitApply:
 			w.deliver(f)
-		case w.kind == waitMultipart:
+		case w.kind == waitMultipart, w.kind == waitRole:
 			w.finish(&f, nil)
 		}
 		return nil
@@ -158,6 +160,8 @@ func (sw *Switch) routeReply(h header, n int) error {
 			sw.fault(FaultUnsolicitedReply, "repeated reply, discarded", "type", h.Type.String(), "xid", h.Xid)
 		}
 		return sw.skip(n)
+	case waitRole:
+		return sw.routeRoleReply(w, h, n)
 	}
 	return sw.routeMultipart(w, h, n)
 }

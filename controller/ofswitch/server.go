@@ -378,6 +378,8 @@ func (s *Server) handshake(c net.Conn) (*Switch, error) {
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 		packetIns: make(chan PacketIn, s.cfg.PacketInQueue),
+
+		roleChanged: make(chan struct{}, 1),
 	}
 	send := func(t of.Type, xid uint32, body rawBody) error {
 		b, err := encodeMessage(t, xid, body)

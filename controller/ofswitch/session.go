@@ -52,6 +52,9 @@ type Switch struct {
 	echoRTT       atomic.Int64
 	echoXid       atomic.Uint32 // xid of our last keepalive ECHO_REQUEST
 	echoSent      atomic.Int64  // when it was queued, srv.now() in Unix nanoseconds
+
+	role        atomic.Pointer[RoleReply] // last role the switch confirmed; nil: EQUAL (role.go)
+	roleChanged chan struct{}             // capacity 1: a token when role changes
 }
 
 // Result reports a successful Apply.

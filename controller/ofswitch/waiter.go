@@ -14,6 +14,7 @@ const (
 	waitApply     waitKind = iota // OFPT_ERRORs and the BARRIER_REPLY of one stage
 	waitMultipart                 // the parts of one MULTIPART_REPLY, or an OFPT_ERROR
 	waitEcho                      // the ECHO_REPLY to a liveness probe
+	waitRole                      // the ROLE_REPLY to a role request, or an OFPT_ERROR
 )
 
 // waiter collects what the reader routes to one request, without ever blocking the reader,
@@ -34,8 +35,9 @@ type waiter struct {
 	buf    []byte          // waitMultipart: payloads so far
 	parts  int             // waitMultipart
 	last   bool            // waitMultipart: the final part arrived
-	err    error           // waitMultipart: the reply was refused
-	errF   *frame          // waitMultipart: the switch answered with OFPT_ERROR
+	err    error           // waitMultipart, waitRole: the reply was refused
+	errF   *frame          // waitMultipart, waitRole: the switch answered with OFPT_ERROR
+	role   RoleReply       // waitRole: the decoded reply
 	closed bool            // finished: anything more is unsolicited
 }
 
@@ -85,6 +87,27 @@ func (w *waiter) finish(errF *frame, err error) bool {
 	w.mu.Unlock()
 	w.wake()
 	return true
+}
+
+// finishRole closes a role waiter with its decoded reply; accepted runs after the reply is
+// taken and before the requester wakes. false if the waiter was already finished.
+func (w *waiter) finishRole(rr RoleReply, accepted func()) bool {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return false
+	}
+	w.closed, w.role = true, rr
+	w.mu.Unlock()
+	accepted()
+	w.wake()
+	return true
+}
+
+func (w *waiter) roleState() (rr RoleReply, err error, errF *frame) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.role, w.err, w.errF
 }
 
 // room reports whether one more multipart part of n payload bytes fits the limit, and if
@@ -158,6 +181,8 @@ func (w *waiter) expects(t of.Type) bool {
 		return t == of.TypeError || t == of.TypeMultipartReply
 	case waitEcho:
 		return t == of.TypeEchoReply
+	case waitRole:
+		return t == of.TypeError || t == of.TypeRoleReply
 	}
 	return false
 }

@@ -25,9 +25,12 @@ const DPIDBase uint64 = 0xf1e0000000000000
 // AddBridge creates bridge NAME with datapath_type=netdev,
 // protocols=OpenFlow13, a fixed datapath id and in-band control disabled
 // (no hidden flows). controller is an OVS target such as
-// "tcp:127.0.0.1:6653", or "" for none; failMode is "secure",
-// "standalone" or "" (OVS default, standalone: NORMAL switching when no
-// controller is connected).
+// "tcp:127.0.0.1:6653", or "" for none; several targets separated by
+// spaces ("tcp:127.0.0.1:6653 tcp:127.0.0.1:6654") give the bridge one
+// controller each (ovs-vsctl set-controller takes a list; a target never
+// contains a space), as controller high availability needs. failMode is
+// "secure", "standalone" or "" (OVS default, standalone: NORMAL switching
+// when no controller is connected).
 func (o *OVS) AddBridge(name, controller, failMode string) (*Bridge, error) {
 	switch failMode {
 	case "", "secure", "standalone":
@@ -56,8 +59,8 @@ func (o *OVS) AddBridge(name, controller, failMode string) (*Bridge, error) {
 	if failMode != "" {
 		args = append(args, "fail_mode="+failMode)
 	}
-	if controller != "" {
-		args = append(args, "--", "set-controller", full, controller)
+	if targets := strings.Fields(controller); len(targets) > 0 {
+		args = append(append(args, "--", "set-controller", full), targets...)
 	}
 	if _, err := o.Vsctl(args...); err != nil {
 		return nil, fmt.Errorf("bridge %q: %w\n%s", name, err, Tail(o.VswitchdLog(), 20))
