@@ -24,11 +24,20 @@ type FakeConn struct {
 	applies int
 	done    chan struct{}
 	closed  bool
+
+	// Roles as Open vSwitch keeps them for this controller's session: the role, and the
+	// switch-wide newest generation id (genSet: one was given).
+	role        ofp.ControllerRole
+	gen         uint64
+	genSet      bool
+	roleChanged chan struct{}
+	requests    int
 }
 
 // NewFakeConn is a fake session with an empty switch.
 func NewFakeConn(dpid uint64) *FakeConn {
-	return &FakeConn{DPID: dpid, sw: dataplane.NewFakeSwitch(), done: make(chan struct{})}
+	return &FakeConn{DPID: dpid, sw: dataplane.NewFakeSwitch(), done: make(chan struct{}),
+		role: ofp.ControllerRoleEqual, roleChanged: make(chan struct{}, 1)}
 }
 
 func (f *FakeConn) DatapathID() uint64 { return f.DPID }
@@ -113,6 +122,14 @@ func (f *FakeConn) Apply(ctx context.Context, stages ...[]ofswitch.Message) (ofs
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.role == ofp.ControllerRoleSlave {
+		for _, st := range stages {
+			if len(st) > 0 {
+				return ofswitch.Result{}, &ofswitch.OpError{DatapathID: f.DPID, Msg: st[0], Type: 1, Code: 10,
+					TypeName: "OFPET_BAD_REQUEST", CodeName: "OFPBRC_IS_SLAVE"}
+			}
+		}
+	}
 	if err := f.sw.ApplyPlan(stages); err != nil {
 		return ofswitch.Result{}, err
 	}
@@ -122,4 +139,55 @@ func (f *FakeConn) Apply(ctx context.Context, stages ...[]ofswitch.Message) (ofs
 		n += len(s)
 	}
 	return ofswitch.Result{BarrierRTT: make([]time.Duration, len(stages)), Messages: n}, nil
+}
+
+// RequestRole checks the generation id as Open vSwitch does (older than the newest seen:
+// stale) and takes the role.
+func (f *FakeConn) RequestRole(ctx context.Context, role ofp.ControllerRole, gen uint64) (ofswitch.RoleReply, error) {
+	if err := f.wait(ctx); err != nil {
+		return ofswitch.RoleReply{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests++
+	if role == ofp.ControllerRoleMaster || role == ofp.ControllerRoleSlave {
+		if f.genSet && int64(gen-f.gen) < 0 {
+			return ofswitch.RoleReply{}, &ofswitch.OpError{DatapathID: f.DPID, Type: 11, Code: 0,
+				TypeName: "OFPET_ROLE_REQUEST_FAILED", CodeName: "OFPRRFC_STALE"}
+		}
+		f.gen, f.genSet = gen, true
+	}
+	if role != ofp.ControllerRoleNoChange {
+		f.role = role
+	}
+	return ofswitch.RoleReply{Role: f.role, GenerationID: f.gen}, nil
+}
+
+// Role is the role the fake switch holds for us.
+func (f *FakeConn) Role() ofswitch.RoleReply {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return ofswitch.RoleReply{Role: f.role, GenerationID: f.gen}
+}
+
+// RoleChanged is poked by Takeover.
+func (f *FakeConn) RoleChanged() <-chan struct{} { return f.roleChanged }
+
+// Takeover is another controller becoming master with gen: we are made SLAVE and told so.
+func (f *FakeConn) Takeover(gen uint64) {
+	f.mu.Lock()
+	f.gen, f.genSet = gen, true
+	f.role = ofp.ControllerRoleSlave
+	f.mu.Unlock()
+	select {
+	case f.roleChanged <- struct{}{}:
+	default:
+	}
+}
+
+// RoleRequests counts role requests.
+func (f *FakeConn) RoleRequests() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests
 }

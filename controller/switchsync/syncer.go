@@ -26,6 +26,25 @@ type Conn interface {
 	Multipart(ctx context.Context, typ ofp.MultipartType, body io.WriterTo) ([]byte, error)
 	Apply(ctx context.Context, stages ...[]ofswitch.Message) (ofswitch.Result, error)
 	Done() <-chan struct{}
+	// RequestRole, Role and RoleChanged are the switch's controller roles (HA): the role it
+	// last confirmed, and a poke when it tells us ours changed.
+	RequestRole(ctx context.Context, role ofp.ControllerRole, gen uint64) (ofswitch.RoleReply, error)
+	Role() ofswitch.RoleReply
+	RoleChanged() <-chan struct{}
+}
+
+// Lead is the controllers' election as a syncer sees it (docs/ha.md). With a Lead, a syncer
+// writes only in a term it leads, after the switch confirmed it MASTER with that term as the
+// generation id; otherwise it holds SLAVE and only reads. The switch is the fence: a deposed
+// leader's role request is stale and its writes are refused, whatever it believes.
+type Lead interface {
+	// Leading is the term this controller may write in; it is asked right before each write.
+	Leading() (term uint64, ok bool)
+	// Term is the current leader's term as observed (0: none known yet): a standby's SLAVE
+	// request carries it, since the switch refuses a generation id older than it has seen.
+	Term() uint64
+	// StepDown says a switch refused us in term (a newer leader holds it): give up leading.
+	StepDown(term uint64, reason string)
 }
 
 // Metrics are the counters every syncer adds to (shared, so one series for the fleet); nil
@@ -61,6 +80,9 @@ type Config struct {
 	// Plans is the planner's output shared with the other syncers; nil plans alone.
 	Plans   *Plans
 	Metrics Metrics
+	// Lead is the election; nil without HA: this controller is the only one, writes without
+	// asking for a role, and the switch keeps it EQUAL.
+	Lead Lead
 }
 
 // Status is what a syncer publishes after each step. Never modified once published.
@@ -85,6 +107,13 @@ type Status struct {
 	RatesAt time.Time
 	// CountedAt is when the counters were last read (zero: never).
 	CountedAt time.Time
+	// Role is this controller's role on the switch as the switch last confirmed it ("equal"
+	// without HA, "master" or "slave"); Term the generation id it was confirmed with.
+	Role string
+	Term uint64
+	// Confirmed is when the switch first acknowledged a barrier from us as MASTER in Term
+	// (zero: not yet): the takeover is complete on this switch.
+	Confirmed time.Time
 }
 
 // Syncer keeps one switch in step with the latest intent. Create it with New and run it with
@@ -105,6 +134,11 @@ type Syncer struct {
 	countSeq   uint64
 	countTimer *time.Timer
 	st         Status
+	// master is the term the switch confirmed us MASTER in (0: not master); slave the term
+	// it confirmed us SLAVE in, and slaveOK whether it did.
+	master  uint64
+	slave   uint64
+	slaveOK bool
 }
 
 // New makes a syncer for cfg.Conn; it does nothing until Run.
@@ -123,6 +157,7 @@ func New(cfg Config) *Syncer {
 		s.st.DPID = cfg.Conn.DatapathID()
 	}
 	s.st.OVS = cfg.OVS
+	s.st.Role = "equal"
 	s.publish()
 	return s
 }
@@ -179,6 +214,8 @@ func (s *Syncer) Run(ctx context.Context) {
 				s.readCounters(ctx, in)
 			}
 			continue
+		case <-s.cfg.Conn.RoleChanged():
+			s.roleChanged()
 		}
 		in := s.latest.Load()
 		if in == nil {
@@ -224,6 +261,7 @@ func (s *Syncer) step(ctx context.Context, in *intent.Intent) {
 // stage by stage with barriers, and records the result.
 func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 	sw := s.cfg.Conn
+	term, write := s.role(ctx)
 	if s.resync || !s.known {
 		cur, err := s.readBack(ctx, in)
 		if err != nil {
@@ -255,9 +293,28 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 			s.cfg.Observed()
 		}
 	}
+	if !write {
+		// A standby reads the switch back at every intent: its seeds then follow what the
+		// leader wrote, and a takeover starts from the switch's weights.
+		s.resync = true
+		s.publish()
+		return
+	}
 	desired = Hold(desired, s.current, in)
 	desired = dataplane.KeepSlots(desired, s.current) // stateless: move only the slots that must
 	plan := dataplane.Plan(desired, s.current)
+	confirm := s.cfg.Lead != nil && s.st.Confirmed.IsZero()
+	if len(plan) == 0 && confirm {
+		// A new leader confirms by barrier that the switch takes its writes, even when the
+		// switch already holds what it wants.
+		plan = [][]ofswitch.Message{{}}
+	}
+	if s.cfg.Lead != nil {
+		if t, ok := s.cfg.Lead.Leading(); !ok || t != term {
+			s.resync = true
+			return // the lease ran out while we planned
+		}
+	}
 	if len(plan) == 0 {
 		s.planned, s.st.Seq, s.st.Known = in.Gen, in.Seq, true
 		s.applied = weightsOf(svcs)
@@ -276,6 +333,13 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 	if err != nil {
 		// Part of the plan may have been applied: read back before planning again.
 		s.resync = true
+		if s.cfg.Lead != nil && ofswitch.IsSlave(err) {
+			s.master = 0
+			s.st.Role, s.st.Confirmed = "slave", time.Time{}
+			s.publish()
+			s.cfg.Lead.StepDown(term, fmt.Sprintf("switch %s refused our write as from a slave: another controller is master", sw))
+			return
+		}
 		inc(s.cfg.Metrics.RewriteErrors)
 		s.cfg.Event("error", "", fmt.Sprintf("switch %s: rewrite failed: %v", sw, err))
 		s.cfg.Logger.Error("rewrite failed; will resync", "dpid", sw.String(), "messages", n, "err", err)
@@ -286,6 +350,12 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 		for _, d := range res.BarrierRTT {
 			m.Observe(d.Seconds())
 		}
+	}
+	if confirm {
+		s.st.Confirmed = s.cfg.Now()
+		s.cfg.Logger.Info("switch confirmed this controller as master", "dpid", sw.String(), "term", term,
+			"messages", n, "barrier_rtt", elapsed.Round(time.Microsecond).String())
+		s.cfg.Event("role", "", fmt.Sprintf("switch %s: master in term %d, confirmed by barrier", sw, term))
 	}
 	inc(s.cfg.Metrics.Rewrites)
 	s.logChanges(in, svcs, n, elapsed)
@@ -343,7 +413,9 @@ func (s *Syncer) repair(ctx context.Context, in *intent.Intent) {
 		s.cfg.Logger.Warn("read-back failed", "dpid", sw.String(), "err", err)
 		return
 	}
-	if s.known && !cur.Equal(s.current) {
+	// A standby's switch changes under it whenever the leader writes: that is not drift.
+	standby := s.cfg.Lead != nil && s.master == 0
+	if s.known && !standby && !cur.Equal(s.current) {
 		inc(s.cfg.Metrics.Drift)
 		s.cfg.Event("drift", "", "switch "+sw.String()+": state differs from what was applied; repairing")
 		s.cfg.Logger.Warn("drift detected; repairing", "dpid", sw.String(), "diff", diffSummary(s.current, cur))
@@ -465,3 +537,106 @@ func inc(c prometheus.Counter) {
 
 // Conn is the session this syncer drives.
 func (s *Syncer) Conn() Conn { return s.cfg.Conn }
+
+// role brings the switch's view of our role in line with the election before a sync, and
+// reports the term and whether this sync may write. Without a Lead it always may.
+func (s *Syncer) role(ctx context.Context) (term uint64, write bool) {
+	if s.cfg.Lead == nil {
+		return 0, true
+	}
+	sw := s.cfg.Conn
+	term, lead := s.cfg.Lead.Leading()
+	if !lead {
+		s.becomeSlave(ctx)
+		return 0, false
+	}
+	if s.master == term {
+		if r := sw.Role(); r.Role == ofp.ControllerRoleMaster && r.GenerationID == term {
+			return term, true
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*s.barrierTimeout())
+	defer cancel()
+	r, err := sw.RequestRole(cctx, ofp.ControllerRoleMaster, term)
+	switch {
+	case ofswitch.IsStale(err):
+		s.master = 0
+		s.cfg.Lead.StepDown(term, fmt.Sprintf("switch %s refused term %d as stale: a newer leader has claimed it", sw, term))
+		return 0, false
+	case err != nil:
+		s.cfg.Logger.Warn("master role request failed", "dpid", sw.String(), "term", term, "err", err)
+		return 0, false
+	case r.Role != ofp.ControllerRoleMaster || r.GenerationID != term:
+		s.cfg.Logger.Warn("switch answered a master role request with another role", "dpid", sw.String(), "term", term,
+			"role", roleName(r.Role), "generation_id", r.GenerationID)
+		return 0, false
+	}
+	s.master, s.slaveOK = term, false
+	s.st.Role, s.st.Term, s.st.Confirmed = "master", term, time.Time{}
+	s.resync = true // read back as master: the previous leader may have written until now
+	s.publish()
+	return term, true
+}
+
+// becomeSlave asks the switch for SLAVE with the newest term we know of, once per term: a
+// standby then never gets packet-ins to answer and cannot write even by mistake.
+func (s *Syncer) becomeSlave(ctx context.Context) {
+	sw := s.cfg.Conn
+	term := s.cfg.Lead.Term()
+	if s.master != 0 {
+		s.master = 0
+		s.st.Confirmed = time.Time{}
+	}
+	if s.slaveOK && s.slave >= term && sw.Role().Role == ofp.ControllerRoleSlave {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*s.barrierTimeout())
+	defer cancel()
+	r, err := sw.RequestRole(cctx, ofp.ControllerRoleSlave, term)
+	if err != nil {
+		// Stale: the switch has seen a newer term than we have; the next intent carries it.
+		s.cfg.Logger.Debug("slave role request failed", "dpid", sw.String(), "term", term, "err", err)
+		s.slaveOK = false
+		return
+	}
+	s.slave, s.slaveOK = term, true
+	s.st.Role, s.st.Term = roleName(r.Role), r.GenerationID
+	s.publish()
+}
+
+// roleChanged handles the switch telling us our role changed (another controller became
+// master): we are no longer master, whatever the election last said.
+func (s *Syncer) roleChanged() {
+	r := s.cfg.Conn.Role()
+	s.st.Role = roleName(r.Role)
+	if r.Role != ofp.ControllerRoleMaster && s.master != 0 {
+		term := s.master
+		s.master, s.st.Confirmed = 0, time.Time{}
+		s.resync = true
+		if s.cfg.Lead != nil {
+			if t, ok := s.cfg.Lead.Leading(); ok && t == term {
+				s.cfg.Lead.StepDown(term, fmt.Sprintf("switch %s made another controller master (generation id %d)", s.cfg.Conn, r.GenerationID))
+			}
+		}
+	}
+	s.publish()
+}
+
+func (s *Syncer) barrierTimeout() time.Duration {
+	if in := s.latest.Load(); in != nil && in.BarrierTimeout > 0 {
+		return in.BarrierTimeout
+	}
+	return 5 * time.Second
+}
+
+func roleName(r ofp.ControllerRole) string {
+	switch r {
+	case ofp.ControllerRoleEqual:
+		return "equal"
+	case ofp.ControllerRoleMaster:
+		return "master"
+	case ofp.ControllerRoleSlave:
+		return "slave"
+	}
+	return fmt.Sprintf("role %d", uint32(r))
+}
