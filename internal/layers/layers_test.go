@@ -48,6 +48,8 @@ var rules = []struct {
 	{"flowweight/controller/state", []string{"flowweight/controller/balancer", "flowweight/controller/config"}, nil},
 	{"flowweight/controller/cfgwatch", []string{"flowweight/controller/balancer", "flowweight/controller/config"}, nil},
 	{"flowweight/controller/ratelog", []string{"flowweight/"}, nil},
+	// The election is standalone: the controller asks it, it knows nothing of the controller.
+	{"flowweight/controller/ha", []string{"flowweight/"}, nil},
 }
 
 // TestImportRules reads every non-test Go file's imports and checks them against rules.
