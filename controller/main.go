@@ -123,7 +123,18 @@ func run(cfg *config.Config, path string, files runFiles, log *slog.Logger) erro
 	if err := m.Register(reg); err != nil {
 		return err
 	}
-	b, err := balancer.New(cfg, balancer.Options{Logger: log, Metrics: m, StatePath: files.state})
+	opt := balancer.Options{Logger: log, Metrics: m, StatePath: files.state}
+	if cfg.HA != nil {
+		e, err := newElector(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		opt.Elector = e
+		log.Info("high availability on etcd", "endpoints", cfg.HA.Etcd, "name", cfg.HA.Name, "prefix", cfg.HA.Prefix,
+			"lease", cfg.HA.Lease, "fingerprint", cfg.Fingerprint())
+	}
+	b, err := balancer.New(cfg, opt)
 	if err != nil {
 		return err
 	}

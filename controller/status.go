@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -36,8 +38,48 @@ func statusCommand(args []string) int {
 		fmt.Fprintln(os.Stderr, "status: decoding the API's answer:", err)
 		return 1
 	}
+	if v, err := fetchHA(c, *base); err != nil {
+		fmt.Fprintln(os.Stderr, "status: election:", err)
+	} else {
+		printHA(os.Stdout, v)
+	}
 	printStatus(os.Stdout, services)
 	return 0
+}
+
+func fetchHA(c *http.Client, base string) (balancer.HAView, error) {
+	var v balancer.HAView
+	resp, err := c.Get(base + "/api/v1/ha")
+	if err != nil {
+		return v, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return v, fmt.Errorf("%s", resp.Status)
+	}
+	return v, json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v)
+}
+
+// printHA says which controller leads and since which term; nothing without HA.
+func printHA(w io.Writer, v balancer.HAView) {
+	if !v.Enabled {
+		return
+	}
+	leader := v.Leader
+	if leader == "" {
+		leader = "none known"
+	}
+	line := fmt.Sprintf("controller %s  leader=%s term=%d", v.Role, leader, v.Term)
+	if v.Role == "leader" {
+		line += fmt.Sprintf(" lease=%.1fs/%.0fs", v.LeaseRemaining, v.LeaseTTL)
+	}
+	if v.Error != "" {
+		line += "  NOT CAMPAIGNING: " + v.Error
+	}
+	fmt.Fprintln(w, line)
+	for _, dpid := range slices.Sorted(maps.Keys(v.Switches)) {
+		fmt.Fprintf(w, "  switch %s: %s\n", dpid, v.Switches[dpid])
+	}
 }
 
 func printStatus(w io.Writer, services []balancer.ServiceView) {

@@ -21,7 +21,8 @@ func (oneService) Services() []balancer.ServiceView {
 }
 func (oneService) History() map[string][]balancer.Point { return nil }
 func (oneService) Events() []balancer.Event             { return nil }
-func (oneService) Drain(string, bool) bool              { return false }
+func (oneService) Drain(string, bool) error             { return balancer.ErrNoBackend }
+func (oneService) HA() balancer.HAView                  { return balancer.HAView{Role: "single"} }
 func (oneService) SwitchViews() []balancer.SwitchView   { return nil }
 func (oneService) Switches() []uint64                   { return nil }
 

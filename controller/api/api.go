@@ -26,9 +26,12 @@ type Balancer interface {
 	Services() []balancer.ServiceView
 	History() map[string][]balancer.Point
 	Events() []balancer.Event
-	Drain(name string, drained bool) bool
+	// Drain fails with an error wrapping balancer.ErrNoBackend for an unknown name, and with
+	// another when the change could not be made (HA: etcd did not take it).
+	Drain(name string, drained bool) error
 	Switches() []uint64
 	SwitchViews() []balancer.SwitchView
+	HA() balancer.HAView
 }
 
 // serveHTTP runs the checks every request passes, in the order that answers the most
@@ -97,6 +100,7 @@ func routes(s *Server, gatherer prometheus.Gatherer) http.Handler {
 		writeJSON(w, out)
 	})
 	mux.HandleFunc("GET /api/v1/switches/sync", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.SwitchViews()) })
+	mux.HandleFunc("GET /api/v1/ha", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.HA()) })
 	mux.HandleFunc("POST /api/v1/backends/{name}/drain", s.drain(true))
 	mux.HandleFunc("POST /api/v1/backends/{name}/undrain", s.drain(false))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
@@ -137,8 +141,12 @@ func (s *Server) drain(drained bool) http.HandlerFunc {
 			http.Error(w, "request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		if !s.b.Drain(name, drained) {
+		if err := s.b.Drain(name, drained); errors.Is(err, balancer.ErrNoBackend) {
 			http.Error(w, "no backend named "+quote(name), http.StatusNotFound)
+			return
+		} else if err != nil {
+			s.log.Warn("backend drain not changed", "backend", name, "drained", drained, "err", err)
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		s.log.Info("backend drain changed through the API", "backend", name, "drained", drained, "remote", r.RemoteAddr)

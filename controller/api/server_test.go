@@ -38,15 +38,16 @@ func (f *fake) Switches() []uint64                   { return []uint64{0xab} }
 func (f *fake) SwitchViews() []balancer.SwitchView {
 	return []balancer.SwitchView{{DPID: "00000000000000ab", Known: true, Intent: 7, Behind: 2}}
 }
-func (f *fake) Drain(name string, drained bool) bool {
+func (f *fake) Drain(name string, drained bool) error {
 	if name != "small" && name != "big" {
-		return false
+		return balancer.ErrNoBackend
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.drains = append(f.drains, fmt.Sprint(name, drained))
-	return true
+	return nil
 }
+func (f *fake) HA() balancer.HAView { return balancer.HAView{Role: "single"} }
 func (f *fake) count() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.drains) }
 
 const testToken = "test-token-0123456789abcdef"

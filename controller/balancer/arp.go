@@ -19,6 +19,12 @@ import (
 // hand every ARP frame to the learner, which believes only answers to our own requests
 // (controller/arp's package doc). It reads the latest intent, not the balancer's state.
 func (b *Balancer) PacketIn(sw *ofswitch.Switch, pi ofswitch.PacketIn) {
+	if !b.writes() {
+		// A standby answers nothing (the leader does) and asks nothing, so there is nothing
+		// for its learner to believe either. A SLAVE gets no packet-ins; this covers the
+		// moments before the switch confirmed the role.
+		return
+	}
 	in := b.current()
 	dpid := sw.DatapathID()
 	if reply, ok, err := arp.Reply(pi.Data, func(ip netip.Addr) (net.HardwareAddr, bool) { return in.VIPMAC(dpid, ip) }); err == nil && ok {
@@ -94,6 +100,9 @@ func (b *Balancer) askARP(ctx context.Context, sw *ofswitch.Switch, t intent.ARP
 // LearnerConfig.Refresh. Its syncer runs it after each intent, so a switch that does not
 // read delays only its own requests. (The update closes finished rounds: expireARP.)
 func (b *Balancer) resolveBackends(ctx context.Context, sw *ofswitch.Switch, in *intent.Intent) {
+	if !b.writes() {
+		return // a packet-out from a standby is a write the switch refuses
+	}
 	now := b.now()
 	dpid := sw.DatapathID()
 	for _, t := range in.ARP(dpid) {

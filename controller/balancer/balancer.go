@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -36,8 +37,12 @@ type Options struct {
 	// marks across restarts (see docs/operations.md); "" keeps nothing.
 	StatePath string
 	// StateEvery bounds how often learned capacity alone is written; default
-	// DefaultStateEvery. Drains are written when they change.
+	// DefaultStateEvery (DefaultHAStateEvery with an Elector). Drains are written when they
+	// change.
 	StateEvery time.Duration
+	// Elector is the HA election (docs/ha.md); nil runs one controller alone. With it the
+	// shared state lives in etcd and StatePath is not used.
+	Elector Elector
 }
 
 // Balancer is the running controller. Create it with New, start it with Run.
@@ -94,6 +99,11 @@ type Balancer struct {
 	// own lock); arpExpiry, under mu, is when the pending round-closing timer fires.
 	arpl      *arp.Learner
 	arpExpiry time.Time
+
+	// elector is the HA election (nil: no HA); drains, under mu, the operator drains last
+	// seen in etcd (nil until the first).
+	elector Elector
+	drains  map[string]bool
 }
 
 // New validates nothing (the config was validated by Load) and starts nothing.
@@ -115,10 +125,21 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 	b.plans = switchsync.NewPlans()
 	b.pool = collector.NewPool(b.poolConfig(cfg))
 	b.st.path, b.st.every = opt.StatePath, opt.StateEvery
+	b.elector = opt.Elector
+	if b.elector != nil {
+		b.st.path = "" // the shared state is etcd's
+	}
 	if b.st.every <= 0 {
 		b.st.every = DefaultStateEvery
+		if b.elector != nil {
+			b.st.every = DefaultHAStateEvery
+		}
 	}
-	b.loadState()
+	if b.elector != nil {
+		b.loadSharedState()
+	} else {
+		b.loadState()
+	}
 	if err := b.install(cfg); err != nil {
 		return nil, err
 	}
@@ -250,6 +271,7 @@ func (b *Balancer) install(cfg *config.Config) error {
 	if len(added)+len(removed) > 0 {
 		b.log.Info("backends changed", "added", added, "removed", removed)
 	}
+	b.syncDrains() // HA: a backend put back keeps the drain etcd holds for it
 	return nil
 }
 
@@ -279,6 +301,9 @@ func (b *Balancer) reload(path string, cfg *config.Config, opt ReloadOptions) er
 	}
 	if cfg.API.Listen != cur.API.Listen {
 		errs = append(errs, fmt.Errorf("api.listen: changing %q to %q needs a restart", cur.API.Listen, cfg.API.Listen))
+	}
+	if !reflect.DeepEqual(cfg.HA, cur.HA) {
+		errs = append(errs, errors.New("ha: changing the [ha] section (etcd endpoints, name, prefix, lease, TLS) needs a restart"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -347,6 +372,9 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 	go func() { errc <- ofsrv.Serve(ctx) }()
 	go func() { errc <- pushsrv.Serve(ctx) }()
 	b.startSNMP()
+	if b.elector != nil {
+		b.runHA(ctx)
+	}
 	go b.updateLoop(ctx)
 	<-ctx.Done()
 	err = errors.Join(<-errc, <-errc)
@@ -375,6 +403,7 @@ func (b *Balancer) Connected(sw *ofswitch.Switch) {
 		},
 		Notes: b.notes,
 		Plans: b.plans,
+		Lead:  b.lead(),
 		Metrics: switchsync.Metrics{Rewrites: b.metrics.rewrites, RewriteErrors: b.metrics.rewriteErrors,
 			Drift: b.metrics.drift, BarrierRTT: b.metrics.barrierRTT}})
 	b.mu.Lock()
@@ -389,6 +418,14 @@ func (b *Balancer) Connected(sw *ofswitch.Switch) {
 	go sy.Run(b.context())
 	sy.Offer(b.current())
 	b.Kick()
+}
+
+// lead is the election as syncers see it; nil without HA.
+func (b *Balancer) lead() switchsync.Lead {
+	if b.elector == nil {
+		return nil
+	}
+	return electorLead{b.elector}
 }
 
 // Disconnected implements ofswitch.Handler. Installed flows stay on a fail-secure switch.

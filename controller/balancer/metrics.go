@@ -107,7 +107,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	m.stateWrites.WithLabelValues("ok")
 	m.stateWrites.WithLabelValues("error")
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
-		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.arpFaults, m.barrierRTT, m.updateSeconds, m.push, &ofCollector{m.push},
+		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.arpFaults, m.barrierRTT, m.updateSeconds, m.push, &ofCollector{m.push}, &haCollector{m.push},
 		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps, m.shares, m.reloads, m.stateWrites,
 		m.serviceCPU, m.headroom, m.fallback} {
 		if err := reg.Register(c); err != nil {

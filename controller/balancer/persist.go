@@ -224,7 +224,7 @@ func (b *Balancer) operatorDrains() map[string]bool {
 // logged once (and again when writes work again) and counted; it never stops the controller.
 func (b *Balancer) saveState() {
 	p := &b.st
-	if p.path == "" {
+	if p.path == "" && b.elector == nil {
 		return
 	}
 	p.wmu.Lock()
@@ -236,7 +236,16 @@ func (b *Balancer) saveState() {
 		p.lastAt = now
 		return
 	}
-	if err == nil {
+	if err == nil && b.elector != nil {
+		f.Written = now.UTC()
+		var data []byte
+		if data, err = state.Encode(f); err == nil {
+			var ok bool
+			if ok, err = b.saveShared(data); !ok && err == nil {
+				return // a standby writes nothing; the leader's document stands
+			}
+		}
+	} else if err == nil {
 		f.Written = now.UTC()
 		err = state.Save(p.path, f)
 	}
@@ -260,7 +269,7 @@ func (b *Balancer) saveState() {
 // maybeSaveState is the periodic write of learned capacity: at most once per StateEvery.
 func (b *Balancer) maybeSaveState() {
 	p := &b.st
-	if p.path == "" {
+	if p.path == "" && b.elector == nil {
 		return
 	}
 	p.wmu.Lock()

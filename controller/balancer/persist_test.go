@@ -80,7 +80,7 @@ func (r *stateRig) file() *state.File {
 func TestDrainSurvivesRestart(t *testing.T) {
 	r := newStateRig(t)
 	b := r.start(r.cfg("a", "b"))
-	if !b.Drain("a", true) {
+	if b.Drain("a", true) != nil {
 		t.Fatal("drain refused")
 	}
 	if e := r.file().Backends["a"]; !e.OperatorDrain || e.Service != "web" {
@@ -239,7 +239,7 @@ func TestStateWriteFailureDoesNotStopDrains(t *testing.T) {
 	r := newStateRig(t)
 	r.path = filepath.Join(t.TempDir(), "missing-dir", "controller.state")
 	b := r.start(r.cfg("a", "b"))
-	if !b.Drain("a", true) || !operatorDrained(t, b, "a") {
+	if b.Drain("a", true) != nil || !operatorDrained(t, b, "a") {
 		t.Fatal("a drain failed because the state file could not be written")
 	}
 	b.Drain("b", true)

@@ -42,7 +42,7 @@ func (b *Balancer) layoutsOn(dpid uint64) map[string]dataplane.GroupLayout {
 		svcs = sy.Status().Planned
 	}
 	if svcs == nil {
-		in = b.intentLocked()
+		in = b.intentLocked(false)
 	}
 	normal := b.cfg.Controller.Normal
 	b.mu.Unlock()

@@ -62,7 +62,8 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 		}
 		b.measureThroughputLocked(statuses)
 	}
-	b.takeSeedsLocked(syncers)
+	standby := b.standby()
+	b.takeSeedsLocked(syncers, standby)
 	unread := false // a connected switch not read back yet: its seeds may still come
 	for _, sy := range syncers {
 		if !sy.Status().Known {
@@ -77,6 +78,11 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 		s.hold = starting && (s.anyUnknown(states) || (s.applied == nil && s.seed == nil && unread))
 		if s.hold != wasHeld {
 			dirty = true
+		}
+		if standby && s.seed != nil {
+			// A standby follows the switch: what the leader wrote is what it would have
+			// applied, so at a takeover it moves only by what its own damping allows.
+			s.applied = nil
 		}
 		if !s.hold && s.applied == nil && s.seed != nil {
 			s.adoptSeed()
@@ -103,7 +109,7 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 	if dirty {
 		b.gen++
 	}
-	in := b.intentLocked()
+	in := b.intentLocked(standby)
 	in.ReadCounters = periodic && b.cfg.Collector.ThroughputFrom == "switch"
 	// Half a period: the rates are read well before the next update uses them.
 	in.CounterSpread = b.cfg.Controller.UpdatePeriod / 2
@@ -143,7 +149,7 @@ func (b *Balancer) syncersLocked() []*switchsync.Syncer {
 // intentLocked builds the intent of the running state (services, applied weights, holds)
 // at the current seq and gen. b.mu must be held. The result shares nothing mutable with the
 // balancer.
-func (b *Balancer) intentLocked() *intent.Intent {
+func (b *Balancer) intentLocked(standby bool) *intent.Intent {
 	for _, s := range b.services {
 		b.owned[uint32(s.cfg.GroupID)] = true
 	}
@@ -154,7 +160,7 @@ func (b *Balancer) intentLocked() *intent.Intent {
 		is := intent.Service{Service: dataplane.Service{Name: s.cfg.Name, Index: s.index, VIP: s.cfg.ParsedVIP(),
 			VIPMAC: vipMAC(&s.cfg), Protocol: s.cfg.Protocol, Port: uint16(s.cfg.Port), Mode: dataplane.Mode(s.cfg.Mode),
 			GroupID: uint32(s.cfg.GroupID), Zone: uint16(s.cfg.Zone)},
-			Held: s.hold, WantSeed: s.hold && s.applied == nil && s.seed == nil, Datapaths: s.cfg.ParsedDatapaths()}
+			Held: s.hold, WantSeed: standby || (s.hold && s.applied == nil && s.seed == nil), Datapaths: s.cfg.ParsedDatapaths()}
 		is.Backends = make([]dataplane.Backend, len(s.cfg.Backends))
 		for j, be := range s.cfg.Backends {
 			db := dataplane.Backend{Name: be.Name, Index: uint16(j), IP: be.ParsedIP(), Port: uint16(be.Port),
@@ -177,16 +183,18 @@ func (b *Balancer) current() *intent.Intent {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.intentLocked()
+	return b.intentLocked(false)
 }
 
 // takeSeedsLocked records, for each service in its start-up hold that has written nothing
 // yet, the weights a switch held for its group at read-back (service.adoptSeed uses them when
 // the hold ends). The lowest datapath id with a seed wins: with several switches they hold the
 // same weights unless one drifted, and any of them is a better start than none.
-func (b *Balancer) takeSeedsLocked(syncers []*switchsync.Syncer) {
+//
+// A standby takes them at every update: it follows the switch the leader writes.
+func (b *Balancer) takeSeedsLocked(syncers []*switchsync.Syncer, standby bool) {
 	for _, s := range b.services {
-		if !s.hold || s.applied != nil || s.seed != nil {
+		if !standby && (!s.hold || s.applied != nil || s.seed != nil) {
 			continue
 		}
 		for _, sy := range syncers {
@@ -202,7 +210,7 @@ func (b *Balancer) takeSeedsLocked(syncers []*switchsync.Syncer) {
 // input for it (the views, and tests).
 func (b *Balancer) desiredFor(dpid uint64) (dataplane.State, []dataplane.Service) {
 	b.mu.Lock()
-	in := b.intentLocked()
+	in := b.intentLocked(false)
 	var ovs dataplane.OVSVersion
 	if sy, ok := b.switches[dpid]; ok {
 		ovs = sy.OVS()

@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -87,6 +88,12 @@ type SwitchView struct {
 	// the plan took.
 	LastApply      time.Time `json:"last_apply"`
 	LastApplyMicro int64     `json:"last_apply_us"`
+	// Role is this controller's role on the switch as the switch confirmed it (equal without
+	// HA, master or slave), Term the generation id, and Confirmed when the switch first
+	// acknowledged a barrier from this controller as master in Term (omitted: not yet).
+	Role      string     `json:"role"`
+	Term      uint64     `json:"term,omitempty"`
+	Confirmed *time.Time `json:"confirmed,omitempty"`
 }
 
 // SwitchViews lists the connected switches by datapath id.
@@ -99,7 +106,11 @@ func (b *Balancer) SwitchViews() []SwitchView {
 	out := make([]SwitchView, 0, len(sts))
 	for _, st := range sts {
 		v := SwitchView{DPID: fmt.Sprintf("%016x", st.DPID), Known: st.Known, Intent: st.Seq,
-			LastApply: st.LastApply, LastApplyMicro: st.LastRTT.Microseconds()}
+			LastApply: st.LastApply, LastApplyMicro: st.LastRTT.Microseconds(), Role: st.Role, Term: st.Term}
+		if !st.Confirmed.IsZero() {
+			c := st.Confirmed
+			v.Confirmed = &c
+		}
 		if st.OVS != (dataplane.OVSVersion{}) {
 			v.OVS = st.OVS.String()
 		}
@@ -194,14 +205,27 @@ func signalsView(bv *BackendView, st *collector.State) {
 	}
 }
 
-// Drain drains or undrains a backend by name (the API's call).
-func (b *Balancer) Drain(name string, drained bool) bool {
-	ok := b.pool.Drain(name, drained)
-	if ok {
-		b.saveState() // before answering: a drain the API confirmed survives a restart
-		b.Kick()
+// Drain drains or undrains a backend by name (the API's call): ErrNoBackend when no backend
+// has the name. With HA the drain is stored in etcd first, so every controller applies it and
+// it holds after a failover; when etcd does not take it, nothing changes and the error says so.
+func (b *Balancer) Drain(name string, drained bool) error {
+	if _, ok := b.operatorDrainStates()[name]; !ok {
+		return fmt.Errorf("%w named %q", ErrNoBackend, name)
 	}
-	return ok
+	if b.elector != nil {
+		ctx, cancel := context.WithTimeout(b.context(), haTimeout)
+		err := b.elector.SetDrain(ctx, name, drained)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("drain of %q not stored in etcd, so not made (every controller must see it): %w", name, err)
+		}
+	}
+	if !b.pool.Drain(name, drained) {
+		return fmt.Errorf("%w named %q", ErrNoBackend, name)
+	}
+	b.saveState() // before answering: a drain the API confirmed survives a restart
+	b.Kick()
+	return nil
 }
 
 // history keeps the last points per backend in fixed rings of compact points, allocated in

@@ -18,7 +18,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -326,8 +325,8 @@ func timeChanges(b *balancer.Balancer, reg *prometheus.Registry, o options, sile
 	for i := range o.changes {
 		drained = !drained
 		t0 := time.Now()
-		if !b.Drain("be0", drained) {
-			return errors.New("be0 unknown to the pool")
+		if err := b.Drain("be0", drained); err != nil {
+			return err
 		}
 		if err := waitFor(30*time.Second, fmt.Sprintf("change %d on every switch", i), func() bool {
 			sts := b.SwitchStatuses()

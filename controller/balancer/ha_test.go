@@ -1,0 +1,194 @@
+package balancer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"flowweight/controller/ha"
+	"flowweight/controller/state"
+)
+
+// fakeElector is an election and an etcd a test moves by hand.
+type fakeElector struct {
+	mu       sync.Mutex
+	cur      ha.Leadership
+	changes  chan struct{}
+	drains   map[string]bool
+	doc      []byte
+	saves    int
+	failPuts error
+	watch    func(map[string]bool)
+}
+
+func newFakeElector() *fakeElector {
+	return &fakeElector{changes: make(chan struct{}, 1), drains: map[string]bool{}}
+}
+
+func (f *fakeElector) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+func (f *fakeElector) Current() ha.Leadership {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cur
+}
+func (f *fakeElector) Changes() <-chan struct{} { return f.changes }
+func (f *fakeElector) Leading() (uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cur.Term, f.cur.Leader
+}
+func (f *fakeElector) StepDown(uint64, string) { f.set(ha.Leadership{}) }
+func (f *fakeElector) SetDrain(_ context.Context, name string, on bool) error {
+	f.mu.Lock()
+	if f.failPuts != nil {
+		f.mu.Unlock()
+		return f.failPuts
+	}
+	f.drains[name] = on
+	snap := map[string]bool{}
+	for k, v := range f.drains {
+		if v {
+			snap[k] = true
+		}
+	}
+	w := f.watch
+	f.mu.Unlock()
+	if w != nil {
+		w(snap)
+	}
+	return nil
+}
+func (f *fakeElector) WatchDrains(ctx context.Context, apply func(map[string]bool)) error {
+	f.mu.Lock()
+	f.watch = apply
+	f.mu.Unlock()
+	<-ctx.Done()
+	return nil
+}
+func (f *fakeElector) SaveState(_ context.Context, doc []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.cur.Leader {
+		return errors.New("not leader")
+	}
+	f.doc = append([]byte(nil), doc...)
+	f.saves++
+	return nil
+}
+func (f *fakeElector) LoadState(context.Context) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.doc, nil
+}
+func (f *fakeElector) set(l ha.Leadership) {
+	f.mu.Lock()
+	f.cur = l
+	f.mu.Unlock()
+	select {
+	case f.changes <- struct{}{}:
+	default:
+	}
+}
+
+func startHA(t *testing.T, e *fakeElector) *Balancer {
+	t.Helper()
+	cfg := testConfig(t, "")
+	b, err := New(cfg, Options{Elector: e, Logger: slog.New(slog.DiscardHandler), StatePath: t.TempDir() + "/unused.state"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	b.runHA(ctx)
+	waitUntil(t, "drain watch", func() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.watch != nil })
+	return b
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestHADrainGoesThroughEtcd: a drain is stored in etcd before it is made; when etcd refuses
+// it, the API gets the error and nothing changes. A drain another controller stored arrives
+// through the watch.
+func TestHADrainGoesThroughEtcd(t *testing.T) {
+	e := newFakeElector()
+	b := startHA(t, e)
+	name := b.Config().Services[0].Backends[0].Name
+	e.mu.Lock()
+	e.failPuts = errors.New("etcdserver: request timed out")
+	e.mu.Unlock()
+	err := b.Drain(name, true)
+	if err == nil || !strings.Contains(err.Error(), "not stored in etcd") || !strings.Contains(err.Error(), name) {
+		t.Fatalf("drain with etcd failing: %v", err)
+	}
+	if operatorDrained(t, b, name) {
+		t.Fatal("drained although etcd refused the drain")
+	}
+	if err := b.Drain("nobody", true); !errors.Is(err, ErrNoBackend) {
+		t.Fatalf("unknown backend: %v", err)
+	}
+	e.mu.Lock()
+	e.failPuts = nil
+	e.mu.Unlock()
+	// Another controller's drain, seen through the watch.
+	if err := e.SetDrain(context.Background(), name, true); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "drain from etcd applied", func() bool { return operatorDrained(t, b, name) })
+	if err := b.Drain(name, false); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "undrain applied", func() bool { return !operatorDrained(t, b, name) })
+}
+
+// TestHAStateOnlyFromTheLeader: a standby writes no shared state; a leader writes it to etcd
+// (never to the state file), and a new leader adopts the learned capacity written there.
+func TestHAStateOnlyFromTheLeader(t *testing.T) {
+	e := newFakeElector()
+	e.set(ha.Leadership{Term: 3, LeaderName: "other"})
+	b := startHA(t, e)
+	b.saveState()
+	if e.saves != 0 {
+		t.Fatalf("a standby wrote the shared state %d times", e.saves)
+	}
+	if v := b.HA(); v.Role != "standby" || v.Leader != "other" || v.Term != 3 {
+		t.Fatalf("standby view %+v", v)
+	}
+	s := b.services[0]
+	be := s.cfg.Backends[0].Name
+	doc, err := state.Encode(&state.File{Version: state.Version, Backends: map[string]state.Backend{be: {Service: s.cfg.Name, LearnedCapacity: 2.5}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	e.doc = doc
+	e.mu.Unlock()
+	e.set(ha.Leadership{Leader: true, Term: 4, LeaderName: "me", TTL: time.Second, ValidUntil: time.Now().Add(time.Hour)})
+	waitUntil(t, "learned capacity adopted", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return s.books[0].learned == 2.5
+	})
+	if v := b.HA(); v.Role != "leader" || v.Term != 4 || v.LeaseRemaining <= 0 {
+		t.Fatalf("leader view %+v", v)
+	}
+	b.saveState()
+	e.mu.Lock()
+	saved := e.saves
+	e.mu.Unlock()
+	if saved != 1 {
+		t.Fatalf("the leader wrote the shared state %d times, want 1", saved)
+	}
+}
