@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -16,9 +17,10 @@ func ControllerTOML(o Options, sock, keyFile string, capacities []float64, mode 
 	dur := func(d time.Duration) string { return `"` + d.String() + `"` }
 	fmt.Fprintf(&b, "[controller]\nlisten = %q\nupdate_period = %s\nreadback_period = %s\nbarrier_timeout = \"2s\"\necho_interval = \"1s\"\nnormal = true\n\n",
 		"unix:"+sock, dur(o.UpdatePeriod), dur(o.ReadbackPeriod))
-	fmt.Fprintf(&b, "[api]\nlisten = %q\n\n", APIAddr)
+	i := controllerIndex(o, sock)
+	fmt.Fprintf(&b, "[api]\nlisten = %q\n\n", apiAddrOf(i))
 	fmt.Fprintf(&b, "[collector]\npush_listen = %q\nkey_file = %q\nstale_after = %s\nfail_threshold = %d\nrise_threshold = %d\n\n",
-		fmt.Sprintf("%s:%d", o.addr(ctlHost), PushPort), keyFile, dur(o.StaleAfter), o.FailThreshold, o.RiseThreshold)
+		pushAddrOf(o, i), keyFile, dur(o.StaleAfter), o.FailThreshold, o.RiseThreshold)
 	w := map[string]string{"warmup": dur(o.Warmup), "dead_band": fmt.Sprint(o.DeadBand)}
 	maps.Copy(w, o.Weighting)
 	b.WriteString("[weighting]\n")
@@ -43,8 +45,16 @@ func ControllerTOML(o Options, sock, keyFile string, capacities []float64, mode 
 // so that the probe reports the service's own CPU (service_cpu).
 func ProbeTOML(o Options, name, ip, cgroupPath, keyFile, drainFile, pidFile string) string {
 	timeout := min(o.ProbeInterval/2, time.Second)
+	collectors := make([]string, max(o.Controllers, 1))
+	for i := range collectors {
+		collectors[i] = strconv.Quote(pushAddrOf(o, i))
+	}
+	sink := "collector = " + collectors[0]
+	if len(collectors) > 1 {
+		sink = "collectors = [" + strings.Join(collectors, ", ") + "]"
+	}
 	text := fmt.Sprintf(`backend_id = %q
-collector = %q
+%s
 key_file = %q
 interval = %q
 jitter = 0.0
@@ -57,7 +67,7 @@ log_level = "info"
 [health]
 url = "http://%s:%d/health"
 timeout = %q
-`, name, fmt.Sprintf("%s:%d", o.addr(ctlHost), PushPort), keyFile, o.ProbeInterval.String(), cgroupPath,
+`, name, sink, keyFile, o.ProbeInterval.String(), cgroupPath,
 		BackendPort, drainFile, ip, BackendPort, timeout.String())
 	if o.ProbeFastInterval > 0 {
 		text += fmt.Sprintf("fast_interval = %q\n", o.ProbeFastInterval.String())

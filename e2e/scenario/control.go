@@ -37,36 +37,51 @@ func writeAtomic(path string, data []byte, perm os.FileMode) error {
 }
 
 func (s *Scenario) writeConfig() error {
-	s.mu.Lock()
-	text := ControllerTOML(s.Opts, s.Socket, s.KeyFile, s.capacities, s.mode)
-	s.mu.Unlock()
-	return writeAtomic(s.ConfigPath, []byte(text), 0o644)
+	for i := range s.Opts.Controllers {
+		s.mu.Lock()
+		text := ControllerTOML(s.Opts, s.SocketOf(i), s.KeyFile, s.capacities, s.mode)
+		s.mu.Unlock()
+		if s.Opts.Controllers > 1 {
+			text = haTOML(s.Opts, text, i)
+		}
+		if err := writeAtomic(s.ConfigPathOf(i), []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // StartController starts the controller binary inside "ctl" (log: Dir/controller.log,
 // appended across restarts; state file: Dir/controller.state, kept across restarts as on a
 // host, never shared with another lab or the host's /var/lib/flowweight) and waits until its
 // API answers.
-func (s *Scenario) StartController() error {
+func (s *Scenario) StartController() error { return s.StartControllerN(0) }
+
+// StartControllerN starts controller i (see Options.Controllers) and waits until its API
+// answers.
+func (s *Scenario) StartControllerN(i int) error {
 	s.mu.Lock()
-	if s.ctlProc != nil && !s.ctlProc.Exited() {
+	if p := s.ctlProcs[i]; p != nil && !p.Exited() {
 		s.mu.Unlock()
-		return errors.New("scenario: controller already running")
+		return fmt.Errorf("scenario: controller %d already running", i)
 	}
 	s.mu.Unlock()
-	cmd := s.Ctl.Command(context.Background(), s.Opts.Bins.Controller, "-config", s.ConfigPath,
-		"-state", filepath.Join(s.Lab.Dir, "controller.state"))
-	p, err := s.Lab.Start("controller", cmd, nil)
+	cmd := s.Ctl.Command(context.Background(), s.Opts.Bins.Controller, "-config", s.ConfigPathOf(i),
+		"-state", filepath.Join(s.Lab.Dir, controllerFile(i, "state")))
+	p, err := s.Lab.Start(controllerFile(i, ""), cmd, nil)
 	if err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}
 	s.mu.Lock()
-	s.ctlProc = p
+	if s.ctlProcs == nil {
+		s.ctlProcs = map[int]*lab.Proc{}
+	}
+	s.ctlProcs[i] = p
 	s.mu.Unlock()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		var v []json.RawMessage
-		err := s.API("/api/v1/services", &v)
+		err := s.APIOf(i, "/api/v1/services", &v)
 		if err == nil {
 			return nil
 		}
@@ -83,7 +98,7 @@ func (s *Scenario) StartController() error {
 // StopController stops the controller (SIGTERM). The switch keeps its flows (fail secure).
 func (s *Scenario) StopController() error {
 	s.mu.Lock()
-	p := s.ctlProc
+	p := s.ctlProcs[0]
 	s.mu.Unlock()
 	if p == nil {
 		return nil
@@ -95,18 +110,32 @@ func (s *Scenario) StopController() error {
 }
 
 // KillController ends the controller with SIGKILL, as a crash would.
-func (s *Scenario) KillController() error {
+func (s *Scenario) KillController() error { return s.KillControllerN(0) }
+
+// KillControllerN ends controller i with SIGKILL and waits for it to be gone.
+func (s *Scenario) KillControllerN(i int) error {
 	s.mu.Lock()
-	p := s.ctlProc
+	p := s.ctlProcs[i]
 	s.mu.Unlock()
 	if p == nil {
 		return nil
 	}
 	if err := p.Signal(syscall.SIGKILL); err != nil {
-		return fmt.Errorf("scenario: kill controller: %w", err)
+		return fmt.Errorf("scenario: kill controller %d: %w", i, err)
 	}
 	<-p.Done()
 	return nil
+}
+
+// SignalControllerN sends sig to controller i (SIGSTOP, SIGCONT).
+func (s *Scenario) SignalControllerN(i int, sig syscall.Signal) error {
+	s.mu.Lock()
+	p := s.ctlProcs[i]
+	s.mu.Unlock()
+	if p == nil || p.Exited() {
+		return fmt.Errorf("scenario: controller %d is not running", i)
+	}
+	return p.Signal(sig)
 }
 
 // RestartController stops and starts the controller.
@@ -121,14 +150,18 @@ func (s *Scenario) RestartController() error {
 func (s *Scenario) ControllerPID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ctlProc == nil || s.ctlProc.Exited() {
+	p := s.ctlProcs[0]
+	if p == nil || p.Exited() {
 		return 0
 	}
-	return s.ctlProc.PID
+	return p.PID
 }
 
 // ControllerLog is the controller's log file.
-func (s *Scenario) ControllerLog() string { return filepath.Join(s.Lab.Dir, "controller.log") }
+func (s *Scenario) ControllerLog() string { return s.ControllerLogOf(0) }
+
+// ControllerLogOf is controller i's log file.
+func (s *Scenario) ControllerLogOf(i int) string { return filepath.Join(s.Lab.Dir, controllerFile(i, "log")) }
 
 // Capacities returns the operator capacity factors currently in controller.toml.
 func (s *Scenario) Capacities() []float64 {
@@ -156,7 +189,7 @@ func (s *Scenario) Reload(capacities []float64, mode string) error {
 	if mode != "" {
 		s.mode = mode
 	}
-	p := s.ctlProc
+	p := s.ctlProcs[0]
 	s.mu.Unlock()
 	if err := s.writeConfig(); err != nil {
 		return err

@@ -77,8 +77,11 @@ func (s *Scenario) apiClient() *http.Client { return s.Ctl.HTTPClient(5 * time.S
 
 // API fetches path (e.g. "/api/v1/services") from the controller's API, dialled from inside
 // "ctl", and decodes the JSON into v.
-func (s *Scenario) API(path string, v any) error {
-	res, err := s.apiClient().Get("http://" + APIAddr + path)
+func (s *Scenario) API(path string, v any) error { return s.APIOf(0, path, v) }
+
+// APIOf is API of controller i.
+func (s *Scenario) APIOf(i int, path string, v any) error {
+	res, err := s.apiClient().Get("http://" + apiAddrOf(i) + path)
 	if err != nil {
 		return fmt.Errorf("scenario: api %s: %w", path, err)
 	}
@@ -96,9 +99,30 @@ func (s *Scenario) API(path string, v any) error {
 	return nil
 }
 
+// APIText fetches path from controller i's API as text (/metrics).
+func (s *Scenario) APIText(i int, path string, out *string) error {
+	res, err := s.apiClient().Get("http://" + apiAddrOf(i) + path)
+	if err != nil {
+		return fmt.Errorf("scenario: api %s: %w", path, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("scenario: api %s: %w", path, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("scenario: api %s: status %d", path, res.StatusCode)
+	}
+	*out = string(body)
+	return nil
+}
+
 // APIPost sends an empty POST to path and fails on any status but 200.
-func (s *Scenario) APIPost(path string) error {
-	res, err := s.apiClient().Post("http://"+APIAddr+path, "application/json", nil)
+func (s *Scenario) APIPost(path string) error { return s.APIPostOf(0, path) }
+
+// APIPostOf is APIPost to controller i.
+func (s *Scenario) APIPostOf(i int, path string) error {
+	res, err := s.apiClient().Post("http://"+apiAddrOf(i)+path, "application/json", nil)
 	if err != nil {
 		return fmt.Errorf("scenario: api POST %s: %w", path, err)
 	}
@@ -111,9 +135,12 @@ func (s *Scenario) APIPost(path string) error {
 }
 
 // Service returns the scenario's one service from the API.
-func (s *Scenario) Service() (Service, error) {
+func (s *Scenario) Service() (Service, error) { return s.ServiceOf(0) }
+
+// ServiceOf is Service from controller i's API.
+func (s *Scenario) ServiceOf(i int) (Service, error) {
 	var svcs []Service
-	if err := s.API("/api/v1/services", &svcs); err != nil {
+	if err := s.APIOf(i, "/api/v1/services", &svcs); err != nil {
 		return Service{}, err
 	}
 	for _, v := range svcs {
@@ -285,8 +312,11 @@ func isAddrByte(c byte) bool { return isDigit(c) || c == '.' }
 // InSync compares the switch's bucket weights with the API's applied weights (a backend
 // with weight 0 may have no bucket) and returns the switch's weights; an error says what
 // differs.
-func (s *Scenario) InSync() (map[string]uint16, error) {
-	v, err := s.Service()
+func (s *Scenario) InSync() (map[string]uint16, error) { return s.InSyncOf(0) }
+
+// InSyncOf is InSync against controller i's applied weights.
+func (s *Scenario) InSyncOf(i int) (map[string]uint16, error) {
+	v, err := s.ServiceOf(i)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,6 +92,13 @@ type Options struct {
 	Bins Binaries
 	// Log receives the lab's log; nil discards it.
 	Log io.Writer
+	// Controllers is how many controllers run; 2 or more run them in HA on an etcd-server
+	// started inside "ctl" (docs/ha.md): controller i listens on its own socket, push port
+	// PushPort+i and API port 9090+i, and every probe reports to all of them. Default 1,
+	// without etcd.
+	Controllers int
+	// Lease is the HA lease (whole seconds); default 1s.
+	Lease time.Duration
 }
 
 func (o *Options) fill() error {
@@ -140,6 +148,13 @@ func (o *Options) fill() error {
 	if o.Work == 0 {
 		o.Work = 20000
 	}
+	if o.Controllers == 0 {
+		o.Controllers = 1
+	}
+	if o.Controllers < 1 || o.Controllers > 9 {
+		return fmt.Errorf("scenario: Options.Controllers %d outside [1,9]", o.Controllers)
+	}
+	def(&o.Lease, time.Second)
 	return nil
 }
 
@@ -215,7 +230,8 @@ type Scenario struct {
 	ConfigPath string
 
 	mu         sync.Mutex
-	ctlProc    *lab.Proc
+	ctlProcs   map[int]*lab.Proc // by controller index
+	etcd       *lab.Proc
 	capacities []float64
 	mode       string
 }
@@ -271,7 +287,11 @@ func (s *Scenario) build() error {
 	// Open vSwitch connects to a unix: controller only inside its own run directory
 	// ("Not connecting to socket controller ... due to possibility for remote exploit").
 	s.Socket = filepath.Join(s.OVS.RunDir, "controller.sock")
-	if s.Bridge, err = s.OVS.AddBridge("br", "unix:"+s.Socket, "secure"); err != nil {
+	targets := make([]string, o.Controllers)
+	for i := range targets {
+		targets[i] = "unix:" + filepath.Join(s.OVS.RunDir, controllerFile(i, "sock"))
+	}
+	if s.Bridge, err = s.OVS.AddBridge("br", strings.Join(targets, " "), "secure"); err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}
 	if o.FlowMonitor {
@@ -280,8 +300,14 @@ func (s *Scenario) build() error {
 		}
 	}
 	// Reconnect quickly after a controller restart (the default backoff grows to 8 s).
-	if _, err := s.OVS.Vsctl("set", "Controller", s.Bridge.Name, "max_backoff=1000"); err != nil {
+	ids, err := s.OVS.Vsctl("--bare", "--columns=_uuid", "list", "Controller")
+	if err != nil {
 		return fmt.Errorf("scenario: %w", err)
+	}
+	for _, id := range strings.Fields(ids) {
+		if _, err := s.OVS.Vsctl("set", "Controller", id, "max_backoff=1000"); err != nil {
+			return fmt.Errorf("scenario: %w", err)
+		}
 	}
 	pfx := func(h int) netip.Prefix { return netip.PrefixFrom(o.addr(h), 24) }
 	if s.Ctl, err = s.Bridge.AddHost("ctl", pfx(ctlHost)); err != nil {
@@ -290,11 +316,18 @@ func (s *Scenario) build() error {
 	if s.Client, err = s.Bridge.AddHost("client", pfx(clientHost)); err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}
+	if o.Controllers > 1 {
+		if err := s.startEtcd(); err != nil {
+			return err
+		}
+	}
 	if err := s.writeConfig(); err != nil {
 		return err
 	}
-	if err := s.StartController(); err != nil {
-		return err
+	for i := range o.Controllers {
+		if err := s.StartControllerN(i); err != nil {
+			return err
+		}
 	}
 	for i, q := range o.Quotas {
 		name := "be" + strconv.Itoa(i+1)

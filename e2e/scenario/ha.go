@@ -1,0 +1,175 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"flowweight/e2e/lab"
+)
+
+// EtcdAddr is the etcd-server's client address inside "ctl" (Options.Controllers > 1).
+const EtcdAddr = "127.0.0.1:2379"
+
+// apiAddrOf is controller i's API address inside "ctl".
+func apiAddrOf(i int) string {
+	if i == 0 {
+		return APIAddr
+	}
+	return "127.0.0.1:" + strconv.Itoa(9090+i)
+}
+
+// pushAddrOf is controller i's push address.
+func pushAddrOf(o Options, i int) string { return fmt.Sprintf("%s:%d", o.addr(ctlHost), PushPort+i) }
+
+// controllerFile names controller i's files: controller.EXT for the first (as without HA),
+// controllerI.EXT for the others; ext "" names the process.
+func controllerFile(i int, ext string) string {
+	name := "controller"
+	if i > 0 {
+		name += strconv.Itoa(i)
+	}
+	if ext != "" {
+		name += "." + ext
+	}
+	return name
+}
+
+// controllerIndex recovers the index from a socket path SocketOf made.
+func controllerIndex(o Options, sock string) int {
+	base := strings.TrimSuffix(filepath.Base(sock), ".sock")
+	if n, err := strconv.Atoi(strings.TrimPrefix(base, "controller")); err == nil && n > 0 && n < o.Controllers {
+		return n
+	}
+	return 0
+}
+
+// SocketOf is the unix socket controller i listens on.
+func (s *Scenario) SocketOf(i int) string {
+	if i == 0 {
+		return s.Socket
+	}
+	return filepath.Join(s.OVS.RunDir, controllerFile(i, "sock"))
+}
+
+// ConfigPathOf is controller i's controller.toml.
+func (s *Scenario) ConfigPathOf(i int) string {
+	if i == 0 {
+		return s.ConfigPath
+	}
+	return filepath.Join(s.Opts.Dir, controllerFile(i, "toml"))
+}
+
+// haTOML adds controller i's [ha] section: the scenario's etcd, its own name, the lease.
+func haTOML(o Options, text string, i int) string {
+	return text + fmt.Sprintf("\n[ha]\netcd = [%q]\nname = \"c%d\"\nprefix = \"/flowweight/scenario\"\nlease = %q\ndial_timeout = \"2s\"\n",
+		"http://"+EtcdAddr, i, o.Lease.String())
+}
+
+// startEtcd runs one etcd-server member inside "ctl" on EtcdAddr, with a 50 ms heartbeat and
+// a 500 ms election timeout: its minimum lease is then 1 s, and the lessor looks for expired
+// leases every 500 ms, so a dead leader's key goes 1-1.5 s after its last keep-alive.
+func (s *Scenario) startEtcd() error {
+	bin := "/usr/bin/etcd"
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("scenario: HA needs etcd-server (apt-get install etcd-server): %w", err)
+	}
+	dir := filepath.Join(s.Lab.Dir, "etcd")
+	peer := "http://127.0.0.1:2380"
+	cmd := s.Ctl.Command(context.Background(), bin, "--name", "s1", "--data-dir", dir,
+		"--listen-client-urls", "http://"+EtcdAddr, "--advertise-client-urls", "http://"+EtcdAddr,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "s1="+peer,
+		"--initial-cluster-state", "new", "--heartbeat-interval", "50", "--election-timeout", "500", "--log-level", "warn")
+	p, err := s.Lab.Start("etcd", cmd, nil)
+	if err != nil {
+		return fmt.Errorf("scenario: %w", err)
+	}
+	s.mu.Lock()
+	s.etcd = p
+	s.mu.Unlock()
+	return s.waitEtcd(p)
+}
+
+func (s *Scenario) waitEtcd(p *lab.Proc) error {
+	return lab.Poll(15*time.Second, func() error {
+		if p.Exited() {
+			return fmt.Errorf("scenario: etcd exited: %v\n%s", p.Wait(), lab.Tail(p.LogPath, 20))
+		}
+		res, err := s.Ctl.HTTPClient(time.Second).Get("http://" + EtcdAddr + "/health")
+		if err != nil {
+			return fmt.Errorf("scenario: etcd not answering: %w", err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			return fmt.Errorf("scenario: etcd /health: %s", res.Status)
+		}
+		return nil
+	})
+}
+
+// StartEtcd starts the etcd-server again (after KillEtcd) on its data directory.
+func (s *Scenario) StartEtcd() error { return s.startEtcd() }
+
+// KillEtcd ends the etcd-server with SIGKILL.
+func (s *Scenario) KillEtcd() error {
+	s.mu.Lock()
+	p := s.etcd
+	s.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("scenario: no etcd")
+	}
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	<-p.Done()
+	return nil
+}
+
+// HAView is a controller's /api/v1/ha.
+type HAView struct {
+	Enabled  bool              `json:"enabled"`
+	Role     string            `json:"role"`
+	Leader   string            `json:"leader"`
+	Term     uint64            `json:"term"`
+	Error    string            `json:"error"`
+	Switches map[string]string `json:"switches"`
+}
+
+// HA is controller i's view of the election.
+func (s *Scenario) HA(i int) (HAView, error) {
+	var v HAView
+	err := s.APIOf(i, "/api/v1/ha", &v)
+	return v, err
+}
+
+// ControllerRoles reads the roles Open vSwitch gives each controller of the bridge
+// (ovs-vsctl list Controller), by controller index: the switch's own word on who is master.
+func (s *Scenario) ControllerRoles() (map[int]string, error) {
+	out, err := s.OVS.Vsctl("--format=csv", "--no-headings", "--columns=target,role,is_connected", "list", "Controller")
+	if err != nil {
+		return nil, err
+	}
+	roles := map[int]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) < 3 {
+			continue
+		}
+		target := strings.Trim(f[0], `"`)
+		for i := range s.Opts.Controllers {
+			if target == "unix:"+s.SocketOf(i) {
+				role := f[1]
+				if f[2] != "true" {
+					role = "disconnected"
+				}
+				roles[i] = role
+			}
+		}
+	}
+	return roles, nil
+}
