@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"flowweight/e2e/lab"
 )
 
@@ -213,6 +215,11 @@ func TestFingerprintMismatchNeverLeads(t *testing.T) {
 	t.Logf("Err: %s", c.Err)
 	// A matching third controller queues behind ca; cb stays out.
 	d := startNode(t, testConfig(et.Endpoints(), "cd"))
+	// Only once cd is queued: with no leader at all, cb may lead (by design).
+	waitFor(t, 2*time.Second, "cd queued behind ca", func() bool {
+		r, err := a.e.client.Get(context.Background(), a.e.electionPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && r.Count == 2
+	})
 	a.stop()
 	waitFor(t, 3*time.Second, "cd leads", func() bool { _, ok := d.e.Leading(); return ok })
 	for i := 0; i < 20; i++ {
