@@ -19,7 +19,7 @@ import (
 )
 
 // haRounds is how many kills TestHAFailover makes; scripts/bench.sh failover runs 20.
-var haRounds = flag.Int("ha.rounds", 3, "TestHAFailover: leader kills (and SIGSTOP rounds) to make")
+var haRounds = flag.Int("ha.rounds", 2, "TestHAFailover: leader kills (and SIGSTOP rounds) to make")
 
 // switchSync is one entry of a controller's /api/v1/switches/sync.
 type switchSync struct {
@@ -306,7 +306,7 @@ func TestHAFailover(t *testing.T) {
 	})
 
 	t.Run("a frozen leader writes nothing the switch accepts", func(t *testing.T) {
-		for round := range max(1, *haRounds/3) {
+		for round := range max(1, *haRounds/4) {
 			_, v, err := leader(s, all)
 			if err != nil {
 				t.Fatal(err)

@@ -36,7 +36,7 @@ ONLY=${ONLY:-}
 LAB_RUN=${LAB_RUN:-share,disruption,quality,hidden}
 mkdir -p "$OUT"
 
-steps=(weights sim-bench report push snmp probe-sample ofswitch plan fwsim peers probe-footprint lab detect fleet)
+steps=(weights sim-bench report push snmp probe-sample ofswitch plan fwsim peers probe-footprint lab detect fleet failover)
 declare -A cmd=(
 	[weights]="go test -run '^\$' -bench Compute -benchmem -benchtime 1000x -count 2 ./weights"
 	[sim-bench]="go test -run '^\$' -bench RunDynamic -benchtime 5x -count 2 ./weights/sim/"
@@ -52,6 +52,7 @@ declare -A cmd=(
 	[plan]="go test -run '^\$' -bench Plan -benchmem -benchtime 10x -count 2 ./controller/switchsync/"
 	[fleet]="go run ./e2e/fleet -switches 100 -services 10 -backends 4 -changes 100 -silent && go run ./e2e/fleet -switches 1 -services 1000 -backends 10 -changes 0 -hold 30s"
 	[detect]="go test -count=1 -tags integration -run '^\$' -bench KillDetection -benchtime 1x -timeout 20m -v ./e2e/"
+	[failover]="FLOWWEIGHT_HA_ROUNDS=20 go test -count=1 -tags integration -run '^TestFailoverTime\$' -v ./controller/ha/ && go test -count=1 -tags integration -run '^TestHAFailover\$' -timeout 30m -v ./e2e/ -args -ha.rounds 20"
 )
 # What the summary shows of each log.
 declare -A pick=(
@@ -60,6 +61,7 @@ declare -A pick=(
 	[probe-footprint]='(RSS|HWM|CPU|cpu|%)'
 	[lab]='^(#|\||Pool|Neighbour|Hidden run)'
 	[detect]='(Benchmark|kill +[0-9]+:|target|ok|FAIL)'
+	[failover]='(figure:|round [0-9]+:|failover|--- |ok|FAIL)'
 	[fleet]='^(#|-|  -)'
 )
 

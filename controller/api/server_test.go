@@ -48,7 +48,7 @@ func (f *fake) Drain(name string, drained bool) error {
 	return nil
 }
 func (f *fake) HA() balancer.HAView { return balancer.HAView{Role: "single"} }
-func (f *fake) count() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.drains) }
+func (f *fake) count() int          { f.mu.Lock(); defer f.mu.Unlock(); return len(f.drains) }
 
 const testToken = "test-token-0123456789abcdef"
 

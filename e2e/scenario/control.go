@@ -161,7 +161,9 @@ func (s *Scenario) ControllerPID() int {
 func (s *Scenario) ControllerLog() string { return s.ControllerLogOf(0) }
 
 // ControllerLogOf is controller i's log file.
-func (s *Scenario) ControllerLogOf(i int) string { return filepath.Join(s.Lab.Dir, controllerFile(i, "log")) }
+func (s *Scenario) ControllerLogOf(i int) string {
+	return filepath.Join(s.Lab.Dir, controllerFile(i, "log"))
+}
 
 // Capacities returns the operator capacity factors currently in controller.toml.
 func (s *Scenario) Capacities() []float64 {
