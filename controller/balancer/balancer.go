@@ -311,6 +311,9 @@ func (b *Balancer) reload(path string, cfg *config.Config, opt ReloadOptions) er
 	if err := b.install(cfg); err != nil {
 		return err
 	}
+	if b.elector != nil {
+		b.elector.SetFingerprint(cfg.Fingerprint())
+	}
 	b.saveState()
 	b.startSNMP()
 	b.events.add(Event{Time: b.now(), Kind: "config", Text: "configuration reloaded"})

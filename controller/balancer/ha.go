@@ -26,6 +26,8 @@ type Elector interface {
 	WatchDrains(ctx context.Context, apply func(map[string]bool)) error
 	SaveState(ctx context.Context, doc []byte) error
 	LoadState(ctx context.Context) ([]byte, error)
+	// SetFingerprint follows a reload (config.Config.Fingerprint).
+	SetFingerprint(fp string)
 }
 
 // ErrNoBackend: the backend named is not configured.

@@ -22,6 +22,7 @@ type fakeElector struct {
 	doc      []byte
 	saves    int
 	failPuts error
+	fp       string
 	watch    func(map[string]bool)
 }
 
@@ -36,6 +37,11 @@ func (f *fakeElector) Current() ha.Leadership {
 	return f.cur
 }
 func (f *fakeElector) Changes() <-chan struct{} { return f.changes }
+func (f *fakeElector) SetFingerprint(fp string) {
+	f.mu.Lock()
+	f.fp = fp
+	f.mu.Unlock()
+}
 func (f *fakeElector) Leading() (uint64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -190,5 +196,17 @@ func TestHAStateOnlyFromTheLeader(t *testing.T) {
 	e.mu.Unlock()
 	if saved != 1 {
 		t.Fatalf("the leader wrote the shared state %d times, want 1", saved)
+	}
+	// A reload tells the election the new fingerprint.
+	next := testConfig(t, "")
+	next.Services[0].Backends[0].Capacity = 3
+	if err := b.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	fp := e.fp
+	e.mu.Unlock()
+	if fp != next.Fingerprint() {
+		t.Fatalf("election fingerprint %q after the reload, want %q", fp, next.Fingerprint())
 	}
 }

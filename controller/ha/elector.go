@@ -75,6 +75,7 @@ type Elector struct {
 	changes   chan struct{}
 
 	stepDown  chan uint64
+	newFP     chan string // SetFingerprint's latest, taken by the session loop
 	closed    chan struct{}
 	closeOnce sync.Once
 	running   atomic.Bool
@@ -123,6 +124,7 @@ func New(ctx context.Context, cfg Config) (*Elector, error) {
 		value:          string(val),
 		changes:        make(chan struct{}, 1),
 		stepDown:       make(chan uint64, 1),
+		newFP:          make(chan string, 1),
 		closed:         make(chan struct{}),
 		runDone:        make(chan struct{}),
 	}
@@ -261,6 +263,24 @@ func (e *Elector) StepDown(term uint64, reason string) {
 	select {
 	case e.stepDown <- term:
 	default:
+	}
+}
+
+// SetFingerprint replaces the configuration fingerprint after a reload. The session loop
+// rewrites our election key's value (keeping its revision, so a leader keeps its term) and
+// judges the current leader again: during a rolling reload, controllers that reloaded and
+// those that did not refuse to take over from each other until they agree again.
+func (e *Elector) SetFingerprint(fp string) {
+	for {
+		select {
+		case e.newFP <- fp:
+			return
+		default:
+		}
+		select {
+		case <-e.newFP: // an older one nobody took yet
+		default:
+		}
 	}
 }
 

@@ -413,3 +413,32 @@ func TestFailoverTime(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestSetFingerprintAfterReload: a reload changes a controller's fingerprint; the leader keeps
+// its term, and a standby judges the leader again each time either side changes.
+func TestSetFingerprintAfterReload(t *testing.T) {
+	et := startEtcd(t, 1)
+	a := startNode(t, testConfig(et.Endpoints(), "ra"))
+	oneLeader(t, []*node{a}, 5*time.Second)
+	term := a.e.Current().Term
+	cfg := testConfig(et.Endpoints(), "rb")
+	cfg.Fingerprint = "fp-new"
+	b := startNode(t, cfg)
+	waitFor(t, 2*time.Second, "mismatch seen", func() bool { return b.e.Current().Err != "" })
+	count := func() int64 {
+		r, err := a.e.client.Get(context.Background(), a.e.electionPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return -1
+		}
+		return r.Count
+	}
+	// The leader reloads to the standby's configuration: the standby queues.
+	a.e.SetFingerprint("fp-new")
+	waitFor(t, 2*time.Second, "standby agrees and queues", func() bool { return b.e.Current().Err == "" && count() == 2 })
+	if got := a.e.Current().Term; got != term || !a.e.Current().Leader {
+		t.Fatalf("after its reload the leader has term %d (leader %v), want %d", got, a.e.Current().Leader, term)
+	}
+	// The standby reloads to something else: it withdraws.
+	b.e.SetFingerprint("fp-other")
+	waitFor(t, 2*time.Second, "standby withdraws", func() bool { return b.e.Current().Err != "" && count() == 1 })
+}

@@ -200,6 +200,37 @@ func (e *Elector) runSession(ctx context.Context) (err error) {
 		ccancel      context.CancelFunc = func() {}
 	)
 	defer func() { ccancel() }()
+	// judge decides from the latest leader whether we may campaign, withdrawing our key
+	// when a leader with another configuration appeared.
+	judge := func() error {
+		mismatch := info.key != "" && info.key != myKey && info.candidate.Fingerprint != e.cfg.Fingerprint
+		msg := ""
+		if mismatch {
+			msg = fmt.Sprintf("configuration differs from leader %s's (fingerprint %s vs %s)",
+				info.candidate.Name, short(e.cfg.Fingerprint), short(info.candidate.Fingerprint))
+		}
+		e.update(func(l *Leadership) {
+			l.Leader = false
+			l.Term = uint64(info.rev)
+			l.LeaderName = info.candidate.Name
+			l.Err = msg
+		})
+		if mismatch && wantCampaign {
+			e.log.Warn("withdrawing from the election", "why", msg)
+			ccancel()
+			dctx, cancel := context.WithTimeout(sctx, e.cfg.DialTimeout)
+			_, derr := e.client.Delete(dctx, myKey)
+			cancel()
+			if derr != nil {
+				return fmt.Errorf("etcd unreachable: withdraw: %v", derr)
+			}
+		}
+		if mismatch {
+			e.log.Info("not campaigning", "why", msg)
+		}
+		wantCampaign = !mismatch
+		return nil
+	}
 	maybeCampaign := func() {
 		if !wantCampaign || outstanding || leading {
 			return
@@ -207,10 +238,11 @@ func (e *Elector) runSession(ctx context.Context) (err error) {
 		var cctx context.Context
 		cctx, ccancel = context.WithCancel(sctx)
 		outstanding = true
+		val := e.value
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			campc <- el.Campaign(cctx, e.value)
+			campc <- el.Campaign(cctx, val)
 		}()
 	}
 	check := time.NewTicker(max(ttl/10, 20*time.Millisecond))
@@ -270,33 +302,34 @@ func (e *Elector) runSession(ctx context.Context) (err error) {
 				}
 				continue
 			}
-			mismatch := info.key != "" && info.key != myKey && info.candidate.Fingerprint != e.cfg.Fingerprint
-			msg := ""
-			if mismatch {
-				msg = fmt.Sprintf("configuration differs from leader %s's (fingerprint %s vs %s)",
-					info.candidate.Name, short(e.cfg.Fingerprint), short(info.candidate.Fingerprint))
+			if err := judge(); err != nil {
+				return err
 			}
-			e.update(func(l *Leadership) {
-				l.Leader = false
-				l.Term = uint64(info.rev)
-				l.LeaderName = info.candidate.Name
-				l.Err = msg
-			})
-			if mismatch && wantCampaign {
-				e.log.Warn("withdrawing from the election", "why", msg)
-				ccancel()
-				dctx, cancel := context.WithTimeout(sctx, e.cfg.DialTimeout)
-				_, derr := e.client.Delete(dctx, myKey)
+			maybeCampaign()
+		case fp := <-e.newFP:
+			if fp == e.cfg.Fingerprint {
+				continue
+			}
+			e.log.Info("configuration fingerprint changed", "from", short(e.cfg.Fingerprint), "to", short(fp))
+			e.cfg.Fingerprint = fp
+			val, _ := json.Marshal(candidate{Name: e.cfg.Name, Fingerprint: fp})
+			e.value = string(val)
+			if leading || outstanding {
+				// Our key exists (we lead or wait in line): rewrite its value in place, on
+				// the same lease, so its create revision (our term) stays.
+				pctx, cancel := context.WithTimeout(sctx, e.cfg.DialTimeout)
+				_, perr := e.client.Put(pctx, myKey, e.value, clientv3.WithLease(lease))
 				cancel()
-				if derr != nil {
-					return fmt.Errorf("etcd unreachable: withdraw: %v", derr)
+				if perr != nil {
+					e.log.Warn("election value not rewritten after a reload", "err", perr)
 				}
 			}
-			if mismatch {
-				e.log.Info("not campaigning", "why", msg)
+			if !leading {
+				if err := judge(); err != nil {
+					return err
+				}
+				maybeCampaign()
 			}
-			wantCampaign = !mismatch
-			maybeCampaign()
 		}
 	}
 }
