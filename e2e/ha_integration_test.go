@@ -19,7 +19,10 @@ import (
 )
 
 // haRounds is how many kills TestHAFailover makes; scripts/bench.sh failover runs 20.
-var haRounds = flag.Int("ha.rounds", 2, "TestHAFailover: leader kills (and SIGSTOP rounds) to make")
+var (
+	haRounds = flag.Int("ha.rounds", 2, "TestHAFailover: leader kills (and SIGSTOP rounds) to make")
+	haEtcd   = flag.Int("ha.etcd", 1, "TestHAFailover: etcd members (1 or 3)")
+)
 
 // switchSync is one entry of a controller's /api/v1/switches/sync.
 type switchSync struct {
@@ -117,7 +120,7 @@ func shareMove(a, b map[string]uint16) float64 {
 // three as its controllers, under 60 long-lived connections: kill -9 of the leader, a frozen
 // leader (SIGSTOP past its lease), a drain made on a standby, and etcd itself killed.
 func TestHAFailover(t *testing.T) {
-	s := startScenario(t, scenario.Options{Net: 47, Controllers: 3, Lease: time.Second})
+	s := startScenario(t, scenario.Options{Net: 47, Controllers: 3, Lease: time.Second, EtcdMembers: *haEtcd})
 	n := s.Opts.Controllers
 	all := others(n, -1)
 	var cur int
@@ -229,8 +232,8 @@ func TestHAFailover(t *testing.T) {
 			cur = next
 		}
 		slices.Sort(took)
-		figure(t, "ha_takeover_after_kill", "median %v, worst %v over %d kills (lease 1s)",
-			took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), len(took))
+		figure(t, "ha_takeover_after_kill", "median %v, worst %v over %d kills (lease 1s, %d etcd members): %v",
+			took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), len(took), *haEtcd, took)
 		figure(t, "ha_takeover_share_move", "%.4f at most (dead-band %.3f)", worstMove, deadBand)
 		if st := lc.Status(); st.Broken > 0 {
 			t.Errorf("%d of %d long connections broke across the kills: %v", st.Broken, st.Opened, st.Reasons)

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -630,13 +631,5 @@ func (s *Syncer) barrierTimeout() time.Duration {
 }
 
 func roleName(r ofp.ControllerRole) string {
-	switch r {
-	case ofp.ControllerRoleEqual:
-		return "equal"
-	case ofp.ControllerRoleMaster:
-		return "master"
-	case ofp.ControllerRoleSlave:
-		return "slave"
-	}
-	return fmt.Sprintf("role %d", uint32(r))
+	return strings.ToLower(strings.TrimPrefix(ofswitch.RoleName(r), "OFPCR_ROLE_"))
 }

@@ -13,8 +13,12 @@ import (
 	"flowweight/e2e/lab"
 )
 
-// EtcdAddr is the etcd-server's client address inside "ctl" (Options.Controllers > 1).
+// EtcdAddr is the first etcd member's client address inside "ctl" (Options.Controllers > 1);
+// member m listens on port 2379+10000·m.
 const EtcdAddr = "127.0.0.1:2379"
+
+func etcdClient(m int) string { return fmt.Sprintf("http://127.0.0.1:%d", 2379+10000*m) }
+func etcdPeer(m int) string   { return fmt.Sprintf("http://127.0.0.1:%d", 2380+10000*m) }
 
 // apiAddrOf is controller i's API address inside "ctl".
 func apiAddrOf(i int) string {
@@ -65,68 +69,90 @@ func (s *Scenario) ConfigPathOf(i int) string {
 	return filepath.Join(s.Opts.Dir, controllerFile(i, "toml"))
 }
 
-// haTOML adds controller i's [ha] section: the scenario's etcd, its own name, the lease.
+// haTOML adds controller i's [ha] section: the scenario's etcd members, its own name, the
+// lease.
 func haTOML(o Options, text string, i int) string {
-	return text + fmt.Sprintf("\n[ha]\netcd = [%q]\nname = \"c%d\"\nprefix = \"/flowweight/scenario\"\nlease = %q\ndial_timeout = \"2s\"\n",
-		"http://"+EtcdAddr, i, o.Lease.String())
+	eps := make([]string, o.EtcdMembers)
+	for m := range eps {
+		eps[m] = strconv.Quote(etcdClient(m))
+	}
+	return text + fmt.Sprintf("\n[ha]\netcd = [%s]\nname = \"c%d\"\nprefix = \"/flowweight/scenario\"\nlease = %q\ndial_timeout = \"2s\"\n",
+		strings.Join(eps, ", "), i, o.Lease.String())
 }
 
-// startEtcd runs one etcd-server member inside "ctl" on EtcdAddr, with a 50 ms heartbeat and
-// a 500 ms election timeout: its minimum lease is then 1 s, and the lessor looks for expired
-// leases every 500 ms, so a dead leader's key goes 1-1.5 s after its last keep-alive.
+// startEtcd runs the etcd-server members inside "ctl", with a 50 ms heartbeat and a 500 ms
+// election timeout: the minimum lease is then 1 s, and the lessor looks for expired leases
+// every 500 ms, so a dead leader's key goes 1-1.5 s after its last keep-alive. It serves
+// again from the data directories after KillEtcd.
 func (s *Scenario) startEtcd() error {
 	bin := "/usr/bin/etcd"
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("scenario: HA needs etcd-server (apt-get install etcd-server): %w", err)
 	}
-	dir := filepath.Join(s.Lab.Dir, "etcd")
-	peer := "http://127.0.0.1:2380"
-	cmd := s.Ctl.Command(context.Background(), bin, "--name", "s1", "--data-dir", dir,
-		"--listen-client-urls", "http://"+EtcdAddr, "--advertise-client-urls", "http://"+EtcdAddr,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "s1="+peer,
-		"--initial-cluster-state", "new", "--heartbeat-interval", "50", "--election-timeout", "500", "--log-level", "warn")
-	p, err := s.Lab.Start("etcd", cmd, nil)
-	if err != nil {
-		return fmt.Errorf("scenario: %w", err)
+	n := s.Opts.EtcdMembers
+	var cluster []string
+	for m := range n {
+		cluster = append(cluster, fmt.Sprintf("s%d=%s", m, etcdPeer(m)))
+	}
+	procs := make([]*lab.Proc, n)
+	for m := range n {
+		cmd := s.Ctl.Command(context.Background(), bin, "--name", fmt.Sprintf("s%d", m),
+			"--data-dir", filepath.Join(s.Lab.Dir, fmt.Sprintf("etcd%d", m)),
+			"--listen-client-urls", etcdClient(m), "--advertise-client-urls", etcdClient(m),
+			"--listen-peer-urls", etcdPeer(m), "--initial-advertise-peer-urls", etcdPeer(m),
+			"--initial-cluster", strings.Join(cluster, ","), "--initial-cluster-state", "new",
+			"--heartbeat-interval", "50", "--election-timeout", "500", "--log-level", "warn")
+		p, err := s.Lab.Start(fmt.Sprintf("etcd%d", m), cmd, nil)
+		if err != nil {
+			return fmt.Errorf("scenario: %w", err)
+		}
+		procs[m] = p
 	}
 	s.mu.Lock()
-	s.etcd = p
+	s.etcd = procs
 	s.mu.Unlock()
-	return s.waitEtcd(p)
+	for m, p := range procs {
+		if err := s.waitEtcd(m, p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func (s *Scenario) waitEtcd(p *lab.Proc) error {
+func (s *Scenario) waitEtcd(m int, p *lab.Proc) error {
 	return lab.Poll(15*time.Second, func() error {
 		if p.Exited() {
-			return fmt.Errorf("scenario: etcd exited: %v\n%s", p.Wait(), lab.Tail(p.LogPath, 20))
+			return fmt.Errorf("scenario: etcd member %d exited: %v\n%s", m, p.Wait(), lab.Tail(p.LogPath, 20))
 		}
-		res, err := s.Ctl.HTTPClient(time.Second).Get("http://" + EtcdAddr + "/health")
+		res, err := s.Ctl.HTTPClient(time.Second).Get(etcdClient(m) + "/health")
 		if err != nil {
-			return fmt.Errorf("scenario: etcd not answering: %w", err)
+			return fmt.Errorf("scenario: etcd member %d not answering: %w", m, err)
 		}
 		res.Body.Close()
 		if res.StatusCode != 200 {
-			return fmt.Errorf("scenario: etcd /health: %s", res.Status)
+			return fmt.Errorf("scenario: etcd member %d /health: %s", m, res.Status)
 		}
 		return nil
 	})
 }
 
-// StartEtcd starts the etcd-server again (after KillEtcd) on its data directory.
+// StartEtcd starts the etcd-server members again (after KillEtcd) on their data directories.
 func (s *Scenario) StartEtcd() error { return s.startEtcd() }
 
-// KillEtcd ends the etcd-server with SIGKILL.
+// KillEtcd ends every etcd member with SIGKILL.
 func (s *Scenario) KillEtcd() error {
 	s.mu.Lock()
-	p := s.etcd
+	procs := s.etcd
 	s.mu.Unlock()
-	if p == nil {
+	if len(procs) == 0 {
 		return fmt.Errorf("scenario: no etcd")
 	}
-	if err := p.Signal(syscall.SIGKILL); err != nil {
-		return err
+	for _, p := range procs {
+		if err := p.Signal(syscall.SIGKILL); err != nil && !p.Exited() {
+			return err
+		}
+		<-p.Done()
 	}
-	<-p.Done()
 	return nil
 }
 

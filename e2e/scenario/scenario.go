@@ -99,6 +99,8 @@ type Options struct {
 	Controllers int
 	// Lease is the HA lease (whole seconds); default 1s.
 	Lease time.Duration
+	// EtcdMembers is the size of the etcd cluster with Controllers > 1: 1 (default) or 3.
+	EtcdMembers int
 }
 
 func (o *Options) fill() error {
@@ -155,6 +157,12 @@ func (o *Options) fill() error {
 		return fmt.Errorf("scenario: Options.Controllers %d outside [1,9]", o.Controllers)
 	}
 	def(&o.Lease, time.Second)
+	if o.EtcdMembers == 0 {
+		o.EtcdMembers = 1
+	}
+	if o.EtcdMembers != 1 && o.EtcdMembers != 3 {
+		return fmt.Errorf("scenario: Options.EtcdMembers %d: want 1 or 3", o.EtcdMembers)
+	}
 	return nil
 }
 
@@ -231,7 +239,7 @@ type Scenario struct {
 
 	mu         sync.Mutex
 	ctlProcs   map[int]*lab.Proc // by controller index
-	etcd       *lab.Proc
+	etcd       []*lab.Proc       // by member
 	capacities []float64
 	mode       string
 }
