@@ -296,8 +296,10 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 	}
 	if !write {
 		// A standby reads the switch back at every intent: its seeds then follow what the
-		// leader wrote, and a takeover starts from the switch's weights.
+		// leader wrote, and a takeover starts from the switch's weights. It is in step with
+		// the intent in that sense (Role says the switch holds the leader's writes).
 		s.resync = true
+		s.st.Seq = in.Seq
 		s.publish()
 		return
 	}
