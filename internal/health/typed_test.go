@@ -22,7 +22,7 @@ import (
 
 // selfSigned returns a PEM certificate valid for 127.0.0.1 and the name "svc.test", and the
 // tls.Certificate serving it, as a self-signed service would have.
-func selfSigned(t *testing.T) (certPEM []byte, cert tls.Certificate) {
+func selfSigned(t testing.TB) (certPEM []byte, cert tls.Certificate) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -348,6 +348,25 @@ func FuzzParseHex(f *testing.F) {
 			if err != nil || !bytes.Equal(back, []byte(s)) {
 				t.Fatalf("hex of %q -> %x, %v", s, back, err)
 			}
+		}
+	})
+}
+
+// FuzzParseCA: any input is either a pool or an error, never a panic, and a pool comes only
+// from input holding a CERTIFICATE block.
+func FuzzParseCA(f *testing.F) {
+	f.Add([]byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))
+	f.Add([]byte("not pem"))
+	f.Add([]byte{})
+	certPEM, _ := selfSigned(f)
+	f.Add(certPEM)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pool, err := ParseCA(data)
+		if (pool == nil) == (err == nil) {
+			t.Fatalf("pool %v, err %v", pool != nil, err)
+		}
+		if err == nil && !bytes.Contains(data, []byte("CERTIFICATE")) {
+			t.Fatalf("a pool from %q", data)
 		}
 	})
 }
