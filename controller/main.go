@@ -63,13 +63,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "config:", err)
 		os.Exit(2)
 	}
-	cfg, err := config.Parse(*cfgPath, data)
+	// LoadData, not Parse: the files the configuration names (api.token_file, health
+	// checks' tls_ca) are read and checked now, as a reload reads them.
+	cfg, err := config.LoadData(*cfgPath, data)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	if *check {
-		for _, w := range cfg.Warnings() {
+		for _, w := range append(cfg.Warnings(), cfg.HealthWarnings()...) {
 			fmt.Printf("%s: warning: %s\n", *cfgPath, w)
 		}
 		if err := checkKeys(cfg); err != nil {

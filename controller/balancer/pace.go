@@ -3,8 +3,8 @@ package balancer
 import "time"
 
 // checkPace schedules the polls of one SNMP backend and the collector's own health checks of
-// it. Every interval it polls SNMP and, when the poll succeeds, checks the health URL. After
-// a failed check it checks the URL alone every fast, until rise checks in a row have passed
+// it. Every interval it polls SNMP and, when the poll succeeds, runs the health check. After
+// a failed check it runs the check alone every fast, until rise checks in a row have passed
 // (HAProxy's fastinter): the pool needs fail_threshold failed checks in a row, and at the
 // poll interval those would take whole intervals. Polls keep their period: SNMP is the
 // heavier request, and the load it reads is smoothed per poll.
@@ -48,7 +48,7 @@ func (p *checkPace) checked(ok bool) {
 	}
 }
 
-// pollFailed ends the fast pace: a failed poll counts as a failed check, and passing URL
+// pollFailed ends the fast pace: a failed poll counts as a failed check, and passing health
 // checks between polls would then hide an SNMP agent that is gone. Its outage is judged at
 // the poll interval, as without the fast pace.
 func (p *checkPace) pollFailed() { p.left = 0 }

@@ -8,11 +8,10 @@ import (
 	"flowweight/collector"
 	"flowweight/collector/snmp"
 	"flowweight/controller/config"
-	"flowweight/internal/health"
 )
 
-// snmpSource polls one backend's snmpd and checks its HTTP health from the collector, for
-// backends that run no probe.
+// snmpSource polls one backend's snmpd and checks its health from the collector (a check of
+// the configured type: tcp, http, https or udp), for backends that run no probe.
 type snmpSource struct {
 	cancel context.CancelFunc
 	spec   string // what it was started with; a reload that changes it restarts the source
@@ -65,11 +64,11 @@ type snmpTiming struct {
 func specOf(be config.Backend, tm snmpTiming) string {
 	t := be.SNMPTarget()
 	return t.Address + "|" + t.Version + "|" + t.Community + "|" + t.User + "|" + t.AuthPassphrase + "|" + t.PrivPassphrase +
-		"|" + be.HealthURL + "|" + tm.interval.String() + "|" + tm.timeout.String() + "|" + t.Timeout.String() +
+		"|" + be.HealthKey() + "|" + tm.interval.String() + "|" + tm.timeout.String() + "|" + t.Timeout.String() +
 		"|" + tm.fast.String() + "|" + strconv.Itoa(tm.rise)
 }
 
-// runSNMP polls be and checks its health URL on the schedule of a checkPace until ctx ends.
+// runSNMP polls be and runs its health check on the schedule of a checkPace until ctx ends.
 func (b *Balancer) runSNMP(ctx context.Context, be config.Backend, tm snmpTiming) {
 	log := b.log.With("backend", be.Name, "source", "snmp")
 	poller, err := snmp.NewPoller(be.SNMPTarget())
@@ -78,10 +77,13 @@ func (b *Balancer) runSNMP(ctx context.Context, be config.Backend, tm snmpTiming
 		return
 	}
 	defer poller.Close()
-	checker, err := health.New(health.Spec{URL: be.HealthURL, Timeout: tm.timeout, ExpectStatus: "200-399"})
+	checker, err := be.HealthChecker(tm.timeout)
 	if err != nil {
 		log.Error("health check not started", "err", err)
 		return
+	}
+	if h := be.EffectiveHealth(); h.TLSSkipVerify {
+		log.Warn("health check does not verify the service's certificate (tls_skip_verify = true): anything that answers on the path passes it; set tls_ca instead", "check", h.Type)
 	}
 	pace := newCheckPace(tm.interval, tm.fast, tm.rise)
 	check := func() {
@@ -112,7 +114,7 @@ func (b *Balancer) runSNMP(ctx context.Context, be config.Backend, tm snmpTiming
 				check()
 			}
 		} else {
-			check() // the fast pace: the health URL alone
+			check() // the fast pace: the health check alone
 		}
 		t := time.NewTimer(pace.wait(time.Now()))
 		select {

@@ -144,8 +144,11 @@ type Backend struct {
 	SwitchPort int      `toml:"switch_port"` // optional OpenFlow port; learned with the MAC when 0
 	Capacity   float64  `toml:"capacity"`    // operator capacity factor; default 1
 	KeyFile    string   `toml:"key_file"`    // optional per-backend push key, overrides collector.key_file
-	HealthURL  string   `toml:"health_url"`  // for snmp backends: the collector checks this URL
+	HealthURL  string   `toml:"health_url"`  // for snmp backends: the collector checks this URL (an http(s) [health] with only url)
 	SNMP       *SNMPSrc `toml:"snmp"`        // for snmp backends
+	// Health is how the collector checks an snmp backend by type (health.go); health_url
+	// is the older form of an http(s) check.
+	Health *HealthCheck `toml:"health"`
 }
 
 // SNMPSrc is how the collector polls a backend's snmpd.
@@ -204,6 +207,9 @@ func parse(name string, data []byte, readFiles bool) (*Config, error) {
 	}
 	c.fill()
 	err := c.Validate()
+	if readFiles && err == nil {
+		err = c.readHealthFiles()
+	}
 	if readFiles && c.API.TokenFile != "" {
 		tok, terr := ReadToken(c.API.TokenFile)
 		if terr != nil {
@@ -501,14 +507,10 @@ func (c *Config) Validate() error {
 				} else {
 					p.Add(bkey+".snmp", b.SNMP.target(uint16(b.Port)).Validate())
 				}
-				if b.HealthURL == "" {
-					p.Addf(bkey+".health_url", "required for source \"snmp\": the collector checks health itself")
-				} else if !strings.HasPrefix(b.HealthURL, "http://") && !strings.HasPrefix(b.HealthURL, "https://") {
-					p.Addf(bkey+".health_url", "%q is not an http(s) URL", b.HealthURL)
-				}
 			default:
 				p.Addf(bkey+".source", "%q is not one of probe, snmp", b.Source)
 			}
+			validateHealth(&p, bkey, s, b)
 		}
 	}
 	c.Collector.validateKeys(&p, needKey)

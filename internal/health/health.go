@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -18,12 +19,20 @@ import (
 
 // Spec is what to check. The probe's [health] table (probe/config) and the controller's
 // health_url for a probe-less backend both come down to it, so both judge a service the same
-// way.
+// way. It is the http and https type of check; TCPSpec and UDPSpec are the others.
 type Spec struct {
 	URL          string        // http:// or https://
 	Timeout      time.Duration // > 0: the whole check, connect to the end of the body
 	ExpectStatus string        // accepted codes: "200-399", "200,204"
 	BodyContains string        // a substring the body must hold; "" for none
+
+	// https only. A self-signed service is checked either against its own CA (RootCAs) or,
+	// explicitly, without verification (TLSSkipVerify, which callers warn about): the
+	// default stays the system roots, as http.Client would, so a check never trusts a
+	// certificate silently.
+	TLSSkipVerify bool
+	RootCAs       *x509.CertPool // nil: the system roots
+	ServerName    string         // the name the certificate must carry; "": the URL's host
 }
 
 // MaxBody is how much of the body is searched for Checker.BodyContains.
@@ -35,8 +44,8 @@ const MaxErrLen = 128
 // Result is the outcome of one check.
 type Result struct {
 	OK      bool
-	Status  uint16        // HTTP status, 0 when there was no response
-	Latency time.Duration // from sending the request to the end of the judged response
+	Status  uint16        // HTTP status, 0 when there was no response (and for tcp and udp checks)
+	Latency time.Duration // from dialling to the end of the judged response (or answer, or connect)
 	Err     string        // why the check failed, at most MaxErrLen bytes; empty when OK
 }
 
@@ -88,9 +97,13 @@ func New(h Spec) (*Checker, error) {
 		port = cmp.Or(port, "80")
 	case "https":
 		port = cmp.Or(port, "443")
-		c.tls = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
+		c.tls = &tls.Config{ServerName: cmp.Or(h.ServerName, u.Hostname()), MinVersion: tls.VersionTLS12,
+			RootCAs: h.RootCAs, InsecureSkipVerify: h.TLSSkipVerify}
 	default:
 		return nil, fmt.Errorf("health.url %q: scheme must be http or https", h.URL)
+	}
+	if c.tls == nil && (h.TLSSkipVerify || h.RootCAs != nil || h.ServerName != "") {
+		return nil, fmt.Errorf("health.url %q: TLS options need an https URL", h.URL)
 	}
 	if u.Hostname() == "" {
 		return nil, fmt.Errorf("health.url %q has no host", h.URL)
