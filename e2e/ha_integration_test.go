@@ -22,6 +22,7 @@ import (
 var (
 	haRounds = flag.Int("ha.rounds", 2, "TestHAFailover: leader kills (and SIGSTOP rounds) to make")
 	haEtcd   = flag.Int("ha.etcd", 1, "TestHAFailover: etcd members (1 or 3)")
+	haFrozen = flag.Int("ha.frozen", 1, "TestHAFailover: SIGSTOP rounds to make")
 )
 
 // switchSync is one entry of a controller's /api/v1/switches/sync.
@@ -309,7 +310,7 @@ func TestHAFailover(t *testing.T) {
 	})
 
 	t.Run("a frozen leader writes nothing the switch accepts", func(t *testing.T) {
-		for round := range max(1, *haRounds/4) {
+		for round := range max(1, *haFrozen) {
 			_, v, err := leader(s, all)
 			if err != nil {
 				t.Fatal(err)
