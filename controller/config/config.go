@@ -682,7 +682,7 @@ func (c *Config) Warnings() []string {
 				f, strings.Join(names, ", ")))
 		}
 	}
-	return w
+	return append(w, c.hostWarnings()...)
 }
 
 // ProbeKey returns the push key of probe backend b: its own key_file, or the key derived from

@@ -284,3 +284,21 @@ func containsPort(ps []uint16, p uint16) bool {
 	}
 	return false
 }
+
+// hostWarnings names the hosts no service lists: their probes' reports are refused as
+// unknown, which is what a typo in a host reference looks like from the probe's side.
+func (c *Config) hostWarnings() []string {
+	used := map[string]bool{}
+	for _, s := range c.Services {
+		for _, b := range s.Backends {
+			used[b.Name] = true
+		}
+	}
+	var w []string
+	for _, h := range c.Hosts {
+		if !used[h.Name] {
+			w = append(w, fmt.Sprintf("host %q: declared but no service lists it (host = %q); its probe's reports are refused as unknown", h.Name, h.Name))
+		}
+	}
+	return w
+}

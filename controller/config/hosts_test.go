@@ -98,6 +98,13 @@ func TestHostsResolve(t *testing.T) {
 	if w := c.Warnings(); len(w) != 1 || !strings.Contains(w[0], "the 3 probe backend(s) fws1, fws2, fws3") {
 		t.Errorf("warnings name each host once: %q", w)
 	}
+	unused, err := Parse("t.toml", []byte(hostsGood+"[[host]]\nname = \"fws4\"\nip = \"10.0.0.4\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := unused.Warnings(); len(w) != 2 || !strings.Contains(w[1], `host "fws4": declared but no service lists it`) {
+		t.Errorf("an unused host is not warned about: %q", w)
+	}
 }
 
 // TestInlineFormUnchanged: a file of inline backends parses to what it always did.

@@ -508,3 +508,22 @@ func TestErrKind(t *testing.T) {
 		t.Errorf("ErrSummary = %q, want %q", got, want)
 	}
 }
+
+func TestAllGrew(t *testing.T) {
+	before := LongConnsResult{Each: []int{1, 5, 0}}
+	cases := []struct {
+		each []int
+		ok   bool
+	}{
+		{[]int{4, 8, 3}, true},
+		{[]int{9, 9, 9}, true},
+		{[]int{4, 7, 3}, false}, // connection 1 grew by 2 only
+		{[]int{1, 5, 0}, false},
+	}
+	for _, c := range cases {
+		err := LongConnsResult{Each: c.each}.AllGrew(before, 3)
+		if (err == nil) != c.ok {
+			t.Errorf("AllGrew(%v from %v, 3) = %v, want ok %v", c.each, before.Each, err, c.ok)
+		}
+	}
+}

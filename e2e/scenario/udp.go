@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,15 +27,34 @@ func (s *Scenario) GroupWeightsOf(group uint32) (map[string]uint16, error) {
 	return BucketsByBackend(buckets, ips)
 }
 
+// ClientAddrs gives the client host n more addresses (10.77.Net.150 and up) and returns
+// them. Open vSwitch's select group hashes a UDP flow by its addresses only (docs/design.md),
+// so UDP flows from one client address all reach one backend: tests of UDP balancing send
+// from several.
+func (s *Scenario) ClientAddrs(n int) ([]netip.Addr, error) {
+	if n < 1 || n > 50 {
+		return nil, fmt.Errorf("scenario: client addresses: %d outside [1,50]", n)
+	}
+	out := make([]netip.Addr, n)
+	for i := range out {
+		out[i] = s.Opts.addr(150 + i)
+		if _, err := s.Client.Run(context.Background(), "ip", "addr", "replace", netip.PrefixFrom(out[i], 24).String(), "dev", "eth0"); err != nil {
+			return nil, fmt.Errorf("scenario: %w", err)
+		}
+	}
+	return out, nil
+}
+
 // Spread sends n requests to the VIP's port from the client host, each on a new connection
 // ("tcp": one HTTP GET) or a new socket ("udp": one datagram to a backendd -udp-port), and
-// counts which backend answered each. Requests that fail are returned as errors (at most 5
-// kept) and counted in failed. Bounded by n and by a 5 s timeout per request.
-func (s *Scenario) Spread(ctx context.Context, network string, port, n int) (per map[string]int, failed int, errs []error) {
+// counts which backend answered each; request i is sent from from[i % len(from)] (nil: the
+// client's own address). Requests that fail are returned as errors (at most 5 kept) and
+// counted in failed. Bounded by n and by a 5 s timeout per request.
+func (s *Scenario) Spread(ctx context.Context, network string, port, n int, from []netip.Addr) (per map[string]int, failed int, errs []error) {
 	per = map[string]int{}
 	addr := net.JoinHostPort(s.VIP.String(), strconv.Itoa(port))
 	for i := range n {
-		name, err := s.request(ctx, network, addr, "spread "+strconv.Itoa(i))
+		name, err := s.request(ctx, network, addr, "spread "+strconv.Itoa(i), pick(from, i))
 		if err != nil {
 			failed++
 			if len(errs) < 5 {
@@ -47,10 +67,26 @@ func (s *Scenario) Spread(ctx context.Context, network string, port, n int) (per
 	return per, failed, errs
 }
 
-func (s *Scenario) request(ctx context.Context, network, addr, payload string) (string, error) {
+// pick is from[i % len(from)], or the zero address for none.
+func pick(from []netip.Addr, i int) netip.Addr {
+	if len(from) == 0 {
+		return netip.Addr{}
+	}
+	return from[i%len(from)]
+}
+
+// dial dials from the client host, from local unless it is the zero address.
+func (s *Scenario) dial(ctx context.Context, network, addr string, local netip.Addr) (net.Conn, error) {
+	if local.IsValid() {
+		return s.Client.DialFrom(ctx, network, addr, local)
+	}
+	return s.Client.DialContext(ctx, network, addr)
+}
+
+func (s *Scenario) request(ctx context.Context, network, addr, payload string, local netip.Addr) (string, error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := s.Client.DialContext(dctx, network, addr)
+	c, err := s.dial(dctx, network, addr, local)
 	if err != nil {
 		return "", err
 	}
@@ -96,22 +132,24 @@ type UDPFlows struct {
 	opened   int
 	broken   []string
 	requests int
+	each     []int // answers per flow
 	backend  map[string]int
 }
 
-// UDPFlows starts n flows to the VIP's UDP port from the client host, kept until Stop or
-// until maxDuration passes. It returns once each has had its first answer (or failed).
-func (s *Scenario) UDPFlows(n, port int, maxDuration time.Duration) (*UDPFlows, error) {
+// UDPFlows starts n flows to the VIP's UDP port from the client host (flow i from
+// from[i % len(from)]; nil: the client's own address), kept until Stop or until maxDuration
+// passes. It returns once each has had its first answer (or failed).
+func (s *Scenario) UDPFlows(n, port int, maxDuration time.Duration, from []netip.Addr) (*UDPFlows, error) {
 	if n <= 0 || port <= 0 || maxDuration <= 0 {
 		return nil, fmt.Errorf("scenario: udp flows: n (%d), port (%d), maxDuration (%v) must be > 0", n, port, maxDuration)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), maxDuration)
-	f := &UDPFlows{cancel: cancel, backend: map[string]int{}}
+	f := &UDPFlows{cancel: cancel, backend: map[string]int{}, each: make([]int, n)}
 	addr := net.JoinHostPort(s.VIP.String(), strconv.Itoa(port))
 	var ready sync.WaitGroup
 	for i := range n {
 		ready.Add(1)
-		f.wg.Go(func() { f.run(ctx, s, i, addr, ready.Done) })
+		f.wg.Go(func() { f.run(ctx, s, i, addr, pick(from, i), ready.Done) })
 	}
 	ready.Wait()
 	return f, nil
@@ -123,11 +161,11 @@ func (f *UDPFlows) fail(i int, why string, err error) {
 	f.mu.Unlock()
 }
 
-func (f *UDPFlows) run(ctx context.Context, s *Scenario, i int, addr string, ready func()) {
+func (f *UDPFlows) run(ctx context.Context, s *Scenario, i int, addr string, local netip.Addr, ready func()) {
 	once := sync.OnceFunc(ready)
 	defer once()
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	c, err := s.Client.DialContext(dctx, "udp", addr)
+	c, err := s.dial(dctx, "udp", addr, local)
 	cancel()
 	if err != nil {
 		f.fail(i, "socket", err)
@@ -159,6 +197,7 @@ func (f *UDPFlows) run(ctx context.Context, s *Scenario, i int, addr string, rea
 		}
 		f.mu.Lock()
 		f.requests++
+		f.each[i]++
 		f.mu.Unlock()
 		t := time.NewTimer(100*time.Millisecond + rand.N(100*time.Millisecond))
 		select {
@@ -178,7 +217,8 @@ func (f *UDPFlows) Status() LongConnsResult {
 	for k, v := range f.backend {
 		per[k] = v
 	}
-	return LongConnsResult{Opened: f.opened, Broken: len(f.broken), Requests: f.requests, PerBackend: per, Reasons: slices.Clone(f.broken)}
+	return LongConnsResult{Opened: f.opened, Broken: len(f.broken), Requests: f.requests, PerBackend: per, Reasons: slices.Clone(f.broken),
+		Each: slices.Clone(f.each)}
 }
 
 // Stop ends every flow and returns the final counts.
