@@ -3,6 +3,7 @@ package balancer
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +198,63 @@ backends_from = "web"
 	}
 	if c := b.Config(); len(c.Services) != 2 || c.Services[1].Backends[1].Name != "b" || c.Services[1].Backends[1].Port != 9000 {
 		t.Fatalf("the good file was not applied: %+v", c.Services)
+	}
+}
+
+// TestSNMPOnePollerPerHost: an snmp host in two TCP services gets one
+// poller, counting connections on both TCP ports; an inline snmp backend keeps its own port.
+func TestSNMPOnePollerPerHost(t *testing.T) {
+	text := `
+[collector]
+key_file = "/k"
+[[host]]
+name = "s1"
+ip = "10.0.0.1"
+source = "snmp"
+health_url = "http://10.0.0.1/health"
+[host.snmp]
+version = "v2c"
+community = "c"
+[[service]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+group_id = 1
+  [[service.backend]]
+  host = "s1"
+  port = 8080
+  [[service.backend]]
+  name = "s2"
+  ip = "10.0.0.2"
+  source = "snmp"
+  health_url = "http://10.0.0.2/health"
+  [service.backend.snmp]
+  version = "v2c"
+  community = "c"
+[[service]]
+name = "tls"
+vip = "10.0.0.100"
+port = 443
+group_id = 2
+  [[service.backend]]
+  host = "s1"
+`
+	cfg, err := config.Parse("snmp.toml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := snmpHosts(cfg)
+	if len(got) != 2 {
+		t.Fatalf("%d sources, want 2 (one per host): %v", len(got), got)
+	}
+	if p := got["s1"].target().ServicePorts; !slices.Equal(p, []uint16{8080, 443}) {
+		t.Errorf("host s1 counts connections on %v, want [8080 443]", p)
+	}
+	if p := got["s2"].target().ServicePorts; !slices.Equal(p, []uint16{80}) {
+		t.Errorf("backend s2 counts connections on %v, want [80]", p)
+	}
+	tm := snmpTiming{interval: time.Second}
+	if specOf(got["s1"], tm) == specOf(snmpHost{Backend: got["s1"].Backend, ports: []uint16{8080}}, tm) {
+		t.Error("a change of the host's ports does not restart its source")
 	}
 }

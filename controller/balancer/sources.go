@@ -27,17 +27,7 @@ func (b *Balancer) startSNMP() {
 	if b.ctx == nil {
 		return // Run has not started yet; it calls us again
 	}
-	// One source per host, however many services it backs: its connection count is over
-	// the TCP ports of all of them.
-	want := map[string]snmpHost{}
-	ports := b.cfg.HostPorts()
-	for _, s := range b.cfg.Services {
-		for _, be := range s.Backends {
-			if _, ok := want[be.Name]; !ok && be.Source == "snmp" {
-				want[be.Name] = snmpHost{Backend: be, ports: ports[be.Name]}
-			}
-		}
-	}
+	want := snmpHosts(b.cfg)
 	c := b.cfg.Collector
 	tm := snmpTiming{interval: c.PollInterval, timeout: c.HealthTimeout, fast: c.HealthFastInterval, rise: c.RiseThreshold}
 	for name, src := range b.pollers {
@@ -58,6 +48,21 @@ func (b *Balancer) startSNMP() {
 			b.runSNMP(ctx, be, tm)
 		}()
 	}
+}
+
+// snmpHosts is one SNMP source per snmp host, however many services it backs: its
+// connection count is over the TCP ports of all of them.
+func snmpHosts(cfg *config.Config) map[string]snmpHost {
+	want := map[string]snmpHost{}
+	ports := cfg.HostPorts()
+	for _, s := range cfg.Services {
+		for _, be := range s.Backends {
+			if _, ok := want[be.Name]; !ok && be.Source == "snmp" {
+				want[be.Name] = snmpHost{Backend: be, ports: ports[be.Name]}
+			}
+		}
+	}
+	return want
 }
 
 // snmpHost is an snmp backend and the service ports its connections are counted on.

@@ -481,6 +481,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	c.checkSharedEndpoints(&p)
 	c.Collector.validateKeys(&p, needKey)
 	return p.Err()
 }

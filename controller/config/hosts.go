@@ -302,3 +302,38 @@ func (c *Config) hostWarnings() []string {
 	}
 	return w
 }
+
+// checkSharedEndpoints refuses a backend address, protocol and port in two services unless
+// conntrack can tell their replies apart: the switch has one return flow per backend
+// endpoint (docs/dataplane.md), which un-NATs in one zone, or in stateless mode rewrites the
+// source to one VIP. Two services on one host:port (two VIPs over the same server) therefore
+// need conntrack mode and the same zone. Hosts make such files easy to write, so the check
+// names both services and the fix.
+func (c *Config) checkSharedEndpoints(p *configs.Problems) {
+	type user struct {
+		service string
+		zone    int
+		mode    string
+	}
+	first := map[string]user{}
+	for i := range c.Services {
+		s := &c.Services[i]
+		key := serviceKey(i, s)
+		for _, b := range s.Backends {
+			ep := fmt.Sprintf("%s %s port %d", b.IP, s.Protocol, b.Port)
+			u, seen := first[ep]
+			if !seen {
+				first[ep] = user{s.Name, s.Zone, s.Mode}
+				continue
+			}
+			if u.service == s.Name {
+				continue // the service's own duplicate endpoint is reported there
+			}
+			if u.mode != "conntrack" || s.Mode != "conntrack" || u.zone != s.Zone {
+				p.Addf(fmt.Sprintf("%s.backend %q.port", key, b.Name),
+					"%s is also a backend of service %q (there mode %s, zone %d; here mode %s, zone %d): replies from it meet one return flow, so both services need mode \"conntrack\" and the same zone (zone = %d in both), or the host serves them on different ports",
+					ep, u.service, u.mode, u.zone, s.Mode, s.Zone, u.zone)
+			}
+		}
+	}
+}

@@ -157,6 +157,11 @@ group_id = 8
 		{"backends_from unknown", hostsEdit(`backends_from = "web"`, `backends_from = "www"`), []string{`service "tls".backends_from: no service named "www"`}},
 		{"backends_from chain", hostsEdit("group_id = 3\nbackends_from = \"web\"", "group_id = 3\nbackends_from = \"tls\""), []string{`service "dns".backends_from: service "tls" takes its backends from service "web"`}},
 		{"backends_from and backends", hostsGood + "  [[service.backend]]\n  host = \"fws1\"\n", []string{`service "dns".backends_from: given together with [[service.backend]]`}},
+		{"two VIPs on one host port, zones differ", good + strings.Replace(strings.Replace(strings.Replace(second, "port = 9000", "port = 80", 1), "vip = \"10.0.0.100\"", "vip = \"10.0.0.101\"", 1), `name = "a"`, `name = "c"`, 1),
+			[]string{`service "echo".backend "c".port: 10.0.0.1 tcp port 80 is also a backend of service "web" (there mode conntrack, zone 7; here mode conntrack, zone 8)`, "zone = 7 in both"}},
+		{"two VIPs on one host port, one zone", good + strings.Replace(strings.Replace(strings.Replace(second, "port = 9000", "port = 80\nzone = 7", 1), "vip = \"10.0.0.100\"", "vip = \"10.0.0.101\"", 1), `name = "a"`, `name = "c"`, 1), nil},
+		{"two VIPs on one host port, stateless", good + strings.Replace(strings.Replace(strings.Replace(second, "port = 9000", "port = 80\nzone = 7\nmode = \"stateless\"", 1), "vip = \"10.0.0.100\"", "vip = \"10.0.0.101\"", 1), `name = "a"`, `name = "c"`, 1),
+			[]string{`service "echo".backend "c".port`, "here mode stateless, zone 7"}},
 		{"udp with an http-checked snmp host", hostsEdit("name = \"fws2\"\nip = \"10.0.0.2\"\n", "name = \"fws2\"\nip = \"10.0.0.2\"\nsource = \"snmp\"\nhealth_url = \"http://10.0.0.2/\"\n[host.snmp]\nversion = \"v2c\"\ncommunity = \"c\"\n"),
 			[]string{`service "dns".backend "fws2".health_url (from host "fws2")`, "a UDP service cannot be health-checked over HTTP"}},
 		{"udp with an inline http-checked snmp backend", good + strings.Replace(second, "port = 9000", "port = 53\nprotocol = \"udp\"", 1) +
