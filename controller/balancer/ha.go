@@ -207,8 +207,8 @@ func (b *Balancer) adoptSharedState(ctx context.Context) {
 	b.mu.Lock()
 	for _, s := range b.services {
 		for j, be := range s.cfg.Backends {
-			if e, ok := f.Backends[be.Name]; ok && e.Service == s.cfg.Name && e.LearnedCapacity != 0 {
-				s.books[j].learned = e.LearnedCapacity
+			if l := f.Backends[be.Name].LearnedIn(s.cfg.Name); l != 0 {
+				s.books[j].learned = l
 				n++
 			}
 		}

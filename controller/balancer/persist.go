@@ -142,8 +142,14 @@ func (b *Balancer) rememberLocked(next []*service, drained map[string]bool) (res
 			if configured[be.Name] {
 				continue
 			}
-			e := state.Backend{Service: s.cfg.Name, OperatorDrain: drained[be.Name], LearnedCapacity: learnedOf(s.books[j]), Removed: &now}
-			if e.OperatorDrain || e.LearnedCapacity != 0 {
+			// A host in several services: one entry, each service's learning in it.
+			e, ok := p.remembered[be.Name]
+			if !ok || e.Removed == nil {
+				e = state.Backend{Service: s.cfg.Name, Removed: &now}
+			}
+			e.OperatorDrain = e.OperatorDrain || drained[be.Name]
+			e.Learn(s.cfg.Name, learnedOf(s.books[j]))
+			if e.OperatorDrain || e.LearnedCapacity != 0 || len(e.Also) > 0 {
 				p.remembered[be.Name] = e
 			}
 		}
@@ -154,10 +160,10 @@ func (b *Balancer) rememberLocked(next []*service, drained map[string]bool) (res
 			if !ok || wasConfigured[be.Name] {
 				continue
 			}
-			if e.Service == s.cfg.Name && e.LearnedCapacity != 0 && s.books[j].learned == 0 {
-				s.books[j].learned = e.LearnedCapacity
+			if l := e.LearnedIn(s.cfg.Name); l != 0 && s.books[j].learned == 0 {
+				s.books[j].learned = l
 			}
-			if e.OperatorDrain {
+			if e.OperatorDrain && !slices.Contains(restoreDrain, be.Name) {
 				restoreDrain = append(restoreDrain, be.Name)
 			}
 		}
@@ -166,7 +172,8 @@ func (b *Balancer) rememberLocked(next []*service, drained map[string]bool) (res
 		if configured[name] {
 			delete(p.remembered, name)
 		} else if e.Removed == nil {
-			p.remembered[name] = state.Backend{Service: e.Service, OperatorDrain: e.OperatorDrain, LearnedCapacity: e.LearnedCapacity, Removed: &now}
+			e.Removed = &now
+			p.remembered[name] = e
 		}
 	}
 	state.Prune(p.remembered, now, RememberRemovedFor, MaxRemembered)
@@ -189,8 +196,13 @@ func (b *Balancer) buildState() *state.File {
 	b.mu.Lock()
 	for _, s := range b.services {
 		for j, be := range s.cfg.Backends {
-			e := state.Backend{Service: s.cfg.Name, OperatorDrain: drained[be.Name], LearnedCapacity: learnedOf(s.books[j])}
-			if e.OperatorDrain || e.LearnedCapacity != 0 {
+			e := f.Backends[be.Name] // a host in several services has one entry
+			e.OperatorDrain = drained[be.Name]
+			e.Learn(s.cfg.Name, learnedOf(s.books[j]))
+			if e.OperatorDrain || e.LearnedCapacity != 0 || len(e.Also) > 0 {
+				if e.Service == "" {
+					e.Service = s.cfg.Name
+				}
 				f.Backends[be.Name] = e
 			}
 		}

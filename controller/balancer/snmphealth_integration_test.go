@@ -175,7 +175,7 @@ group_id = 1
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		b.runSNMP(ctx, be, snmpTiming{interval: c.PollInterval, timeout: c.HealthTimeout, fast: c.HealthFastInterval, rise: c.RiseThreshold})
+		b.runSNMP(ctx, snmpHost{Backend: be}, snmpTiming{interval: c.PollInterval, timeout: c.HealthTimeout, fast: c.HealthFastInterval, rise: c.RiseThreshold})
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 

@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -25,14 +26,7 @@ func (b *Balancer) startSNMP() {
 	if b.ctx == nil {
 		return // Run has not started yet; it calls us again
 	}
-	want := map[string]config.Backend{}
-	for _, s := range b.cfg.Services {
-		for _, be := range s.Backends {
-			if be.Source == "snmp" {
-				want[be.Name] = be
-			}
-		}
-	}
+	want := snmpHosts(b.cfg)
 	c := b.cfg.Collector
 	tm := snmpTiming{interval: c.PollInterval, timeout: c.HealthTimeout, fast: c.HealthFastInterval, rise: c.RiseThreshold}
 	for name, src := range b.pollers {
@@ -55,23 +49,52 @@ func (b *Balancer) startSNMP() {
 	}
 }
 
+// snmpHosts is one SNMP source per snmp host, however many services it backs: its
+// connection count is over the TCP ports of all of them.
+func snmpHosts(cfg *config.Config) map[string]snmpHost {
+	want := map[string]snmpHost{}
+	ports := cfg.HostPorts()
+	for _, s := range cfg.Services {
+		for _, be := range s.Backends {
+			if _, ok := want[be.Name]; !ok && be.Source == "snmp" {
+				want[be.Name] = snmpHost{Backend: be, ports: ports[be.Name]}
+			}
+		}
+	}
+	return want
+}
+
+// snmpHost is an snmp backend and the service ports its connections are counted on.
+type snmpHost struct {
+	config.Backend
+	ports []uint16
+}
+
+func (h snmpHost) target() snmp.Target {
+	t := h.SNMPTarget()
+	if len(h.ports) > 0 {
+		t.ServicePorts = h.ports
+	}
+	return t
+}
+
 // snmpTiming is the part of [collector] an SNMP source runs with.
 type snmpTiming struct {
 	interval, timeout, fast time.Duration
 	rise                    int
 }
 
-func specOf(be config.Backend, tm snmpTiming) string {
-	t := be.SNMPTarget()
-	return t.Address + "|" + t.Version + "|" + t.Community + "|" + t.User + "|" + t.AuthPassphrase + "|" + t.PrivPassphrase +
+func specOf(be snmpHost, tm snmpTiming) string {
+	t := be.target()
+	return fmt.Sprint(t.ServicePorts) + "|" + t.Address + "|" + t.Version + "|" + t.Community + "|" + t.User + "|" + t.AuthPassphrase + "|" + t.PrivPassphrase +
 		"|" + be.HealthKey() + "|" + tm.interval.String() + "|" + tm.timeout.String() + "|" + t.Timeout.String() +
 		"|" + tm.fast.String() + "|" + strconv.Itoa(tm.rise)
 }
 
 // runSNMP polls be and runs its health check on the schedule of a checkPace until ctx ends.
-func (b *Balancer) runSNMP(ctx context.Context, be config.Backend, tm snmpTiming) {
+func (b *Balancer) runSNMP(ctx context.Context, be snmpHost, tm snmpTiming) {
 	log := b.log.With("backend", be.Name, "source", "snmp")
-	poller, err := snmp.NewPoller(be.SNMPTarget())
+	poller, err := snmp.NewPoller(be.target())
 	if err != nil {
 		log.Error("snmp source not started", "err", err)
 		return

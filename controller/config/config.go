@@ -33,8 +33,13 @@ type Config struct {
 	Collector  Collector      `toml:"collector"`
 	Weighting  weights.Tuning `toml:"weighting"`
 	Services   []Service      `toml:"service"`
+	// Hosts are machines that services reference with backend.host (hosts.go): one probe
+	// each, however many services they back.
+	Hosts []Backend `toml:"host"`
 	// HA is nil without an [ha] section: one controller, no etcd.
 	HA *HA `toml:"ha"`
+
+	hostProblems []hostProblem // found by resolveHosts, reported by Validate
 }
 
 // Controller configures the OpenFlow side.
@@ -122,7 +127,7 @@ type Service struct {
 	Name     string         `toml:"name"`     // unique; shows in cookies' meaning, logs and the API
 	VIP      string         `toml:"vip"`      // IPv4 address answered by the controller's ARP responder; on no host
 	VIPMAC   string         `toml:"vip_mac"`  // optional; default derived from the VIP (locally administered)
-	Protocol string         `toml:"protocol"` // "tcp" (default)
+	Protocol string         `toml:"protocol"` // "tcp" (default) or "udp"
 	Port     int            `toml:"port"`     // 1-65535
 	Mode     string         `toml:"mode"`     // "conntrack" (default, keeps connections across reweights) or "stateless"
 	GroupID  int            `toml:"group_id"` // OpenFlow group id, unique, 1..0xffffff00
@@ -132,11 +137,15 @@ type Service struct {
 	// them: 16 hex digits, or 0x-prefixed hex); empty places it on every connected switch.
 	Datapaths []string  `toml:"datapaths"`
 	Backends  []Backend `toml:"backend"`
+	// BackendsFrom takes the backend list of the named service, each entry on this
+	// service's port: another port of the same VIP without repeating the list (hosts.go).
+	BackendsFrom string `toml:"backends_from"`
 }
 
 // Backend is one real server behind a service.
 type Backend struct {
-	Name       string   `toml:"name"`        // unique across the file; the probe's backend_id
+	Name       string   `toml:"name"`        // unique across the file; the probe's backend_id (a host's name for a host reference)
+	Host       string   `toml:"host"`        // a [[host]] this backend is: its fields come from there (hosts.go)
 	IP         string   `toml:"ip"`          // IPv4 address
 	Port       int      `toml:"port"`        // service port on the backend; default = the service port
 	Source     string   `toml:"source"`      // "probe" (default) or "snmp"
@@ -149,6 +158,10 @@ type Backend struct {
 	// Health is how the collector checks an snmp backend by type (health.go); health_url
 	// is the older form of an http(s) check.
 	Health *HealthCheck `toml:"health"`
+
+	// ref is how resolveHosts made the entry: "" declared inline, "host" from a [[host]],
+	// "backends_from" copied from another service's inline entry.
+	ref string
 }
 
 // SNMPSrc is how the collector polls a backend's snmpd.
@@ -258,6 +271,7 @@ func (c *Config) fill() {
 	if c.HA != nil {
 		c.HA.fill()
 	}
+	c.resolveHosts()
 	for i := range c.Services {
 		s := &c.Services[i]
 		if s.Protocol == "" {
@@ -274,29 +288,7 @@ func (c *Config) fill() {
 			if b.Port == 0 {
 				b.Port = s.Port
 			}
-			if b.Source == "" {
-				b.Source = "probe"
-			}
-			if b.Capacity == 0 {
-				b.Capacity = 1
-			}
-			if b.SNMP != nil {
-				if b.SNMP.Address == "" {
-					b.SNMP.Address = net.JoinHostPort(b.IP, "161")
-				}
-				if b.SNMP.Timeout == 0 {
-					b.SNMP.Timeout = time.Second
-				}
-				if b.SNMP.Retries == 0 {
-					b.SNMP.Retries = 1
-				}
-				if b.SNMP.Version == "v3" && b.SNMP.AuthProtocol == "" {
-					b.SNMP.AuthProtocol = "SHA"
-				}
-				if b.SNMP.Version == "v3" && b.SNMP.PrivProtocol == "" {
-					b.SNMP.PrivProtocol = "AES"
-				}
-			}
+			fillMachine(b)
 		}
 	}
 }
@@ -380,12 +372,11 @@ func (c *Config) Validate() error {
 		p.Add("weighting", err)
 	}
 
+	needKey := c.validateHosts(&p) // probe hosts, and below probe backends, without a key_file of their own
 	backendNames := map[string]string{}
 	serviceNames := map[string]bool{}
 	groups := map[int]string{}
 	vips := map[string]string{}
-	usesProbe := false
-	var needKey []string // probe backends without a key_file of their own
 	for i := range c.Services {
 		s := &c.Services[i]
 		key := fmt.Sprintf("service[%d]", i)
@@ -407,14 +398,14 @@ func (c *Config) Validate() error {
 				p.Addf(key+".vip_mac", "%v", err)
 			}
 		}
-		if s.Protocol != "tcp" {
-			p.Addf(key+".protocol", "%q: only tcp is supported", s.Protocol)
+		if s.Protocol != "tcp" && s.Protocol != "udp" {
+			p.Addf(key+".protocol", "%q is not one of tcp, udp", s.Protocol)
 		}
 		checkPort(&p, key+".port", s.Port)
 		if err == nil {
 			id := fmt.Sprintf("%s/%s/%d", vip, s.Protocol, s.Port)
 			if other, dup := vips[id]; dup {
-				p.Addf(key+".vip", "%s port %d already used by service %q", vip, s.Port, other)
+				p.Addf(key+".port", "%s %s port %d is also service %q's: each VIP, protocol and port is one service", vip, s.Protocol, s.Port, other)
 			}
 			vips[id] = s.Name
 		}
@@ -454,22 +445,39 @@ func (c *Config) Validate() error {
 			p.Addf(key+".backend", "%d backends; at most 1000 per service", len(s.Backends))
 		}
 		endpoints := map[string]string{}
+		hostAt := map[string]int{}
 		for j := range s.Backends {
 			b := &s.Backends[j]
 			bkey := fmt.Sprintf("%s.backend[%d]", key, j)
 			if nameRE.MatchString(b.Name) {
 				bkey = fmt.Sprintf("%s.backend %q", key, b.Name)
 			}
-			if !nameRE.MatchString(b.Name) {
-				p.Addf(bkey+".name", "%q must be 1-64 characters of A-Z a-z 0-9 . _ -", b.Name)
-			} else if other, dup := backendNames[b.Name]; dup {
-				p.Addf(bkey+".name", "duplicate backend name (also in service %q); backend names identify probes", other)
+			if k, dup := hostAt[b.Name]; dup && b.ref != "" {
+				p.Addf(bkey, "%q is backend[%d] of this service too: a host is listed once per service (a second port on it is a second service)", b.Name, k)
 			}
-			backendNames[b.Name] = s.Name
+			hostAt[b.Name] = j
+			if b.ref == "" {
+				if !nameRE.MatchString(b.Name) {
+					p.Addf(bkey+".name", "%q must be 1-64 characters of A-Z a-z 0-9 . _ -", b.Name)
+				} else if other, dup := backendNames[b.Name]; dup && other == s.Name {
+					p.Addf(bkey+".name", "duplicate backend name (also in this service)")
+				} else if dup {
+					p.Addf(bkey+".name", "duplicate backend name (also in service %q); a backend name is one probe's backend_id, so a machine that backs several services is declared once, "+
+						"as [[host]] with name = %q, ip = %q and its other fields (source, capacity, key_file, ...), and each service lists it as [[service.backend]] host = %q "+
+						"(with port = ... where it differs from the service's port); `controller -check-config` checks the result", other, b.Name, b.IP, b.Name)
+				}
+				backendNames[b.Name] = s.Name
+				if c.checkMachine(&p, bkey, b, b.Port) {
+					needKey = append(needKey, b.Name)
+				}
+			}
+			hkey := bkey
+			if b.ref == "host" {
+				hkey = fmt.Sprintf("%s (from host %q)", bkey, b.Name)
+			}
+			validateHealth(&p, hkey, s, b)
 			ip, err := parseIPv4(b.IP)
-			if err != nil {
-				p.Addf(bkey+".ip", "%v", err)
-			} else if ip == vip {
+			if err == nil && ip == vip {
 				p.Addf(bkey+".ip", "%s is the service's VIP; a VIP bound to a real backend balances nothing", ip)
 			}
 			checkPort(&p, bkey+".port", b.Port)
@@ -478,41 +486,12 @@ func (c *Config) Validate() error {
 				p.Addf(bkey+".ip", "duplicate backend %s (also %q)", ep, other)
 			}
 			endpoints[ep] = b.Name
-			if b.MAC != "" {
-				if _, err := parseMAC(b.MAC); err != nil {
-					p.Addf(bkey+".mac", "%v", err)
-				}
-			}
-			if b.SwitchPort < 0 || b.SwitchPort > 0xffffff00 {
-				p.Addf(bkey+".switch_port", "%d outside [0,4294967040]", b.SwitchPort)
-			}
 			if !(b.Capacity > 0 && b.Capacity <= 1000) {
 				p.Addf(bkey+".capacity", "%v outside (0,1000]", b.Capacity)
 			}
-			switch b.Source {
-			case "probe":
-				usesProbe = usesProbe || b.KeyFile == ""
-				if b.KeyFile == "" {
-					needKey = append(needKey, b.Name)
-				}
-				if b.KeyFile != "" && b.KeyFile == c.Collector.SecretFile {
-					p.Addf(bkey+".key_file", "is collector.secret_file: that probe would hold the controller's secret, from which every backend's key is derived; drop the line to use this backend's derived key")
-				}
-				if b.SNMP != nil {
-					p.Addf(bkey+".snmp", "given but source is \"probe\"")
-				}
-			case "snmp":
-				if b.SNMP == nil {
-					p.Addf(bkey+".snmp", "source \"snmp\" needs a [snmp] table")
-				} else {
-					p.Add(bkey+".snmp", b.SNMP.target(uint16(b.Port)).Validate())
-				}
-			default:
-				p.Addf(bkey+".source", "%q is not one of probe, snmp", b.Source)
-			}
-			validateHealth(&p, bkey, s, b)
 		}
 	}
+	c.checkSharedEndpoints(&p)
 	c.Collector.validateKeys(&p, needKey)
 	return p.Err()
 }
@@ -680,11 +659,13 @@ func (c *Config) Warnings() []string {
 	var shared []string
 	byFile := map[string][]string{}
 	var files []string
+	listed := map[string]bool{} // a host backs several services but has one key
 	for _, s := range c.Services {
 		for _, b := range s.Backends {
-			if b.Source != "probe" {
+			if b.Source != "probe" || listed[b.Name] {
 				continue
 			}
+			listed[b.Name] = true
 			if b.KeyFile == "" || (b.KeyFile == c.Collector.KeyFile && c.Collector.EffectiveKeyMode() == KeyModeShared) {
 				shared = append(shared, b.Name)
 				continue
@@ -712,7 +693,7 @@ func (c *Config) Warnings() []string {
 				f, strings.Join(names, ", ")))
 		}
 	}
-	return w
+	return append(w, c.hostWarnings()...)
 }
 
 // ProbeKey returns the push key of probe backend b: its own key_file, or the key derived from

@@ -28,7 +28,7 @@ const (
 type File struct {
 	Version int       `json:"version"`
 	Written time.Time `json:"written"`
-	// Backends by name (names are unique across a configuration).
+	// Backends by name: a host's name, which is the same in every service it backs.
 	Backends map[string]Backend `json:"backends"`
 	// Replay holds the push server's replay high-water mark of each backend, in the push
 	// package's own encoding: this package only keeps it.
@@ -44,9 +44,37 @@ type Backend struct {
 	OperatorDrain bool `json:"operator_drain,omitempty"`
 	// LearnedCapacity is the learned capacity factor (0: none learned yet, which means 1).
 	LearnedCapacity float64 `json:"learned_capacity,omitempty"`
+	// Also is the learned capacity in the other services of a host that backs several
+	// (config [[host]]), by service name: learning is per service, and one entry per name
+	// would let the last service overwrite the others'. Absent for a host in one service, so
+	// such files read as they always did, by older controllers too.
+	Also map[string]float64 `json:"also_learned,omitempty"`
 	// Removed is when a reload took the backend out of the configuration; nil while it is
 	// configured. Entries removed long ago are dropped by the controller.
 	Removed *time.Time `json:"removed,omitempty"`
+}
+
+// LearnedIn is the capacity learned for the backend in service (0: none).
+func (b Backend) LearnedIn(service string) float64 {
+	if b.Service == service {
+		return b.LearnedCapacity
+	}
+	return b.Also[service]
+}
+
+// Learn records l as the capacity learned in service: the first service recorded is the
+// entry's Service, later ones go to Also. l == 0 records nothing.
+func (b *Backend) Learn(service string, l float64) {
+	switch {
+	case l == 0:
+	case b.Service == "" || b.Service == service:
+		b.Service, b.LearnedCapacity = service, l
+	default:
+		if b.Also == nil {
+			b.Also = map[string]float64{}
+		}
+		b.Also[service] = l
+	}
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -103,6 +131,14 @@ func (f *File) Validate() error {
 		}
 		if l := b.LearnedCapacity; l != 0 && !(l >= 1e-3 && l <= 1e3) {
 			errs = append(errs, fmt.Errorf("%s.learned_capacity: %v outside [0.001,1000]", key, l))
+		}
+		for svc, l := range b.Also {
+			if !nameRE.MatchString(svc) || svc == b.Service {
+				errs = append(errs, fmt.Errorf("%s.also_learned: %q is not a service name other than service", key, svc))
+			}
+			if !(l >= 1e-3 && l <= 1e3) {
+				errs = append(errs, fmt.Errorf("%s.also_learned %q: %v outside [0.001,1000]", key, svc, l))
+			}
 		}
 		if b.Removed != nil && b.Removed.IsZero() {
 			errs = append(errs, fmt.Errorf("%s.removed: zero time", key))

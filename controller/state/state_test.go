@@ -19,6 +19,7 @@ func sample() *File {
 			"web1": {Service: "web", OperatorDrain: true, LearnedCapacity: 1.25},
 			"web2": {Service: "web", LearnedCapacity: 0.8},
 			"web4": {Service: "web", OperatorDrain: true, Removed: &removed},
+			"fws1": {Service: "web", LearnedCapacity: 1.5, Also: map[string]float64{"dns": 0.9}},
 		},
 		Replay: map[string]json.RawMessage{"web1": json.RawMessage(`{"epoch":7,"seq":1234}`)},
 	}
@@ -76,6 +77,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"learned out of range", `{"version":1,"backends":{"a":{"service":"web","learned_capacity":1e9}}}`, "learned_capacity"},
 		{"learned negative", `{"version":1,"backends":{"a":{"service":"web","learned_capacity":-1}}}`, "learned_capacity"},
 		{"zero removed", `{"version":1,"backends":{"a":{"service":"web","removed":"0001-01-01T00:00:00Z"}}}`, "removed"},
+		{"also bad service", `{"version":1,"backends":{"a":{"service":"web","also_learned":{"a b":1}}}}`, "also_learned"},
+		{"also is service", `{"version":1,"backends":{"a":{"service":"web","also_learned":{"web":1}}}}`, "also_learned"},
+		{"also out of range", `{"version":1,"backends":{"a":{"service":"web","also_learned":{"dns":0}}}}`, "also_learned"},
 		{"bad replay name", `{"version":1,"replay":{"../x":{}}}`, "replay"},
 		{"bad replay json", `{"version":1,"replay":{"a":{]}}`, "invalid"},
 		{"wrong type", `{"version":"1"}`, "cannot unmarshal"},
@@ -188,4 +192,28 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("not stable:\n%s\n%s", enc, enc2)
 		}
 	})
+}
+
+// TestLearnPerService: a host in several services keeps each service's learned capacity,
+// and a file written before hosts (one service per name) reads as before.
+func TestLearnPerService(t *testing.T) {
+	var e Backend
+	for _, l := range []struct {
+		svc string
+		l   float64
+	}{{"web", 1.5}, {"tls", 0}, {"dns", 0.9}, {"web", 1.25}} {
+		e.Learn(l.svc, l.l)
+	}
+	for svc, want := range map[string]float64{"web": 1.25, "tls": 0, "dns": 0.9, "none": 0} {
+		if got := e.LearnedIn(svc); got != want {
+			t.Errorf("LearnedIn(%q) = %v, want %v (entry %+v)", svc, got, want, e)
+		}
+	}
+	old, err := Decode([]byte(`{"version":1,"backends":{"web1":{"service":"web","learned_capacity":1.5}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := old.Backends["web1"].LearnedIn("web"); got != 1.5 {
+		t.Fatalf("old file: LearnedIn(web) = %v, want 1.5", got)
+	}
 }

@@ -3,6 +3,10 @@
 // quota bounds its throughput; GET /health reports health, which a test can
 // force to fail (POST /health/fail, POST /health/ok, or -health-file).
 //
+// -also-ports serves the same HTTP handler on more TCP ports of -listen's address (one
+// backend behind several ports of a VIP); -udp-port answers UDP datagrams there with
+// "NAME PAYLOAD" (ServeUDP), a UDP service whose client can tell which backend answered.
+//
 // Keep-alive is off by default: every request then comes on a new
 // connection, which is what exercises per-connection load balancing.
 //
@@ -24,6 +28,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -34,6 +40,8 @@ func main() {
 	work := flag.Int("work", 20000, "SHA-256 rounds of CPU work per GET / request")
 	healthFile := flag.String("health-file", "", "if set and this file exists, /health returns 503")
 	keepAlive := flag.Bool("keepalive", false, "allow HTTP keep-alive")
+	alsoPorts := flag.String("also-ports", "", "comma-separated TCP ports of -listen's address that serve the same HTTP handler")
+	udpPort := flag.Int("udp-port", 0, "if > 0: UDP port of -listen's address answering each datagram with \"NAME PAYLOAD\"")
 	burnCores := flag.Float64("burn-cores", 0, "if > 0: serve nothing, burn about this much CPU (cores, at most 1) and exit after -burn-for")
 	burnPeriod := flag.Duration("burn-period", 100*time.Millisecond, "burn mode: the duty cycle's period")
 	burnFor := flag.Duration("burn-for", 0, "burn mode: how long to burn (required, at most 24h)")
@@ -50,7 +58,12 @@ func main() {
 		h, _ := os.Hostname()
 		*name = h
 	}
-	if err := run(*listen, &Server{Name: *name, Work: *work, HealthFile: *healthFile}, *keepAlive, log); err != nil {
+	ports, err := parsePorts(*alsoPorts, *udpPort)
+	if err != nil {
+		log.Error("backendd", "err", err)
+		os.Exit(2)
+	}
+	if err := run(*listen, ports, &Server{Name: *name, Work: *work, HealthFile: *healthFile}, *keepAlive, log); err != nil {
 		log.Error("backendd", "err", err)
 		os.Exit(1)
 	}
@@ -70,9 +83,39 @@ func burn(b *Burner, log *slog.Logger) error {
 	return nil
 }
 
-func run(addr string, s *Server, keepAlive bool, log *slog.Logger) error {
+// extraPorts are the ports backendd serves besides -listen.
+type extraPorts struct {
+	tcp []int
+	udp int
+}
+
+// parsePorts reads -also-ports and -udp-port; errors name the flag.
+func parsePorts(also string, udp int) (extraPorts, error) {
+	var p extraPorts
+	if udp < 0 || udp > 65535 {
+		return p, fmt.Errorf("-udp-port %d outside 0-65535", udp)
+	}
+	p.udp = udp
+	for f := range strings.SplitSeq(also, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 65535 {
+			return p, fmt.Errorf("-also-ports: %q is not a port 1-65535", f)
+		}
+		p.tcp = append(p.tcp, n)
+	}
+	return p, nil
+}
+
+func run(addr string, extra extraPorts, s *Server, keepAlive bool, log *slog.Logger) error {
 	if s.Work < 0 {
 		return fmt.Errorf("-work %d: must be >= 0", s.Work)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("-listen %s: %w", addr, err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -82,6 +125,30 @@ func run(addr string, s *Server, keepAlive bool, log *slog.Logger) error {
 	srv.SetKeepAlivesEnabled(keepAlive)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	for _, port := range extra.tcp {
+		a := net.JoinHostPort(host, strconv.Itoa(port))
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listen %s: %w", a, err)
+		}
+		log.Info("backendd listening", "addr", a)
+		go func() { _ = srv.Serve(l) }() // Shutdown closes it
+	}
+	if extra.udp != 0 {
+		a := net.JoinHostPort(host, strconv.Itoa(extra.udp))
+		pc, err := net.ListenPacket("udp", a)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listen udp %s: %w", a, err)
+		}
+		log.Info("backendd answering udp", "addr", a)
+		go func() {
+			if err := s.ServeUDP(ctx, pc); err != nil {
+				log.Error("backendd udp", "err", err)
+			}
+		}()
+	}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -74,7 +74,7 @@ func TestBurnDependsOnRounds(t *testing.T) {
 }
 
 func TestRunRejectsNegativeWork(t *testing.T) {
-	if err := run("127.0.0.1:0", &Server{Work: -1}, false, nil); err == nil {
+	if err := run("127.0.0.1:0", extraPorts{}, &Server{Work: -1}, false, nil); err == nil {
 		t.Fatal("run accepted -work -1")
 	}
 }

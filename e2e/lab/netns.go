@@ -96,6 +96,25 @@ func (h *Host) DialFromPort(ctx context.Context, network, address string, port u
 	return c, nil
 }
 
+// DialFrom dials from inside the host's namespace from local, one of the host's addresses
+// (a secondary one a test added), on a port the kernel picks.
+func (h *Host) DialFrom(ctx context.Context, network, address string, local netip.Addr) (net.Conn, error) {
+	var c net.Conn
+	err := inNetns("/run/netns/"+h.NS, func() error {
+		var la net.Addr = &net.TCPAddr{IP: local.AsSlice()}
+		if network == "udp" || network == "udp4" {
+			la = &net.UDPAddr{IP: local.AsSlice()}
+		}
+		var err error
+		c, err = (&net.Dialer{LocalAddr: la}).DialContext(ctx, network, address)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("host %s: dial %s %s from %s: %w", h.Name, network, address, local, err)
+	}
+	return c, nil
+}
+
 // Listen opens a TCP listener inside the host's namespace.
 func (h *Host) Listen(network, address string) (net.Listener, error) {
 	var ln net.Listener

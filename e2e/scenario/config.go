@@ -27,9 +27,18 @@ func ControllerTOML(o Options, sock, keyFile string, capacities []float64, mode 
 	for _, k := range slices.Sorted(maps.Keys(w)) {
 		fmt.Fprintf(&b, "%s = %s\n", k, w[k])
 	}
+	if o.Hosts {
+		for i := range o.Quotas {
+			fmt.Fprintf(&b, "\n[[host]]\nname = \"be%d\"\nip = %q\nsource = \"probe\"\ncapacity = %v\n", i+1, o.addr(backendBase+i), capacities[i])
+		}
+	}
 	fmt.Fprintf(&b, "\n[[service]]\nname = \"web\"\nvip = %q\nprotocol = \"tcp\"\nport = %d\nmode = %q\ngroup_id = %d\n",
 		o.addr(vipHost), VIPPort, mode, GroupID)
 	for i := range o.Quotas {
+		if o.Hosts {
+			fmt.Fprintf(&b, "\n  [[service.backend]]\n  host = \"be%d\"\n  port = %d\n", i+1, BackendPort)
+			continue
+		}
 		fmt.Fprintf(&b, "\n  [[service.backend]]\n  name = \"be%d\"\n  ip = %q\n  port = %d\n  source = \"probe\"\n  capacity = %v\n",
 			i+1, o.addr(backendBase+i), BackendPort, capacities[i])
 	}
@@ -76,4 +85,28 @@ timeout = %q
 		text += fmt.Sprintf("\n[service]\npidfile = %q\n", pidFile)
 	}
 	return text
+}
+
+// PortService is one more service on the scenario's VIP over the same backends as "web"
+// (backends_from), each backend on the service's own port.
+type PortService struct {
+	Name     string
+	Protocol string // "tcp" or "udp"
+	Port     int
+	GroupID  int
+}
+
+// PortServicesTOML renders ps as [[service]] tables for Options.ExtraTOML; the backends
+// must listen on each port (Options.AlsoPorts, Options.UDPPort).
+func PortServicesTOML(o Options, ps ...PortService) string {
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, "[[service]]\nname = %q\nvip = %q\nprotocol = %q\nport = %d\ngroup_id = %d\nbackends_from = \"web\"\n",
+			p.Name, o.addr(vipHost), p.Protocol, p.Port, p.GroupID)
+		if o.Mode != "" {
+			fmt.Fprintf(&b, "mode = %q\n", o.Mode)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }

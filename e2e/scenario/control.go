@@ -286,8 +286,18 @@ func (b *Backend) StartHTTP() error {
 	}
 	b.mu.Unlock()
 	addr := net.JoinHostPort(b.Host.Addr().String(), strconv.Itoa(BackendPort))
-	cmd := b.Host.Command(context.Background(), b.s.Opts.Bins.Backendd, "-listen", addr, "-name", b.Name,
-		"-work", strconv.Itoa(b.s.Opts.Work), "-keepalive")
+	args := []string{"-listen", addr, "-name", b.Name, "-work", strconv.Itoa(b.s.Opts.Work), "-keepalive"}
+	if ps := b.s.Opts.AlsoPorts; len(ps) > 0 {
+		also := make([]string, len(ps))
+		for i, p := range ps {
+			also[i] = strconv.Itoa(p)
+		}
+		args = append(args, "-also-ports", strings.Join(also, ","))
+	}
+	if b.s.Opts.UDPPort != 0 {
+		args = append(args, "-udp-port", strconv.Itoa(b.s.Opts.UDPPort))
+	}
+	cmd := b.Host.Command(context.Background(), b.s.Opts.Bins.Backendd, args...)
 	p, err := b.s.Lab.Start(b.Name+"-http", cmd, b.Cgroup)
 	if err != nil {
 		return fmt.Errorf("scenario: backend %s: %w", b.Name, err)

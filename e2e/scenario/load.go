@@ -235,6 +235,7 @@ type LongConns struct {
 	opened   int
 	broken   []string // one line per broken connection: why
 	requests int
+	each     []int          // answers per connection
 	backend  map[string]int // connections per backend
 }
 
@@ -243,6 +244,20 @@ type LongConnsResult struct {
 	Opened, Broken, Requests int
 	PerBackend               map[string]int
 	Reasons                  []string
+	// Each is the number of answers per connection (or flow), by index: a test that waits
+	// until every entry has grown knows each one still works, not only most.
+	Each []int
+}
+
+// AllGrew reports whether every connection has had at least n answers more than in before
+// (an earlier Status of the same connections).
+func (r LongConnsResult) AllGrew(before LongConnsResult, n int) error {
+	for i := range r.Each {
+		if i < len(before.Each) && r.Each[i] < before.Each[i]+n {
+			return fmt.Errorf("connection %d: %d answers, %d before: want %d more (broken: %v)", i, r.Each[i], before.Each[i], n, r.Reasons)
+		}
+	}
+	return nil
 }
 
 // LongConns opens n connections to the VIP from the client host and keeps them busy until
@@ -253,7 +268,7 @@ func (s *Scenario) LongConns(n int, period, maxDuration time.Duration) (*LongCon
 		return nil, fmt.Errorf("scenario: long conns: n (%d), period (%v), maxDuration (%v) must be > 0", n, period, maxDuration)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), maxDuration)
-	lc := &LongConns{cancel: cancel, backend: map[string]int{}}
+	lc := &LongConns{cancel: cancel, backend: map[string]int{}, each: make([]int, n)}
 	addr := net.JoinHostPort(s.VIP.String(), strconv.Itoa(VIPPort))
 	var ready sync.WaitGroup
 	for i := range n {
@@ -309,6 +324,7 @@ func (lc *LongConns) run(ctx context.Context, s *Scenario, i int, addr string, p
 		}
 		lc.mu.Lock()
 		lc.requests++
+		lc.each[i]++
 		lc.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -350,7 +366,7 @@ func (lc *LongConns) Status() LongConnsResult {
 		per[k] = v
 	}
 	return LongConnsResult{Opened: lc.opened, Broken: len(lc.broken), Requests: lc.requests, PerBackend: per,
-		Reasons: slices.Clone(lc.broken)}
+		Reasons: slices.Clone(lc.broken), Each: slices.Clone(lc.each)}
 }
 
 // Stop ends every connection and returns the final counts.

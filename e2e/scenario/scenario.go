@@ -101,6 +101,16 @@ type Options struct {
 	Lease time.Duration
 	// EtcdMembers is the size of the etcd cluster with Controllers > 1: 1 (default) or 3.
 	EtcdMembers int
+	// Hosts writes each backend once as a [[host]] (name, ip, capacity) and the service's
+	// backends as references to them (host = "beN"), so services in ExtraTOML can take the
+	// same hosts (backends_from = "web"); default false: inline backends.
+	Hosts bool
+	// AlsoPorts are more TCP ports each backendd serves its HTTP handler on (backendd
+	// -also-ports), for services of other ports in ExtraTOML.
+	AlsoPorts []int
+	// UDPPort, when not 0, is the UDP port each backendd answers datagrams on with
+	// "NAME PAYLOAD" (backendd -udp-port).
+	UDPPort int
 }
 
 func (o *Options) fill() error {

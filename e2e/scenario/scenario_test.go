@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +27,7 @@ func TestControllerTOMLLoads(t *testing.T) {
 		{"stateless, four backends", Options{Dir: "/x", Net: 9, Quotas: []float64{1, 1, 1, 1}, Mode: ModeStateless}, nil, ""},
 		{"reloaded capacities and mode", Options{Dir: "/x"}, []float64{4, 1, 0.5}, ModeStateless},
 		{"weighting overrides", Options{Dir: "/x", Weighting: map[string]string{"policy": `"static"`, "dead_band": "0.2"}}, nil, ""},
+		{"hosts", Options{Dir: "/x", Hosts: true}, []float64{4, 1, 0.5}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,6 +80,39 @@ func TestControllerTOMLLoads(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPortServicesLoad: the hosts form with more ports of the VIP over the same hosts, as
+// the multi-port end-to-end test writes it, loads, each service on its own port and group.
+func TestPortServicesLoad(t *testing.T) {
+	o := Options{Dir: "/x", Net: 5, Hosts: true}
+	if err := o.fill(); err != nil {
+		t.Fatal(err)
+	}
+	o.ExtraTOML = PortServicesTOML(o, PortService{"tls", "tcp", 443, 2}, PortService{"dns", "udp", 53, 3})
+	text := ControllerTOML(o, "/run/ovs/controller.sock", "/x/push.key", o.Capacities, o.Mode)
+	cfg, err := ctlconfig.Parse("scenario.toml", []byte(text))
+	if err != nil {
+		t.Fatalf("controller rejects the config: %v\n%s", err, text)
+	}
+	if len(cfg.Services) != 3 || len(cfg.Hosts) != 3 {
+		t.Fatalf("%d services, %d hosts", len(cfg.Services), len(cfg.Hosts))
+	}
+	for i, want := range []struct {
+		proto    string
+		port, bp int
+		group    int
+	}{{"tcp", VIPPort, BackendPort, GroupID}, {"tcp", 443, 443, 2}, {"udp", 53, 53, 3}} {
+		s := cfg.Services[i]
+		if s.Protocol != want.proto || s.Port != want.port || s.GroupID != want.group || len(s.Backends) != 3 {
+			t.Errorf("service %d: %+v", i, s)
+		}
+		for j, b := range s.Backends {
+			if b.Name != fmt.Sprintf("be%d", j+1) || b.Port != want.bp || b.IP != o.addr(backendBase+j).String() {
+				t.Errorf("service %s backend %d: %+v", s.Name, j, b)
+			}
+		}
 	}
 }
 
@@ -471,5 +506,24 @@ func TestErrKind(t *testing.T) {
 	r := LoadResult{ErrKinds: map[string]int{"timeout": 3, "connection reset by peer": 12, "EOF": 3}}
 	if got, want := r.ErrSummary(), "12 connection reset by peer, 3 EOF, 3 timeout"; got != want {
 		t.Errorf("ErrSummary = %q, want %q", got, want)
+	}
+}
+
+func TestAllGrew(t *testing.T) {
+	before := LongConnsResult{Each: []int{1, 5, 0}}
+	cases := []struct {
+		each []int
+		ok   bool
+	}{
+		{[]int{4, 8, 3}, true},
+		{[]int{9, 9, 9}, true},
+		{[]int{4, 7, 3}, false}, // connection 1 grew by 2 only
+		{[]int{1, 5, 0}, false},
+	}
+	for _, c := range cases {
+		err := LongConnsResult{Each: c.each}.AllGrew(before, 3)
+		if (err == nil) != c.ok {
+			t.Errorf("AllGrew(%v from %v, 3) = %v, want ok %v", c.each, before.Each, err, c.ok)
+		}
 	}
 }
