@@ -155,7 +155,7 @@ func ValidateServices(services []Service) error {
 			errs = append(errs, fmt.Errorf("service %q: group id %d already used by %q", s.Name, s.GroupID, o))
 		}
 		group[s.GroupID] = s.Name
-		l := fmt.Sprintf("%s %v:%d", s.Protocol, s.VIP, s.Port)
+		l := s.Protocol + " " + netip.AddrPortFrom(s.VIP, s.Port).String() // [fd00::1]:80 for IPv6
 		if o, ok := listen[l]; ok {
 			errs = append(errs, fmt.Errorf("service %q: %s already served by %q", s.Name, l, o))
 		}

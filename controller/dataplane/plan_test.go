@@ -629,6 +629,14 @@ func TestValidate(t *testing.T) {
 			t.Errorf("ValidateServices error %v, want %q", err, want)
 		}
 	}
+	six, dup6 := webService6(ModeConntrack), webService6(ModeStateless)
+	dup6.Name, dup6.Index, dup6.GroupID = "web6-again", 4, 31
+	if err := ValidateServices([]Service{six, dup6}); err == nil || !strings.Contains(err.Error(), `service "web6-again": tcp [fd00:77::100]:80 already served by "web6"`) {
+		t.Errorf("ValidateServices of two IPv6 services on one VIP and port: %v", err)
+	}
+	if err := ValidateServices([]Service{good, six}); err != nil {
+		t.Errorf("an IPv4 and an IPv6 service side by side: %v", err)
+	}
 }
 
 func TestCookie(t *testing.T) {
