@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -197,5 +198,29 @@ func TestLocationsIPv6(t *testing.T) {
 				t.Errorf("located %v, want the two reachable backends", got)
 			}
 		})
+	}
+}
+
+// TestGroupModSizeIPv6: a 256-slot stateless IPv6 group is 256 buckets of 16 + 72 bytes
+// (set eth_dst 16, set ipv6_dst 24, set tcp_dst 16, output 16) plus the 16-byte GROUP_MOD
+// header, as docs/dataplane.md says, and still one message: no fallback layout.
+func TestGroupModSizeIPv6(t *testing.T) {
+	s := webService6(ModeStateless)
+	s.Backends = nil
+	for i := range 64 {
+		s.Backends = append(s.Backends, Backend{Name: fmt.Sprintf("b%d", i), Index: uint16(i),
+			IP:   netip.AddrFrom16([16]byte{0xfd, 0, 0, 0x77, 14: byte(i >> 8), 15: byte(i + 1)}),
+			Port: 8080, MAC: net.HardwareAddr{2, 0, 0, 1, byte(i >> 8), byte(i)}, SwitchPort: uint32(i + 1), Weight: 1})
+	}
+	d := Desired([]Service{s}, Options{OVS: ovs310})
+	if n := len(d.Groups[0].Buckets); n != 256 {
+		t.Fatalf("%d buckets, want the 256-slot layout", n)
+	}
+	b, err := groupMessage(1, d.Groups[0]).Body.(*GroupMod).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(b) + 8; got != 22544 {
+		t.Fatalf("GROUP_MOD is %d bytes, want 22544", got)
 	}
 }
