@@ -48,11 +48,12 @@ const (
 )
 
 // decodeND reads an Ethernet frame as IPv6 neighbour discovery. isND is false, with no error,
-// for a well-formed frame that is not an NS or NA (other IPv6, other ICMPv6, an IPv6 header
-// followed by extension headers); err is set for an NS or NA that fails RFC 4861's validity
+// for a well-formed frame that is not an NS or NA (other IPv6, other ICMPv6, ICMPv6 behind a
+// routing header); err is set for an NS or NA that fails RFC 4861's validity
 // checks (§7.1.1, §7.1.2): hop limit not 255, code not 0, bad checksum, short body, a
 // multicast target, a zero-length or overrunning option, a source link-layer option with an
-// unspecified source, or the solicited flag on an advertisement to a multicast address.
+// unspecified source, or the solicited flag on an advertisement to a multicast address; and
+// for a fragment or an extension header that runs past the packet.
 func decodeND(frame []byte) (m ndMsg, isND bool, err error) {
 	typ, payload, err := decodeL2(frame, &m.l2)
 	if err != nil || typ != layers.EthernetTypeIPv6 {
@@ -61,15 +62,29 @@ func decodeND(frame []byte) (m ndMsg, isND bool, err error) {
 	if len(payload) < ipv6HeaderLen {
 		return m, false, fmt.Errorf("%w: IPv6 header is %d bytes, need 40", ErrMalformed, len(payload))
 	}
-	if payload[0]>>4 != 6 || payload[6] != 58 {
-		return m, false, nil // not IPv6, or not ICMPv6 right after the header: not ours to judge
+	if payload[0]>>4 != 6 {
+		return m, false, nil // not IPv6: not ours to judge
 	}
 	plen := int(binary.BigEndian.Uint16(payload[4:6]))
 	if plen > len(payload)-ipv6HeaderLen {
 		return m, false, fmt.Errorf("%w: IPv6 payload length %d, %d bytes present", ErrMalformed, plen, len(payload)-ipv6HeaderLen)
 	}
 	body := payload[ipv6HeaderLen : ipv6HeaderLen+plen] // drops Ethernet padding
-	if len(body) < 1 || (body[0] != icmpv6NS && body[0] != icmpv6NA) {
+	// Open vSwitch matches nd_target through extension headers, so a solicitation behind a
+	// hop-by-hop or destination options header reaches us too: skip those. A fragment header
+	// makes it malformed (RFC 6980 forbids fragmented neighbour discovery); after any other
+	// header it is not ICMPv6 we know how to read.
+	next := payload[6]
+	for next == 0 || next == 60 || next == 44 {
+		if next == 44 {
+			return m, false, fmt.Errorf("%w: fragmented IPv6 packet (RFC 6980: neighbour discovery is never fragmented)", ErrMalformed)
+		}
+		if len(body) < 8 || len(body) < 8+int(body[1])*8 {
+			return m, false, fmt.Errorf("%w: IPv6 extension header runs past the %d bytes left", ErrMalformed, len(body))
+		}
+		next, body = body[0], body[8+int(body[1])*8:]
+	}
+	if next != 58 || len(body) < 1 || (body[0] != icmpv6NS && body[0] != icmpv6NA) {
 		return m, false, nil
 	}
 	m.typ = body[0]

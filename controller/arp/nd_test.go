@@ -2,6 +2,7 @@ package arp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net"
 	"net/netip"
 	"testing"
@@ -119,6 +120,15 @@ func TestReplyND(t *testing.T) {
 		{name: "multicast target", spec: clientNS(netip.MustParseAddr("ff02::1")), bad: true},
 		{name: "SLLA from ::", spec: mut(func(s *ndSpec) { s.src = netip.IPv6Unspecified() }), bad: true},
 		{name: "SLLA of 4 bytes", spec: mut(func(s *ndSpec) { s.lla = s.lla[:4] }), raw: nil, bad: true},
+		{name: "behind a hop-by-hop header", spec: clientNS(vip6), raw: extHeader(0), ok: true, wantTo: clientMAC6},
+		{name: "behind a destination options header", spec: clientNS(vip6), raw: extHeader(60), ok: true, wantTo: clientMAC6},
+		{name: "fragmented", spec: clientNS(vip6), raw: extHeader(44), bad: true},
+		{name: "behind a routing header: not read", spec: clientNS(vip6), raw: extHeader(43)},
+		{name: "extension header past the end", spec: clientNS(vip6), raw: func(b []byte) []byte {
+			b = extHeader(0)(b)
+			b[14+40+1] = 200
+			return b
+		}, bad: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,6 +171,20 @@ func TestReplyND(t *testing.T) {
 				t.Errorf("our decoder reads the answer as %+v %v %v", m, isND, err)
 			}
 		})
+	}
+}
+
+// extHeader puts an 8-byte IPv6 extension header of type typ (PadN inside) between the IPv6
+// header and the ICMPv6 message of an untagged frame; the ICMPv6 checksum stays right.
+func extHeader(typ byte) func([]byte) []byte {
+	return func(b []byte) []byte {
+		const ip = 14
+		out := append([]byte(nil), b[:ip+40]...)
+		out = append(out, 58, 0, 1, 4, 0, 0, 0, 0)
+		out = append(out, b[ip+40:]...)
+		out[ip+6] = typ
+		binary.BigEndian.PutUint16(out[ip+4:], binary.BigEndian.Uint16(out[ip+4:])+8)
+		return out
 	}
 }
 
