@@ -83,16 +83,17 @@ func usableMAC(mac net.HardwareAddr) bool {
 }
 
 // Reply answers an ARP request for an address we own, or an IPv6 neighbour solicitation for
-// one (ReplyND), so the caller has one entry point for both families. lookup says whether an IPv4
-// address is one of our VIPs and gives the MAC to answer with (typically VIPMAC). The
-// reply goes to the requester: its target MAC/IP are the request's sender MAC/IP, its
-// sender is the VIP and its MAC, and it keeps the request's 802.1Q tag if any. The frame
-// is complete and padded to the Ethernet minimum, ready for a packet-out with no buffer.
+// one (ReplyND, whose rules apply to those), so the caller has one entry point for both
+// families. lookup says whether an address is one of our VIPs and gives the MAC to answer
+// with (typically VIPMAC). The reply goes to the requester: its target MAC/IP are the
+// request's sender MAC/IP, its sender is the VIP and its MAC, and it keeps the request's
+// 802.1Q tag if any. The frame is complete and padded to the Ethernet minimum, ready for a
+// packet-out with no buffer.
 //
-// ok is false, with no error, for anything that is not an Ethernet/IPv4 ARP request for
-// one of ours — other traffic, replies, gratuitous ARP (sender IP = target IP, an
-// announcement, not a question), requests from a multicast or zero sender MAC.
-// err is set for a malformed frame.
+// ok is false, with no error, for anything that is not an Ethernet/IPv4 ARP request (or a
+// neighbour solicitation) for one of ours — other traffic, replies, gratuitous ARP (sender
+// IP = target IP, an announcement, not a question), requests from a multicast or zero sender
+// MAC. err is set for a malformed frame.
 func Reply(frame []byte, lookup func(netip.Addr) (net.HardwareAddr, bool)) ([]byte, bool, error) {
 	d, isARP, err := decode(frame)
 	if err == nil && !isARP {
