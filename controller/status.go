@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -94,7 +96,7 @@ func printStatus(w io.Writer, services []balancer.ServiceView) {
 		} else if s.SlotFallback {
 			slots = "slots=fallback (not proportional)"
 		}
-		fmt.Fprintf(w, "service %s  %s:%d  mode=%s group=%d policy=%s %s%s\n", s.Name, s.VIP, s.Port, s.Mode, s.GroupID, s.Policy, slots, panic)
+		fmt.Fprintf(w, "service %s  %s  mode=%s group=%d policy=%s %s%s\n", s.Name, net.JoinHostPort(s.VIP, strconv.Itoa(s.Port)), s.Mode, s.GroupID, s.Policy, slots, panic)
 		if s.PolicyFallback != "" {
 			fmt.Fprintf(w, "  policy fallback: %s\n", s.PolicyFallback)
 		}

@@ -64,7 +64,7 @@ func TestPrintStatusShares(t *testing.T) {
 	var out strings.Builder
 	printStatus(&out, []balancer.ServiceView{svc})
 	got := out.String()
-	for _, want := range []string{"slots=256", "SLOTS", "REALISED", "179", "69.9%", "70.0%", "77", "30.1%"} {
+	for _, want := range []string{"service web  10.0.0.100:80  mode=conntrack", "slots=256", "SLOTS", "REALISED", "179", "69.9%", "70.0%", "77", "30.1%"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("status output lacks %q:\n%s", want, got)
 		}
@@ -74,6 +74,12 @@ func TestPrintStatusShares(t *testing.T) {
 	printStatus(&out, []balancer.ServiceView{svc})
 	if !strings.Contains(out.String(), "slots=none (no switch)") {
 		t.Errorf("status without a switch:\n%s", out.String())
+	}
+	svc.VIP = "fd00:77::100" // an IPv6 VIP prints as host:port can be read back
+	out.Reset()
+	printStatus(&out, []balancer.ServiceView{svc})
+	if !strings.Contains(out.String(), "service web  [fd00:77::100]:80  mode=") {
+		t.Errorf("status of an IPv6 service:\n%s", out.String())
 	}
 }
 

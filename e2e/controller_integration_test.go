@@ -400,13 +400,17 @@ func testReach(t *testing.T, s *scenario.Scenario) {
 		t.Fatal(err)
 	}
 	found := false
+	punt := "arp_tpa=" + s.VIP.String() // the VIP resolves by ARP, or by neighbour solicitation for IPv6
+	if s.VIP.Is6() {
+		punt = "nd_target=" + s.VIP.String()
+	}
 	for _, line := range strings.Split(flows, "\n") {
-		if strings.Contains(line, "arp_tpa="+s.VIP.String()) && strings.Contains(line, "CONTROLLER") && !strings.Contains(line, "n_packets=0,") {
+		if strings.Contains(line, punt) && strings.Contains(line, "CONTROLLER") && !strings.Contains(line, "n_packets=0,") {
 			found = true
 		}
 	}
 	if !found {
-		t.Fatalf("no VIP ARP flow to CONTROLLER with packets in:\n%s", flows)
+		t.Fatalf("no VIP %s flow to CONTROLLER with packets in:\n%s", punt, flows)
 	}
 }
 

@@ -49,9 +49,11 @@ func randomHex(tb testing.TB, n int) string {
 
 // freeUDPPort asks the kernel for an unused loopback UDP port. Another
 // process may take it before snmpd binds it; startSnmpd retries then.
-func freeUDPPort(tb testing.TB) int {
+func freeUDPPort(tb testing.TB) int { return freeUDPPortOn(tb, "udp4", "127.0.0.1:0") }
+
+func freeUDPPortOn(tb testing.TB, network, addr string) int {
 	tb.Helper()
-	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	c, err := net.ListenPacket(network, addr)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -64,14 +66,18 @@ func freeUDPPort(tb testing.TB) int {
 // a random v2c community and a v3 authPriv user (SHA + AES). It waits until
 // the agent answers and registers a cleanup that kills it by PID and, when
 // the test failed, prints its log.
-func startSnmpd(tb testing.TB) *snmpd {
+func startSnmpd(tb testing.TB) *snmpd { tb.Helper(); return startSnmpdOn(tb, false) }
+
+// startSnmpdOn starts snmpd on 127.0.0.1, or on [::1] when v6 (transport udp6, the v2c
+// community granted to ::1 only).
+func startSnmpdOn(tb testing.TB, v6 bool) *snmpd {
 	tb.Helper()
 	if _, err := os.Stat(snmpdPath); err != nil {
 		tb.Fatalf("snmpd is required for the integration tests (apt-get install snmpd): %v", err)
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		d, err := trySnmpd(tb)
+		d, err := trySnmpd(tb, v6)
 		if err == nil {
 			return d
 		}
@@ -82,18 +88,23 @@ func startSnmpd(tb testing.TB) *snmpd {
 	return nil
 }
 
-func trySnmpd(tb testing.TB) (*snmpd, error) {
+func trySnmpd(tb testing.TB, v6 bool) (*snmpd, error) {
 	dir := tb.TempDir()
+	host, transport, community := "127.0.0.1", "udp:", "rocommunity"
+	if v6 {
+		host, transport, community = "::1", "udp6:", "rocommunity6"
+	}
+	port := freeUDPPortOn(tb, map[bool]string{false: "udp4", true: "udp6"}[v6], net.JoinHostPort(host, "0"))
 	d := &snmpd{
-		addr:      "127.0.0.1:" + strconv.Itoa(freeUDPPort(tb)),
+		addr:      net.JoinHostPort(host, strconv.Itoa(port)),
 		community: "fw" + randomHex(tb, 8),
 		user:      "fwuser",
 		authPass:  "auth" + randomHex(tb, 8),
 		privPass:  "priv" + randomHex(tb, 8),
 		logPath:   filepath.Join(dir, "snmpd.log"),
 	}
-	conf := fmt.Sprintf("rocommunity %s 127.0.0.1\ncreateUser %s SHA %s AES %s\nrouser %s priv\n",
-		d.community, d.user, d.authPass, d.privPass, d.user)
+	conf := fmt.Sprintf("%s %s %s\ncreateUser %s SHA %s AES %s\nrouser %s priv\n",
+		community, d.community, host, d.user, d.authPass, d.privPass, d.user)
 	confPath := filepath.Join(dir, "snmpd.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		tb.Fatal(err)
@@ -103,7 +114,7 @@ func trySnmpd(tb testing.TB) (*snmpd, error) {
 		tb.Fatal(err)
 	}
 	cmd := exec.Command(snmpdPath, "-f", "-Lf", d.logPath, "-C", "-c", confPath,
-		"-p", filepath.Join(dir, "snmpd.pid"), "-m", "", "-I", "-smux", "udp:"+d.addr)
+		"-p", filepath.Join(dir, "snmpd.pid"), "-m", "", "-I", "-smux", transport+d.addr)
 	// MIBS= and -m "": numeric OIDs only, no MIB parsing noise in the log.
 	// -I -smux: no SMUX listener on 127.0.0.1:199, which another agent may hold.
 	cmd.Env = append(os.Environ(), "SNMP_PERSISTENT_DIR="+persist, "MIBS=")
@@ -122,7 +133,7 @@ func trySnmpd(tb testing.TB) (*snmpd, error) {
 		<-exited
 	}
 
-	g := &gosnmp.GoSNMP{Target: "127.0.0.1", Port: uint16(mustAtoi(tb, d.addr[strings.LastIndexByte(d.addr, ':')+1:])),
+	g := &gosnmp.GoSNMP{Target: host, Port: uint16(port),
 		Community: d.community, Version: gosnmp.Version2c, Timeout: 200 * time.Millisecond, Retries: 0}
 	if err := g.Connect(); err != nil {
 		stop()
@@ -255,6 +266,27 @@ func TestSnmpdCapacityV2cAndV3(t *testing.T) {
 			}
 			if s.ConnSource != ConnSourceTCPCurrEstab {
 				t.Errorf("ConnSource %q without service ports", s.ConnSource)
+			}
+		})
+	}
+}
+
+// TestSnmpdIPv6: the poller polls an snmpd that listens on [::1] only, v2c and v3, through
+// the Target address form the configuration takes ("[::1]:port").
+func TestSnmpdIPv6(t *testing.T) {
+	d := startSnmpdOn(t, true)
+	if !strings.HasPrefix(d.addr, "[::1]:") {
+		t.Fatalf("snmpd address %q is not on [::1]", d.addr)
+	}
+	cpus := procCPUs(t)
+	for name, tg := range map[string]Target{"v2c": d.v2c(), "v3": d.v3()} {
+		t.Run(name, func(t *testing.T) {
+			s, err := newPollerT(t, tg).Poll(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.CPUCount != float64(cpus) {
+				t.Errorf("CPUCount %v over IPv6, /proc/cpuinfo has %d processors", s.CPUCount, cpus)
 			}
 		})
 	}

@@ -29,16 +29,9 @@ type decoded struct {
 // that is not Ethernet/IPv4 ARP; err is set when the frame is truncated or the ARP header
 // is inconsistent.
 func decode(frame []byte) (d decoded, isARP bool, err error) {
-	if err := d.eth.DecodeFromBytes(frame, gopacket.NilDecodeFeedback); err != nil {
-		return d, false, fmt.Errorf("%w: ethernet: %v", ErrMalformed, err)
-	}
-	typ, payload := d.eth.EthernetType, d.eth.Payload
-	if typ == layers.EthernetTypeDot1Q {
-		if err := d.dot1q.DecodeFromBytes(payload, gopacket.NilDecodeFeedback); err != nil {
-			return d, false, fmt.Errorf("%w: 802.1Q: %v", ErrMalformed, err)
-		}
-		d.tagged = true
-		typ, payload = d.dot1q.Type, d.dot1q.Payload
+	typ, payload, err := decodeL2(frame, &d)
+	if err != nil {
+		return d, false, err
 	}
 	if typ != layers.EthernetTypeARP {
 		return d, false, nil
@@ -66,25 +59,47 @@ func decode(frame []byte) (d decoded, isARP bool, err error) {
 	return d, true, nil
 }
 
+// decodeL2 reads the Ethernet header and an optional 802.1Q tag into d and returns the inner
+// EtherType and payload.
+func decodeL2(frame []byte, d *decoded) (layers.EthernetType, []byte, error) {
+	if err := d.eth.DecodeFromBytes(frame, gopacket.NilDecodeFeedback); err != nil {
+		return 0, nil, fmt.Errorf("%w: ethernet: %v", ErrMalformed, err)
+	}
+	typ, payload := d.eth.EthernetType, d.eth.Payload
+	if typ == layers.EthernetTypeDot1Q {
+		if err := d.dot1q.DecodeFromBytes(payload, gopacket.NilDecodeFeedback); err != nil {
+			return 0, nil, fmt.Errorf("%w: 802.1Q: %v", ErrMalformed, err)
+		}
+		d.tagged = true
+		typ, payload = d.dot1q.Type, d.dot1q.Payload
+	}
+	return typ, payload, nil
+}
+
 // usableMAC is a unicast, non-zero hardware address: something a reply may be sent to or
 // a backend may be learnt as.
 func usableMAC(mac net.HardwareAddr) bool {
 	return len(mac) == 6 && mac[0]&1 == 0 && !bytes.Equal(mac, make(net.HardwareAddr, 6))
 }
 
-// Reply answers an ARP request for an address we own. lookup says whether an IPv4
-// address is one of our VIPs and gives the MAC to answer with (typically VIPMAC). The
-// reply goes to the requester: its target MAC/IP are the request's sender MAC/IP, its
-// sender is the VIP and its MAC, and it keeps the request's 802.1Q tag if any. The frame
-// is complete and padded to the Ethernet minimum, ready for a packet-out with no buffer.
+// Reply answers an ARP request for an address we own, or an IPv6 neighbour solicitation for
+// one (ReplyND, whose rules apply to those), so the caller has one entry point for both
+// families. lookup says whether an address is one of our VIPs and gives the MAC to answer
+// with (typically VIPMAC). The reply goes to the requester: its target MAC/IP are the
+// request's sender MAC/IP, its sender is the VIP and its MAC, and it keeps the request's
+// 802.1Q tag if any. The frame is complete and padded to the Ethernet minimum, ready for a
+// packet-out with no buffer.
 //
-// ok is false, with no error, for anything that is not an Ethernet/IPv4 ARP request for
-// one of ours — other traffic, replies, gratuitous ARP (sender IP = target IP, an
-// announcement, not a question), requests from a multicast or zero sender MAC.
-// err is set for a malformed frame.
+// ok is false, with no error, for anything that is not an Ethernet/IPv4 ARP request (or a
+// neighbour solicitation) for one of ours — other traffic, replies, gratuitous ARP (sender
+// IP = target IP, an announcement, not a question), requests from a multicast or zero sender
+// MAC. err is set for a malformed frame.
 func Reply(frame []byte, lookup func(netip.Addr) (net.HardwareAddr, bool)) ([]byte, bool, error) {
 	d, isARP, err := decode(frame)
-	if err != nil || !isARP || d.arp.Operation != layers.ARPRequest {
+	if err == nil && !isARP {
+		return ReplyND(frame, lookup)
+	}
+	if err != nil || d.arp.Operation != layers.ARPRequest {
 		return nil, false, err
 	}
 	target, _ := netip.AddrFromSlice(d.arp.DstProtAddress)
@@ -109,8 +124,13 @@ func Reply(frame []byte, lookup func(netip.Addr) (net.HardwareAddr, bool)) ([]by
 
 // Request builds a broadcast ARP request asking who has target, from srcMAC/srcIP, to
 // resolve a backend's MAC; the controller opens a round with Learner.Ask, sends it by
-// packet-out to FLOOD and lets Learner.Observe judge the answers. Both addresses must be IPv4 (or IPv4-mapped IPv6).
+// packet-out to FLOOD and lets Learner.Observe judge the answers. Both addresses must be IPv4
+// (or IPv4-mapped IPv6); for an IPv6 target (and source) it builds the neighbour solicitation
+// instead (Solicit).
 func Request(srcMAC net.HardwareAddr, srcIP, target netip.Addr) ([]byte, error) {
+	if target.Is6() && !target.Is4In6() {
+		return Solicit(srcMAC, srcIP, target)
+	}
 	if !usableMAC(srcMAC) {
 		return nil, fmt.Errorf("arp: request source MAC %v is not a unicast 6-byte address", srcMAC)
 	}

@@ -5,6 +5,15 @@
 // caller. It must not import the OpenFlow session (controller/ofswitch) nor log; the caller
 // moves frames through packet-in and packet-out, logs and counts.
 //
+// IPv6 services resolve by neighbour discovery instead (nd.go): Reply answers a neighbour
+// solicitation for an IPv6 VIP with an advertisement from the VIP's MAC, Request builds a
+// solicitation from the VIP for an IPv6 backend, and the Learner reads advertisements by the
+// rules below, in ARP's terms: the advertisement's target address and target link-layer
+// option are the sender IP and MAC, its IPv6 and Ethernet destinations the target, and an
+// advertisement without the solicited flag is gratuitous. Solicitations are requests (never
+// learnt from). ND messages that fail RFC 4861's validity checks (hop limit 255, code 0,
+// checksum, option lengths) are malformed, counted like malformed ARP.
+//
 // # Whom the Learner believes
 //
 // A backend's location (MAC and switch port) decides where its share of the VIP's traffic

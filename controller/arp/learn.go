@@ -76,7 +76,8 @@ var Reasons = []Reason{ReasonMalformed, ReasonGratuitous, ReasonBadAddress, Reas
 
 // Verdict is what one frame did.
 type Verdict struct {
-	// ARP is false for a frame that is not Ethernet/IPv4 ARP at all (nothing to count).
+	// ARP is false for a frame that is neither Ethernet/IPv4 ARP nor an IPv6 neighbour
+	// solicitation or advertisement (nothing to count).
 	ARP bool
 	// Reason is set when the frame was refused; empty for an accepted answer and for ARP
 	// requests that say nothing about a backend.
@@ -286,33 +287,33 @@ func (l *Learner) Adopt(dpid uint64, ip netip.Addr, loc Location) bool {
 const maxPort = 0xffffff00
 
 // Observe judges one packet-in frame that arrived on switch dpid, port inPort. pin says
-// whether an IPv4 address is a configured backend and what its configuration fixes.
+// whether an address is a configured backend and what its configuration fixes. The frame
+// is ARP or IPv6 neighbour discovery (the package documentation).
 func (l *Learner) Observe(dpid uint64, inPort uint32, frame []byte, pin func(netip.Addr) (Pin, bool), now time.Time) Verdict {
-	d, isARP, err := decode(frame)
+	c, ok, err := decodeClaim(frame)
 	if err != nil {
 		return Verdict{ARP: true, Reason: ReasonMalformed}
 	}
-	if !isARP {
+	if !ok {
 		return Verdict{}
 	}
-	sender, _ := netip.AddrFromSlice(d.arp.SourceProtAddress)
-	target, _ := netip.AddrFromSlice(d.arp.DstProtAddress)
-	v := Verdict{ARP: true, IP: sender, Loc: Location{MAC: bytes.Clone(d.arp.SourceHwAddress), Port: inPort}}
+	sender, target := c.sender, c.target
+	v := Verdict{ARP: true, IP: sender, Loc: Location{MAC: c.senderMAC, Port: inPort}}
 	refuse := func(r Reason) Verdict { v.Reason = r; return v }
-	switch d.arp.Operation {
-	case layers.ARPRequest:
+	switch c.op {
+	case opRequest:
 		return l.observeRequest(dpid, v, target, pin)
-	case layers.ARPReply:
+	case opReply:
 	default:
 		return refuse(ReasonMalformed) // ARP opcodes other than request and reply are not ours
 	}
-	if sender == target || !usableMAC(d.eth.DstMAC) {
+	if sender == target || !usableMAC(c.ethDst) || c.unsolicited {
 		return refuse(ReasonGratuitous)
 	}
 	if !usableMAC(v.Loc.MAC) || !sender.IsValid() || sender.IsUnspecified() {
 		return refuse(ReasonBadAddress)
 	}
-	if !bytes.Equal(d.eth.SrcMAC, v.Loc.MAC) {
+	if !bytes.Equal(c.ethSrc, v.Loc.MAC) {
 		return refuse(ReasonInconsistent)
 	}
 	if inPort == 0 || inPort > maxPort {
@@ -338,8 +339,7 @@ func (l *Learner) Observe(dpid uint64, inPort uint32, frame []byte, pin func(net
 		v.Challenge = disagrees
 		return refuse(ReasonUnsolicited)
 	}
-	tha := net.HardwareAddr(d.arp.DstHwAddress)
-	if target != r.fromIP || !bytes.Equal(tha, r.fromMAC) || !bytes.Equal(d.eth.DstMAC, r.fromMAC) {
+	if target != r.fromIP || !bytes.Equal(c.targetMAC, r.fromMAC) || !bytes.Equal(c.ethDst, r.fromMAC) {
 		v.Challenge = disagrees
 		return refuse(ReasonWrongDestination)
 	}
@@ -360,6 +360,66 @@ func (l *Learner) Observe(dpid uint64, inPort uint32, frame []byte, pin func(net
 		r.manyOthers = true
 	}
 	return refuse(ReasonDisagrees)
+}
+
+// claim is what an ARP frame or an IPv6 neighbour discovery message says, in ARP's terms, so
+// that one set of rules judges both (the package documentation).
+type claim struct {
+	op             int // opRequest, opReply, or another ARP opcode
+	ethSrc, ethDst net.HardwareAddr
+	// sender is whom the frame speaks for: the ARP sender, the NA's target, the NS's source;
+	// senderMAC its link-layer address (ARP sender MAC, NA target link-layer option, NS
+	// source link-layer option).
+	sender    netip.Addr
+	senderMAC net.HardwareAddr
+	// target is whom it is addressed to: the ARP target, the NA's IPv6 destination, the NS's
+	// target; targetMAC the ARP target MAC or, for an NA, its Ethernet destination.
+	target    netip.Addr
+	targetMAC net.HardwareAddr
+	// unsolicited marks an NA without the solicited flag: an announcement.
+	unsolicited bool
+}
+
+const (
+	opRequest = 1
+	opReply   = 2
+	opOther   = -1
+)
+
+// decodeClaim reads an ARP frame or, failing that, an NS or NA. ok is false for anything
+// else; err for a malformed frame of either kind.
+func decodeClaim(frame []byte) (claim, bool, error) {
+	d, isARP, err := decode(frame)
+	if err != nil {
+		return claim{}, false, err
+	}
+	if isARP {
+		c := claim{op: int(d.arp.Operation), ethSrc: d.eth.SrcMAC, ethDst: d.eth.DstMAC,
+			senderMAC: bytes.Clone(d.arp.SourceHwAddress), targetMAC: d.arp.DstHwAddress}
+		c.sender, _ = netip.AddrFromSlice(d.arp.SourceProtAddress)
+		c.target, _ = netip.AddrFromSlice(d.arp.DstProtAddress)
+		if c.op != int(layers.ARPRequest) && c.op != int(layers.ARPReply) {
+			c.op = opOther
+		}
+		return c, true, nil
+	}
+	m, isND, err := decodeND(frame)
+	if err != nil || !isND {
+		return claim{}, false, err
+	}
+	c := claim{ethSrc: m.l2.eth.SrcMAC, ethDst: m.l2.eth.DstMAC, senderMAC: m.lla}
+	if m.typ == icmpv6NS {
+		c.op, c.sender, c.target = opRequest, m.src, m.target
+		if c.senderMAC == nil {
+			c.senderMAC = bytes.Clone(m.l2.eth.SrcMAC)
+		}
+		return c, true, nil
+	}
+	// An NA without a target link-layer option leaves senderMAC nil: bad_address (our
+	// solicitations are multicast, and RFC 4861 §7.2.4 requires the option in answers to them).
+	c.op, c.sender, c.target, c.targetMAC = opReply, m.target, m.dst, m.l2.eth.DstMAC
+	c.unsolicited = m.flags&naSolicited == 0
+	return c, true, nil
 }
 
 // observeRequest: requests are never learnt from (anyone may send one with any sender), but

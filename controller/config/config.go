@@ -125,7 +125,7 @@ type Collector struct {
 // Service is one virtual IP balanced over backends.
 type Service struct {
 	Name     string         `toml:"name"`     // unique; shows in cookies' meaning, logs and the API
-	VIP      string         `toml:"vip"`      // IPv4 address answered by the controller's ARP responder; on no host
+	VIP      string         `toml:"vip"`      // IPv4 or IPv6 address answered by the controller's ARP or ND responder; on no host
 	VIPMAC   string         `toml:"vip_mac"`  // optional; default derived from the VIP (locally administered)
 	Protocol string         `toml:"protocol"` // "tcp" (default) or "udp"
 	Port     int            `toml:"port"`     // 1-65535
@@ -146,7 +146,7 @@ type Service struct {
 type Backend struct {
 	Name       string   `toml:"name"`        // unique across the file; the probe's backend_id (a host's name for a host reference)
 	Host       string   `toml:"host"`        // a [[host]] this backend is: its fields come from there (hosts.go)
-	IP         string   `toml:"ip"`          // IPv4 address
+	IP         string   `toml:"ip"`          // IPv4 or IPv6 address, the family of the service's vip
 	Port       int      `toml:"port"`        // service port on the backend; default = the service port
 	Source     string   `toml:"source"`      // "probe" (default) or "snmp"
 	MAC        string   `toml:"mac"`         // optional; learned by ARP when empty
@@ -389,7 +389,7 @@ func (c *Config) Validate() error {
 			p.Addf(key+".name", "duplicate service name")
 		}
 		serviceNames[s.Name] = true
-		vip, err := parseIPv4(s.VIP)
+		vip, err := parseIP(s.VIP)
 		if err != nil {
 			p.Addf(key+".vip", "%v", err)
 		}
@@ -476,12 +476,17 @@ func (c *Config) Validate() error {
 				hkey = fmt.Sprintf("%s (from host %q)", bkey, b.Name)
 			}
 			validateHealth(&p, hkey, s, b)
-			ip, err := parseIPv4(b.IP)
-			if err == nil && ip == vip {
+			ip, err := parseIP(b.IP)
+			if err == nil && vip.IsValid() && ip.Is4() != vip.Is4() {
+				p.Addf(hkey+".ip", "%s is not an %s address like the service's vip %s: a service is one address family", ip, family(vip), vip)
+			} else if err == nil && ip == vip {
 				p.Addf(bkey+".ip", "%s is the service's VIP; a VIP bound to a real backend balances nothing", ip)
 			}
 			checkPort(&p, bkey+".port", b.Port)
 			ep := fmt.Sprintf("%s:%d", b.IP, b.Port)
+			if ip.IsValid() {
+				ep = netip.AddrPortFrom(ip, uint16(b.Port)).String() // canonical, so fd00::01 and fd00::1 collide
+			}
 			if other, dup := endpoints[ep]; dup {
 				p.Addf(bkey+".ip", "duplicate backend %s (also %q)", ep, other)
 			}
@@ -543,10 +548,10 @@ func ParseDatapathID(s string) (uint64, error) {
 }
 
 // ParsedVIP returns the VIP; valid only after Validate.
-func (s *Service) ParsedVIP() netip.Addr { a, _ := parseIPv4(s.VIP); return a }
+func (s *Service) ParsedVIP() netip.Addr { a, _ := parseIP(s.VIP); return a }
 
 // ParsedIP returns the backend address; valid only after Validate.
-func (b *Backend) ParsedIP() netip.Addr { a, _ := parseIPv4(b.IP); return a }
+func (b *Backend) ParsedIP() netip.Addr { a, _ := parseIP(b.IP); return a }
 
 // ParsedMAC returns the configured MAC or nil.
 func (b *Backend) ParsedMAC() net.HardwareAddr { m, _ := parseMAC(b.MAC); return m }
@@ -562,15 +567,39 @@ func (c *Config) EffectivePolicy(s *Service) weights.Policy {
 	return c.Weighting.Policy
 }
 
-func parseIPv4(s string) (netip.Addr, error) {
+// parseIP accepts an IPv4 or IPv6 host address that can sit behind a switch port. IPv6
+// link-local addresses are refused: a VIP must be routable to its clients and a NAT to a
+// link-local backend cannot answer a global client, and without a zone one is ambiguous.
+// An IPv4-mapped IPv6 address is refused rather than silently read as IPv4.
+func parseIP(s string) (netip.Addr, error) {
 	a, err := netip.ParseAddr(s)
-	if err != nil || !a.Is4() {
-		return netip.Addr{}, fmt.Errorf("%q is not an IPv4 address", s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%q is not an IPv4 address nor an IPv6 address", s)
+	}
+	if a.Is6() {
+		switch {
+		case a.Zone() != "":
+			return netip.Addr{}, fmt.Errorf("%q has a zone; write the address alone", s)
+		case a.Is4In6():
+			return netip.Addr{}, fmt.Errorf("%s is an IPv4-mapped IPv6 address; write %s", a, a.Unmap())
+		case a.IsUnspecified() || a.IsMulticast():
+			return netip.Addr{}, fmt.Errorf("%s cannot be a host address", a)
+		case a.IsLinkLocalUnicast():
+			return netip.Addr{}, fmt.Errorf("%s is IPv6 link-local; use a global or unique-local (fd00::/8) address", a)
+		}
+		return a, nil
 	}
 	if a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
 		return netip.Addr{}, fmt.Errorf("%s cannot be a host address", a)
 	}
 	return a, nil
+}
+
+func family(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
 }
 
 func parseMAC(s string) (net.HardwareAddr, error) {

@@ -27,6 +27,41 @@ group_id = 7
   port = 8080
 `
 
+// good6 is good with an IPv6 service added.
+const good6 = good + `
+[[service]]
+name = "web6"
+vip = "fd00:77::100"
+port = 80
+group_id = 8
+  [[service.backend]]
+  name = "a6"
+  ip = "fd00:77::11"
+  port = 8080
+  [[service.backend]]
+  name = "b6"
+  ip = "fd00:77::12"
+  port = 8080
+`
+
+// TestIPv6Service: an IPv6 service loads next to an IPv4 one, addresses canonical.
+func TestIPv6Service(t *testing.T) {
+	c, err := Parse("t.toml", []byte(good6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Services[1]
+	if got := s.ParsedVIP().String(); got != "fd00:77::100" {
+		t.Fatalf("vip %s", got)
+	}
+	if got := s.Backends[1].ParsedIP().String(); got != "fd00:77::12" {
+		t.Fatalf("backend ip %s", got)
+	}
+	if !c.Services[0].ParsedVIP().Is4() {
+		t.Fatalf("the IPv4 service's vip is %v", c.Services[0].ParsedVIP())
+	}
+}
+
 func TestExampleLoads(t *testing.T) {
 	c, err := Load(filepath.Join("..", "..", "configs", "controller.toml"))
 	if err != nil {
@@ -112,7 +147,14 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"alpha big", "[weighting]\nalpha = 1.5\n" + good, []string{"weighting: alpha"}},
 		{"capacity ratio below 1", "[weighting]\nmax_capacity_ratio = 0.5\n" + good, []string{"weighting: max_capacity_ratio: 0.5 outside [1,1000]"}},
 		{"bad vip", edit(`vip = "10.0.0.100"`, `vip = "10.0.0.300"`), []string{`service "web".vip`, `"10.0.0.300" is not an IPv4 address`}},
-		{"ipv6 backend", edit(`ip = "10.0.0.1"`, `ip = "::1"`), []string{`service "web".backend "a".ip`, "not an IPv4"}},
+		{"ipv6 backend in ipv4 service", edit(`ip = "10.0.0.1"`, `ip = "fd00::1"`), []string{`service "web".backend "a".ip`, "fd00::1 is not an IPv4 address like the service's vip 10.0.0.100"}},
+		{"ipv4 backend in ipv6 service", strings.Replace(good6, `ip = "fd00:77::12"`, `ip = "10.0.0.2"`, 1), []string{`service "web6".backend "b6".ip`, "10.0.0.2 is not an IPv6 address like the service's vip fd00:77::100"}},
+		{"ipv6 link-local vip", strings.Replace(good6, `vip = "fd00:77::100"`, `vip = "fe80::100"`, 1), []string{`service "web6".vip`, "fe80::100 is IPv6 link-local"}},
+		{"ipv6 multicast vip", strings.Replace(good6, `vip = "fd00:77::100"`, `vip = "ff02::1"`, 1), []string{`service "web6".vip`, "ff02::1 cannot be a host address"}},
+		{"ipv6 unspecified backend", strings.Replace(good6, `ip = "fd00:77::12"`, `ip = "::"`, 1), []string{`service "web6".backend "b6".ip`, ":: cannot be a host address"}},
+		{"ipv4-mapped vip", strings.Replace(good6, `vip = "fd00:77::100"`, `vip = "::ffff:10.0.0.100"`, 1), []string{`service "web6".vip`, "IPv4-mapped", "write 10.0.0.100"}},
+		{"ipv6 zone", strings.Replace(good6, `ip = "fd00:77::12"`, `ip = "fd00:77::12%eth0"`, 1), []string{`service "web6".backend "b6".ip`, "has a zone"}},
+		{"ipv6 duplicate endpoint spelled twice", strings.Replace(good6, `ip = "fd00:77::12"`, `ip = "fd00:77:0::0011"`, 1), []string{`service "web6".backend "b6".ip`, "duplicate backend [fd00:77::11]:8080"}},
 		{"duplicate backend name", edit(`name = "b"`, `name = "a"`), []string{`backend "a".name`, "duplicate backend name"}},
 		{"duplicate backend endpoint", edit("ip = \"10.0.0.2\"\n  port = 8080", "ip = \"10.0.0.1\"\n  port = 80"), []string{`backend "b".ip`, "duplicate backend 10.0.0.1:80"}},
 		{"port out of range", edit(`port = 80`, `port = 70000`), []string{`service "web".port`, "70000 outside 1-65535"}},

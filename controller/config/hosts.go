@@ -165,7 +165,7 @@ func (c *Config) validateHosts(p *configs.Problems) (needKey []string) {
 // health) under key; port is the service port for an SNMP target (0 for a host). It reports
 // whether the backend is a probe that needs a derived or shared key.
 func (c *Config) checkMachine(p *configs.Problems, key string, b *Backend, port int) (needKey bool) {
-	if _, err := parseIPv4(b.IP); err != nil {
+	if _, err := parseIP(b.IP); err != nil {
 		p.Addf(key+".ip", "%v", err)
 	}
 	if b.MAC != "" {

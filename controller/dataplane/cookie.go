@@ -30,12 +30,14 @@ const (
 	KindReturnVIP    Kind = 8  // table 3: source VIP → eth_src, NORMAL
 	KindReturnNormal Kind = 9  // table 3: anything else → NORMAL (shared)
 	KindNormal       Kind = 10 // table 0: lowest priority NORMAL (shared)
+	KindNS           Kind = 11 // table 0: IPv6 neighbour solicitation for the VIP → controller
+	KindNA           Kind = 12 // table 0: IPv6 neighbour advertisement to the VIP → controller
 )
 
 var kindNames = map[Kind]string{
 	KindARP: "arp", KindVIP: "vip", KindNew: "new", KindEst: "est", KindRel: "rel",
 	KindForward: "forward", KindReturn: "return", KindReturnVIP: "return-vip",
-	KindReturnNormal: "return-normal", KindNormal: "normal",
+	KindReturnNormal: "return-normal", KindNormal: "normal", KindNS: "ns", KindNA: "na",
 }
 
 func (k Kind) String() string {

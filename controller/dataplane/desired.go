@@ -31,7 +31,7 @@ type Service struct {
 	Name     string
 	Index    uint16 // stable across restarts; goes into cookies; NoIndex is reserved
 	VIP      netip.Addr
-	VIPMAC   net.HardwareAddr // the MAC the controller answers ARP for the VIP with
+	VIPMAC   net.HardwareAddr // the MAC the controller answers ARP (IPv4) or ND (IPv6) for the VIP with
 	Protocol string           // "tcp" or "udp"
 	Port     uint16
 	Mode     Mode   // "" means ModeConntrack
@@ -97,8 +97,8 @@ func (s Service) Validate() error {
 	if s.Index == NoIndex {
 		bad("index %#x is reserved", NoIndex)
 	}
-	if !s.VIP.Is4() {
-		bad("vip %v is not an IPv4 address", s.VIP)
+	if !s.VIP.Is4() && !(s.VIP.Is6() && !s.VIP.Is4In6() && s.VIP.Zone() == "") {
+		bad("vip %v is neither an IPv4 nor a plain IPv6 address", s.VIP)
 	}
 	if len(s.VIPMAC) != 6 {
 		bad("vip mac %q is not a 6-byte MAC", s.VIPMAC)
@@ -124,8 +124,8 @@ func (s Service) Validate() error {
 			bad("backend %q: index %d used twice", b.Name, b.Index)
 		}
 		seen[b.Index] = true
-		if !b.IP.Is4() {
-			bad("backend %q: ip %v is not an IPv4 address", b.Name, b.IP)
+		if !b.IP.IsValid() || b.IP.Is4() != s.VIP.Is4() || b.IP.Is4In6() || b.IP.Zone() != "" {
+			bad("backend %q: ip %v is not of the family of vip %v", b.Name, b.IP, s.VIP)
 		}
 		if b.MAC != nil && len(b.MAC) != 6 {
 			bad("backend %q: mac %q is not a 6-byte MAC", b.Name, b.MAC)
@@ -155,7 +155,7 @@ func ValidateServices(services []Service) error {
 			errs = append(errs, fmt.Errorf("service %q: group id %d already used by %q", s.Name, s.GroupID, o))
 		}
 		group[s.GroupID] = s.Name
-		l := fmt.Sprintf("%s %v:%d", s.Protocol, s.VIP, s.Port)
+		l := s.Protocol + " " + netip.AddrPortFrom(s.VIP, s.Port).String() // [fd00::1]:80 for IPv6
 		if o, ok := listen[l]; ok {
 			errs = append(errs, fmt.Errorf("service %q: %s already served by %q", s.Name, l, o))
 		}
@@ -245,18 +245,72 @@ func (p *planner) arp(s Service) {
 		apply(output(ofp.PortController, ofp.ContentLenNoBuffer)))
 }
 
+// nd sends IPv6 neighbour discovery for the VIP to the controller whole: solicitations whose
+// target is the VIP (the controller answers them, as ARP requests), and advertisements
+// addressed to the VIP (answers to the solicitations the controller sends from the VIP to
+// locate backends). Every other ICMPv6, other hosts' ND included, stays with NORMAL.
+func (p *planner) nd(s Service) {
+	p.flow(TableClassify, PriorityARP, MakeCookie(s.Index, NoIndex, KindNS),
+		fields(ethType(ethTypeIPv6), xm(ofp.XMTypeIPProto, []byte{ipProtoICMPv6}), xm(ofp.XMTypeICMPv6Type, []byte{icmpv6NS}),
+			xm(ofp.XMTypeIPv6NDTarget, s.VIP.AsSlice())),
+		apply(output(ofp.PortController, ofp.ContentLenNoBuffer)))
+	p.flow(TableClassify, PriorityARP, MakeCookie(s.Index, NoIndex, KindNA),
+		fields(ethType(ethTypeIPv6), xm(ofp.XMTypeIPv6Dst, s.VIP.AsSlice()), xm(ofp.XMTypeIPProto, []byte{ipProtoICMPv6}),
+			xm(ofp.XMTypeICMPv6Type, []byte{icmpv6NA})),
+		apply(output(ofp.PortController, ofp.ContentLenNoBuffer)))
+}
+
+// resolution installs the service's neighbour-resolution punt: ARP for IPv4, ND for IPv6.
+func (p *planner) resolution(s Service) {
+	if s.VIP.Is4() {
+		p.arp(s)
+	} else {
+		p.nd(s)
+	}
+}
+
+const (
+	ethTypeIPv4   uint16 = 0x0800
+	ethTypeIPv6   uint16 = 0x86dd
+	ipProtoICMPv6 byte   = 58
+	icmpv6NS      byte   = 135
+	icmpv6NA      byte   = 136
+)
+
+// family gives the EtherType and the source and destination address fields of an address's
+// family: IPv4 or IPv6 (Validate keeps a service and its backends in one family).
+func family(a netip.Addr) (eth uint16, src, dst ofp.XMType) {
+	if a.Is4() {
+		return ethTypeIPv4, ofp.XMTypeIPv4Src, ofp.XMTypeIPv4Dst
+	}
+	return ethTypeIPv6, ofp.XMTypeIPv6Src, ofp.XMTypeIPv6Dst
+}
+
+// ipDst matches packets of a's family to a; ipSrc from a.
+func ipDst(a netip.Addr) []ofp.XM {
+	eth, _, dst := family(a)
+	return fields(ethType(eth), xm(dst, a.AsSlice()))
+}
+
+func ipSrc(a netip.Addr) []ofp.XM {
+	eth, src, _ := family(a)
+	return fields(ethType(eth), xm(src, a.AsSlice()))
+}
+
 // toVIP matches the service's traffic from clients.
 func toVIP(s Service) []ofp.XM {
-	return fields(ethType(0x0800), ipProtoField(s), xm(ofp.XMTypeIPv4Dst, s.VIP.AsSlice()), l4(s, true, s.Port))
+	eth, _, dst := family(s.VIP)
+	return fields(ethType(eth), ipProtoField(s), xm(dst, s.VIP.AsSlice()), l4(s, true, s.Port))
 }
 
 // fromBackend matches a backend's replies.
 func fromBackend(s Service, b Backend) []ofp.XM {
-	return fields(ethType(0x0800), ipProtoField(s), xm(ofp.XMTypeIPv4Src, b.IP.AsSlice()), l4(s, false, b.port(s)))
+	eth, src, _ := family(b.IP)
+	return fields(ethType(eth), ipProtoField(s), xm(src, b.IP.AsSlice()), l4(s, false, b.port(s)))
 }
 
 func (p *planner) conntrack(s Service) {
-	p.arp(s)
+	p.resolution(s)
 	p.flow(TableClassify, PriorityVIP, MakeCookie(s.Index, NoIndex, KindVIP), toVIP(s),
 		apply(&nx.CT{Zone: s.Zone, Table: TableCT, Actions: ofp.Actions{&nx.NAT{}}}))
 	p.flow(TableCT, PriorityVIP, MakeCookie(s.Index, NoIndex, KindNew),
@@ -268,7 +322,7 @@ func (p *planner) conntrack(s Service) {
 			continue
 		}
 		p.flow(TableForward, PriorityBackend, MakeCookie(s.Index, b.Index, KindForward),
-			fields(ethType(0x0800), xm(ofp.XMTypeIPv4Dst, b.IP.AsSlice())),
+			ipDst(b.IP),
 			apply(setField(ofp.XMTypeEthDst, b.MAC), output(ofp.PortNo(b.SwitchPort), 0)))
 		p.flow(TableClassify, PriorityBackend, MakeCookie(s.Index, b.Index, KindReturn), fromBackend(s, b),
 			apply(&nx.CT{Zone: s.Zone, Table: TableReturn, Actions: ofp.Actions{&nx.NAT{}}}))
@@ -277,7 +331,7 @@ func (p *planner) conntrack(s Service) {
 		}
 	}
 	p.flow(TableReturn, PriorityBackend, MakeCookie(s.Index, NoIndex, KindReturnVIP),
-		fields(ethType(0x0800), xm(ofp.XMTypeIPv4Src, s.VIP.AsSlice())),
+		ipSrc(s.VIP),
 		apply(setField(ofp.XMTypeEthSrc, s.VIPMAC), output(ofp.PortNormal, 0)))
 	p.group(s.GroupID, p.buckets(s, actions))
 }
@@ -294,7 +348,7 @@ func (p *planner) buckets(s Service, actions []string) []Bucket {
 }
 
 func (p *planner) stateless(s Service) {
-	p.arp(s)
+	p.resolution(s)
 	p.flow(TableClassify, PriorityVIP, MakeCookie(s.Index, NoIndex, KindVIP), toVIP(s),
 		apply(&ofp.ActionGroup{Group: ofp.Group(s.GroupID)}))
 	var actions []string // of the live backends, in order
@@ -302,7 +356,8 @@ func (p *planner) stateless(s Service) {
 		if !b.reachable() {
 			continue
 		}
-		back := ofp.Actions{setField(ofp.XMTypeIPv4Src, s.VIP.AsSlice())}
+		_, src, _ := family(s.VIP)
+		back := ofp.Actions{setField(src, s.VIP.AsSlice())}
 		if b.port(s) != s.Port {
 			back = append(back, setField(l4Type(s, false), port16(s.Port)))
 		}
@@ -320,7 +375,8 @@ func (p *planner) stateless(s Service) {
 // output. One definition serves the planner and the read-back (HeldWeights).
 func bucketActions(s Service, b Backend) string {
 	if s.Mode == ModeStateless {
-		fwd := ofp.Actions{setField(ofp.XMTypeEthDst, b.MAC), setField(ofp.XMTypeIPv4Dst, b.IP.AsSlice())}
+		_, _, dst := family(b.IP)
+		fwd := ofp.Actions{setField(ofp.XMTypeEthDst, b.MAC), setField(dst, b.IP.AsSlice())}
 		if b.port(s) != s.Port {
 			fwd = append(fwd, setField(l4Type(s, true), port16(b.port(s))))
 		}

@@ -10,15 +10,19 @@
 //   - conntrack (default, Open vSwitch only): only new connections consult the select group,
 //     so reweighting never moves an established TCP connection. Tables:
 //     0 classify (VIP → ct(zone,nat,table=1); backend replies → ct(zone,nat,table=3);
-//     ARP for the VIP → CONTROLLER; optional NORMAL at priority 0),
+//     ARP for the VIP → CONTROLLER, or for an IPv6 VIP neighbour solicitations for it and
+//     advertisements to it; optional NORMAL at priority 0),
 //     1 conntrack state (+new+trk to the VIP → group; +est+trk and +rel+trk → table 2),
 //     2 forward (per backend: ip,nw_dst=IP → eth_dst, output),
 //     3 return (ip,nw_src=VIP → eth_src=VIP MAC, NORMAL; anything else NORMAL).
 //   - stateless (plain OpenFlow 1.3, any switch): the select group rewrites eth_dst/ipv4_dst
-//     (and the L4 port) per bucket and replies are rewritten back in table 0. A weight change
+//     or ipv6_dst (and the L4 port) per bucket and replies are rewritten back in table 0. A weight change
 //     re-hashes live connections (measured: 80/20 → 70/30 broke 19 of 40). Its return flow
 //     matches everything a backend sends from its service port, so direct (non-VIP) clients
 //     of that port see the VIP as source: give such backends another port for direct use.
+//
+// An IPv6 service is the same design with IPv6 matches (eth_type 0x86dd, ipv6_src/ipv6_dst)
+// and NAT to 16-byte addresses; a service and its backends are one family (Validate).
 //
 // Select groups are laid out as the switch's whole slot table (layout.go, slots.go,
 // docs/dataplane.md "Exact shares"): Open vSwitch hashes new flows into 16–256 slots sized from

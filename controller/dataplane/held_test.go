@@ -6,9 +6,15 @@ import (
 )
 
 func TestHeldWeights(t *testing.T) {
-	for _, mode := range []Mode{ModeConntrack, ModeStateless} {
-		t.Run(string(mode), func(t *testing.T) {
-			svc := webService(mode)
+	for _, c := range []struct {
+		mode Mode
+		svc  func(Mode) Service
+		name string
+	}{{ModeConntrack, webService, "conntrack"}, {ModeStateless, webService, "stateless"},
+		{ModeConntrack, webService6, "ipv6 conntrack"}, {ModeStateless, webService6, "ipv6 stateless"}} {
+		mode := c.mode
+		t.Run(c.name, func(t *testing.T) {
+			svc := c.svc(mode)
 			svc.Backends[2].MAC, svc.Backends[2].SwitchPort = mac("02:00:00:00:00:03"), 3
 			group := func(s Service) Group {
 				st := Desired([]Service{s}, DefaultOptions())

@@ -16,8 +16,8 @@ type Location struct {
 }
 
 // Locations recovers backends' MACs and switch ports from a state read back from a switch:
-// the per-backend forwarding flows of conntrack mode (ipv4_dst=IP -> set eth_dst, output) and
-// the buckets of stateless mode (set eth_dst, set ipv4_dst, output). A controller that
+// the per-backend forwarding flows of conntrack mode (ipv4_dst or ipv6_dst=IP -> set eth_dst,
+// output) and the buckets of stateless mode (set eth_dst, set ipv4_dst or ipv6_dst, output). A controller that
 // restarts knows no MAC until ARP answers again; planning without these would delete every
 // backend's flows and add them back a moment later, breaking connections in between.
 // Entries it cannot read are skipped.
@@ -33,8 +33,8 @@ func Locations(s State) map[netip.Addr]Location {
 		}
 		var ip netip.Addr
 		for _, x := range fields {
-			if x.Class == ofp.XMClassOpenflowBasic && x.Type == ofp.XMTypeIPv4Dst && len(x.Value) == 4 && len(x.Mask) == 0 {
-				ip = netip.AddrFrom4([4]byte(x.Value))
+			if a, ok := addrField(x, ofp.XMTypeIPv4Dst, ofp.XMTypeIPv6Dst); ok && x.Class == ofp.XMClassOpenflowBasic && len(x.Mask) == 0 {
+				ip = a
 			}
 		}
 		ins, err := parseInstructions([]byte(f.Instructions))
@@ -61,7 +61,19 @@ func Locations(s State) map[netip.Addr]Location {
 	return out
 }
 
-// locate reads set eth_dst, an optional set ipv4_dst, and output to a physical port.
+// addrField reads an IPv4 address from a field of type v4 (4 bytes) or an IPv6 one from a
+// field of type v6 (16 bytes).
+func addrField(x ofp.XM, v4, v6 ofp.XMType) (netip.Addr, bool) {
+	switch {
+	case x.Type == v4 && len(x.Value) == 4:
+		return netip.AddrFrom4([4]byte(x.Value)), true
+	case x.Type == v6 && len(x.Value) == 16:
+		return netip.AddrFrom16([16]byte(x.Value)), true
+	}
+	return netip.Addr{}, false
+}
+
+// locate reads set eth_dst, an optional set ipv4_dst or ipv6_dst, and output to a physical port.
 func locate(acts ofp.Actions) (loc Location, ip netip.Addr, ok bool) {
 	for _, a := range acts {
 		switch a := a.(type) {
@@ -70,8 +82,10 @@ func locate(acts ofp.Actions) (loc Location, ip netip.Addr, ok bool) {
 			switch {
 			case a.Field.Type == ofp.XMTypeEthDst && len(v) == 6:
 				loc.MAC = append(net.HardwareAddr(nil), v...)
-			case a.Field.Type == ofp.XMTypeIPv4Dst && len(v) == 4:
-				ip = netip.AddrFrom4([4]byte(v))
+			default:
+				if a, ok := addrField(a.Field, ofp.XMTypeIPv4Dst, ofp.XMTypeIPv6Dst); ok {
+					ip = a
+				}
 			}
 		case *ofp.ActionOutput:
 			if a.Port > 0 && a.Port <= ofp.PortMax {

@@ -52,7 +52,7 @@ func FuzzLocations(f *testing.F) {
 			Groups: []Group{{ID: 1, Buckets: []Bucket{{Weight: 1, Actions: string(actions)}}}},
 		}
 		for ip, loc := range Locations(s) {
-			if !ip.Is4() || len(loc.MAC) != 6 || loc.Port == 0 {
+			if !(ip.Is4() || ip.Is6()) || len(loc.MAC) != 6 || loc.Port == 0 {
 				t.Fatalf("implausible location %v %+v", ip, loc)
 			}
 		}

@@ -468,6 +468,9 @@ func TestOVSPlans(t *testing.T) {
 			return s
 		}(), Options{}, -1},
 		{"no reachable backend", scenarios()["all unresolved"], DefaultOptions(), -1},
+		{"ipv6 conntrack", scenarios()["ipv6 conntrack"], DefaultOptions(), -1},
+		{"ipv6 stateless", scenarios()["ipv6 stateless"], DefaultOptions(), -1},
+		{"dual stack", scenarios()["dual stack"], DefaultOptions(), -1},
 		{"nothing", nil, Options{}, -1},
 	}
 	for _, st := range steps {
@@ -485,6 +488,9 @@ func TestOVSPlans(t *testing.T) {
 				t.Fatalf("Open vSwitch rejected the plan: %v", err)
 			}
 			checkHeld(t, l, o, desired)
+			if strings.HasPrefix(st.name, "ipv6") {
+				t.Logf("dump-flows and dump-groups (docs/dataplane.md):\n%s%s", l.ofctl("dump-flows"), l.ofctl("dump-groups"))
+			}
 		})
 	}
 }

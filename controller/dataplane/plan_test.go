@@ -256,6 +256,9 @@ func scenarios() map[string][]Service {
 		"mixed":          {webService(ModeStateless), two},
 		"empty":          nil,
 		"all unresolved": {withBackends(webService(ModeConntrack), func(b *Backend) { b.MAC = nil })},
+		"ipv6 conntrack": {webService6(ModeConntrack)},
+		"ipv6 stateless": {webService6(ModeStateless)},
+		"dual stack":     {webService(ModeConntrack), webService6(ModeStateless)},
 	}
 }
 
@@ -590,7 +593,8 @@ func TestValidate(t *testing.T) {
 		want string
 	}{
 		{"ok", func(s *Service) {}, ""},
-		{"ipv6 vip", func(s *Service) { s.VIP = ip("fd00::1") }, "vip fd00::1 is not an IPv4"},
+		{"ipv6 vip, ipv4 backends", func(s *Service) { s.VIP = ip("fd00::1") }, `backend "a": ip 10.0.0.1 is not of the family of vip fd00::1`},
+		{"ipv4-mapped vip", func(s *Service) { s.VIP = ip("::ffff:10.0.0.100") }, "vip ::ffff:10.0.0.100 is neither an IPv4 nor a plain IPv6"},
 		{"no mac", func(s *Service) { s.VIPMAC = nil }, "vip mac"},
 		{"protocol", func(s *Service) { s.Protocol = "sctp" }, `protocol "sctp"`},
 		{"port", func(s *Service) { s.Port = 0 }, "port is 0"},
@@ -624,6 +628,14 @@ func TestValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ValidateServices error %v, want %q", err, want)
 		}
+	}
+	six, dup6 := webService6(ModeConntrack), webService6(ModeStateless)
+	dup6.Name, dup6.Index, dup6.GroupID = "web6-again", 4, 31
+	if err := ValidateServices([]Service{six, dup6}); err == nil || !strings.Contains(err.Error(), `service "web6-again": tcp [fd00:77::100]:80 already served by "web6"`) {
+		t.Errorf("ValidateServices of two IPv6 services on one VIP and port: %v", err)
+	}
+	if err := ValidateServices([]Service{good, six}); err != nil {
+		t.Errorf("an IPv4 and an IPv6 service side by side: %v", err)
 	}
 }
 

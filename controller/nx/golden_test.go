@@ -56,6 +56,14 @@ var actionCases = []actionCase{
 		ovs: "actions=ct(commit,table=4,zone=2,nat(dst=[fd00::1]:80))",
 	},
 	{
+		// Two 16-byte addresses (NX_NAT_RANGE_IPV6_MIN and _MAX) before the ports, as
+		// lib/ofp-actions.c's encode_NAT writes them: 16 + 16 + 16 + 2 + 2 = 52, padded to 56.
+		name: "ct_snat_ipv6_range",
+		actions: ofp.Actions{&CT{Flags: CTCommit, Zone: 3, Table: RecircNone, Actions: ofp.Actions{
+			&NAT{Flags: NATSrc, IPMin: netip.MustParseAddr("fd00::1"), IPMax: netip.MustParseAddr("fd00::9"), PortMin: 1000, PortMax: 2000}}}},
+		ovs: "actions=ct(commit,zone=3,nat(src=[fd00::1]-[fd00::9]:1000-2000))",
+	},
+	{
 		name:    "ct_alg_ftp",
 		actions: ofp.Actions{&CT{Flags: CTCommit, Zone: 1, Table: RecircNone, Alg: 21}},
 		ovs:     "actions=ct(commit,zone=1,alg=ftp)",

@@ -13,6 +13,8 @@
 // Host.HTTPClient (one connection per request) and Host.Ping create their
 // sockets on a thread switched into the namespace (setns), since ping is
 // not installed on every lab machine and curl would reuse connections.
+// A host has one IPv4 or one IPv6 address; IPv6 hosts have duplicate address
+// detection off so their addresses work at once (Ping is ICMPv4 only).
 //
 // Safety rules kept by construction: every name (namespace, veth, bridge,
 // cgroup) starts with the lab's prefix "fw"+ID so that two labs or a leftover

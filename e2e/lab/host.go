@@ -39,9 +39,15 @@ func HostMAC(name string) net.HardwareAddr {
 // AddHost creates namespace NAME with lo up and eth0 = ip (fixed MAC), the
 // other veth end as a port of b, transmit checksum offload off on both
 // ends (the userspace datapath passes TCP only then), links up.
+//
+// ip is an IPv4 or an IPv6 prefix. For IPv6, duplicate address detection is
+// off on eth0 (sysctl accept_dad=0 before the link comes up, and the address
+// added nodad), so the address and the link-local one are usable at once
+// instead of "tentative" for a second or more, and router solicitations are
+// off (no router exists; they would only add packets to every capture).
 func (b *Bridge) AddHost(name string, ip netip.Prefix) (*Host, error) {
-	if !ip.IsValid() || !ip.Addr().Is4() {
-		return nil, fmt.Errorf("host %q: address %v: want an IPv4 prefix", name, ip)
+	if !ip.IsValid() || ip.Addr().Is4In6() || ip.Addr().Zone() != "" {
+		return nil, fmt.Errorf("host %q: address %v: want an IPv4 or IPv6 prefix", name, ip)
 	}
 	for _, bin := range []string{"ip", "ethtool"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -68,9 +74,24 @@ func (b *Bridge) AddHost(name string, ip netip.Prefix) (*Host, error) {
 	if err := l.onClose("veth "+h.Veth, func() error { return deleteLink(l, h.Veth) }); err != nil {
 		return fail(err)
 	}
-	steps := [][]string{
+	addr := []string{"ip", "-n", h.NS, "addr", "add", ip.String(), "dev", HostIface}
+	var v6 [][]string
+	if ip.Addr().Is6() {
+		addr = append(addr, "nodad")
+		sysctl := func(k string) []string {
+			return []string{"ip", "netns", "exec", h.NS, "sysctl", "-q", "-w", k}
+		}
+		v6 = [][]string{
+			sysctl("net.ipv6.conf.all.disable_ipv6=0"),
+			sysctl("net.ipv6.conf." + HostIface + ".disable_ipv6=0"),
+			sysctl("net.ipv6.conf.all.accept_dad=0"),
+			sysctl("net.ipv6.conf." + HostIface + ".accept_dad=0"),
+			sysctl("net.ipv6.conf." + HostIface + ".router_solicitations=0"),
+		}
+	}
+	steps := append(v6, [][]string{
 		{"ip", "-n", h.NS, "link", "set", HostIface, "address", h.MAC.String()},
-		{"ip", "-n", h.NS, "addr", "add", ip.String(), "dev", HostIface},
+		addr,
 		{"ip", "-n", h.NS, "link", "set", "lo", "up"},
 		{"ip", "-n", h.NS, "link", "set", HostIface, "up"},
 		{"ip", "link", "set", h.Veth, "up"},
@@ -83,8 +104,9 @@ func (b *Bridge) AddHost(name string, ip netip.Prefix) (*Host, error) {
 		// conntrack then refuses the new SYN's sequence (conntrack_tcp_seq_chk_failed), the
 		// connection hangs and its entry stays ESTABLISHED, poisoning the tuple for every
 		// later reuse (docs/benchmarks.md, "Source-port reuse through conntrack").
+		// (The range is under ipv4 but applies to IPv6 sockets too.)
 		{"ip", "netns", "exec", h.NS, "sh", "-c", "echo 1024 65535 > /proc/sys/net/ipv4/ip_local_port_range"},
-	}
+	}...)
 	for _, s := range steps {
 		if _, err := l.run(nil, s[0], s[1:]...); err != nil {
 			return fail(err)
@@ -118,7 +140,7 @@ func (b *Bridge) AddHost(name string, ip netip.Prefix) (*Host, error) {
 	return h, nil
 }
 
-// Addr is the host's IPv4 address without the prefix length.
+// Addr is the host's address (IPv4 or IPv6) without the prefix length.
 func (h *Host) Addr() netip.Addr { return h.IP.Addr() }
 
 // Command returns a command that runs inside the host's namespace

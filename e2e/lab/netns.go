@@ -147,6 +147,9 @@ func (h *Host) HTTPClient(timeout time.Duration) *http.Client {
 // interval, and returns the round-trip times of the replies received.
 // ping(8) is not needed (it is not installed on every lab machine).
 func (h *Host) Ping(ctx context.Context, dst netip.Addr, count int, interval time.Duration) ([]time.Duration, error) {
+	if !h.Addr().Is4() || !dst.Is4() {
+		return nil, fmt.Errorf("host %s: ping %s: ICMPv4 echo only (from %s)", h.Name, dst, h.Addr())
+	}
 	var pc net.PacketConn
 	err := inNetns("/run/netns/"+h.NS, func() error {
 		var err error

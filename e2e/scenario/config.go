@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,10 +75,10 @@ drain_file = %q
 log_level = "info"
 
 [health]
-url = "http://%s:%d/health"
+url = "http://%s/health"
 timeout = %q
 `, name, sink, keyFile, o.ProbeInterval.String(), cgroupPath,
-		BackendPort, drainFile, ip, BackendPort, timeout.String())
+		BackendPort, drainFile, net.JoinHostPort(ip, strconv.Itoa(BackendPort)), timeout.String())
 	if o.ProbeFastInterval > 0 {
 		text += fmt.Sprintf("fast_interval = %q\n", o.ProbeFastInterval.String())
 	}

@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,7 +30,9 @@ func apiAddrOf(i int) string {
 }
 
 // pushAddrOf is controller i's push address.
-func pushAddrOf(o Options, i int) string { return fmt.Sprintf("%s:%d", o.addr(ctlHost), PushPort+i) }
+func pushAddrOf(o Options, i int) string {
+	return net.JoinHostPort(o.addr(ctlHost).String(), strconv.Itoa(PushPort+i))
+}
 
 // controllerFile names controller i's files: controller.EXT for the first (as without HA),
 // controllerI.EXT for the others; ext "" names the process.

@@ -116,7 +116,7 @@ func (s *Scenario) Load(ctx context.Context, o LoadOptions) (LoadResult, error) 
 	ctx, cancel := context.WithTimeout(ctx, o.Duration)
 	defer cancel()
 	client := s.Client.HTTPClient(o.Timeout)
-	url := fmt.Sprintf("http://%s:%d/", s.VIP, VIPPort)
+	url := "http://" + net.JoinHostPort(s.VIP.String(), strconv.Itoa(VIPPort)) + "/"
 
 	var tokens <-chan time.Time
 	if o.Rate > 0 {

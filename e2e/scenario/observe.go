@@ -289,8 +289,11 @@ func BucketsByBackend(buckets []lab.BucketWeight, ips map[string]string) (map[st
 }
 
 // mentionsIP reports whether ip occurs in s as a whole address (10.0.0.1 is not in
-// 10.0.0.12).
+// 10.0.0.12, fd00::b not in fd00::bc nor in fd00::b:1).
 func mentionsIP(s, ip string) bool {
+	if strings.Contains(ip, ":") {
+		return mentionsIPv6(s, ip)
+	}
 	for i := 0; ; {
 		j := strings.Index(s[i:], ip)
 		if j < 0 {
@@ -300,6 +303,23 @@ func mentionsIP(s, ip string) bool {
 		before := a == 0 || !isAddrByte(s[a-1])
 		after := e == len(s) || !isDigit(s[e])
 		if before && after {
+			return true
+		}
+		i = a + 1
+	}
+}
+
+// mentionsIPv6 is mentionsIP for an IPv6 address, whose neighbours in ovs-ofctl's text are
+// "[", "]", ",", "-", "=" or the colon of "set_field:", never a hex digit, "." or another ":".
+func mentionsIPv6(s, ip string) bool {
+	v6 := func(c byte) bool { return isDigit(c) || c == ':' || c == '.' || (c|0x20 >= 'a' && c|0x20 <= 'f') }
+	for i := 0; ; {
+		j := strings.Index(s[i:], ip)
+		if j < 0 {
+			return false
+		}
+		a, e := i+j, i+j+len(ip)
+		if (a == 0 || !v6(s[a-1]) || strings.HasSuffix(s[:a], "set_field:")) && (e == len(s) || !v6(s[e])) {
 			return true
 		}
 		i = a + 1

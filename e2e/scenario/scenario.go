@@ -111,6 +111,11 @@ type Options struct {
 	// UDPPort, when not 0, is the UDP port each backendd answers datagrams on with
 	// "NAME PAYLOAD" (backendd -udp-port).
 	UDPPort int
+	// IPv6 gives every host, the VIP and the backends addresses in fd00:77:0:Net::/64
+	// (host numbers as in IPv4: the VIP is ::64, be1 ::b) instead of 10.77.Net.0/24, so the
+	// client resolves the VIP by neighbour discovery and the probes push to the
+	// controller's IPv6 address.
+	IPv6 bool
 }
 
 func (o *Options) fill() error {
@@ -176,9 +181,20 @@ func (o *Options) fill() error {
 	return nil
 }
 
-// Addr returns 10.77.Net.host.
+// Addr returns 10.77.Net.host, or fd00:77:0:Net::host with IPv6.
 func (o *Options) addr(host int) netip.Addr {
+	if o.IPv6 {
+		return netip.AddrFrom16([16]byte{0xfd, 0, 0, 0x77, 0, 0, 0, o.Net, 15: byte(host)})
+	}
 	return netip.AddrFrom4([4]byte{10, 77, o.Net, byte(host)})
+}
+
+// prefix is the host's address with the scenario's prefix length.
+func (o *Options) prefix(host int) netip.Prefix {
+	if o.IPv6 {
+		return netip.PrefixFrom(o.addr(host), 64)
+	}
+	return netip.PrefixFrom(o.addr(host), 24)
 }
 
 // Binaries are the three programs a scenario runs.
@@ -327,7 +343,7 @@ func (s *Scenario) build() error {
 			return fmt.Errorf("scenario: %w", err)
 		}
 	}
-	pfx := func(h int) netip.Prefix { return netip.PrefixFrom(o.addr(h), 24) }
+	pfx := o.prefix
 	if s.Ctl, err = s.Bridge.AddHost("ctl", pfx(ctlHost)); err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}

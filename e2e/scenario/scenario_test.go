@@ -28,6 +28,7 @@ func TestControllerTOMLLoads(t *testing.T) {
 		{"reloaded capacities and mode", Options{Dir: "/x"}, []float64{4, 1, 0.5}, ModeStateless},
 		{"weighting overrides", Options{Dir: "/x", Weighting: map[string]string{"policy": `"static"`, "dead_band": "0.2"}}, nil, ""},
 		{"hosts", Options{Dir: "/x", Hosts: true}, []float64{4, 1, 0.5}, ""},
+		{"ipv6", Options{Dir: "/x", Net: 6, IPv6: true}, nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -325,6 +326,11 @@ func TestMentionsIP(t *testing.T) {
 		{"set_field:10.0.0.1->ip_dst", "10.0.0.1", true},
 		{"10.0.0.12,10.0.0.1", "10.0.0.1", true},
 		{"", "10.0.0.1", false},
+		{"nat(dst=[fd00:77:0:6::b]:8080)", "fd00:77:0:6::b", true},
+		{"nat(dst=[fd00:77:0:6::bc]:8080)", "fd00:77:0:6::b", false},
+		{"nat(dst=[fd00:77:0:6::b:1]:8080)", "fd00:77:0:6::b", false},
+		{"set_field:fd00:77:0:6::b->ipv6_dst", "fd00:77:0:6::b", true},
+		{"set_field:1fd00:77:0:6::b->ipv6_dst", "fd00:77:0:6::b", false},
 	}
 	for _, tt := range tests {
 		if got := mentionsIP(tt.s, tt.ip); got != tt.want {

@@ -11,21 +11,30 @@ import (
 	"time"
 )
 
+// TestUDPSender pushes to an IPv4 and an IPv6 collector address, the latter written as the
+// configuration takes it ("[::1]:port").
 func TestUDPSender(t *testing.T) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	s := &UDPSender{Addr: pc.LocalAddr().String()}
-	defer s.Close()
-	if err := s.Send([]byte("report")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 64)
-	n, _, err := pc.ReadFrom(buf)
-	if err != nil || string(buf[:n]) != "report" {
-		t.Fatalf("got %q, %v", buf[:n], err)
+	for _, listen := range []string{"127.0.0.1:0", "[::1]:0"} {
+		t.Run(listen, func(t *testing.T) {
+			pc, err := net.ListenPacket("udp", listen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pc.Close()
+			s := &UDPSender{Addr: pc.LocalAddr().String()}
+			defer s.Close()
+			if err := s.Send([]byte("report")); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 64)
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil || string(buf[:n]) != "report" {
+				t.Fatalf("got %q, %v", buf[:n], err)
+			}
+			if want := pc.LocalAddr().(*net.UDPAddr).IP; !from.(*net.UDPAddr).IP.Equal(want) {
+				t.Fatalf("sent from %v, want %v", from, want)
+			}
+		})
 	}
 }
 
