@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -100,7 +101,7 @@ func (s *Scenario) startEtcd() error {
 	procs := make([]*lab.Proc, n)
 	for m := range n {
 		cmd := s.Ctl.Command(context.Background(), bin, "--name", fmt.Sprintf("s%d", m),
-			"--data-dir", filepath.Join(s.Lab.Dir, fmt.Sprintf("etcd%d", m)),
+			"--data-dir", s.etcdDir(m),
 			"--listen-client-urls", etcdClient(m), "--advertise-client-urls", etcdClient(m),
 			"--listen-peer-urls", etcdPeer(m), "--initial-advertise-peer-urls", etcdPeer(m),
 			"--initial-cluster", strings.Join(cluster, ","), "--initial-cluster-state", "new",
@@ -120,6 +121,23 @@ func (s *Scenario) startEtcd() error {
 		}
 	}
 	return nil
+}
+
+// etcdDir is member m's data directory: in /dev/shm when there is one, since etcd fsyncs its
+// log on every write and a busy 2-core test host's disk then stalls keep-alives past a 1 s
+// lease (measured: a leader lost its lease for that alone); removed by Close.
+func (s *Scenario) etcdDir(m int) string {
+	base := s.Lab.Dir
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		base = "/dev/shm"
+	}
+	d := filepath.Join(base, fmt.Sprintf("%s-etcd%d", s.Lab.Prefix, m))
+	s.mu.Lock()
+	if !slices.Contains(s.etcdDirs, d) {
+		s.etcdDirs = append(s.etcdDirs, d)
+	}
+	s.mu.Unlock()
+	return d
 }
 
 func (s *Scenario) waitEtcd(m int, p *lab.Proc) error {

@@ -266,6 +266,7 @@ type Scenario struct {
 	mu         sync.Mutex
 	ctlProcs   map[int]*lab.Proc // by controller index
 	etcd       []*lab.Proc       // by member
+	etcdDirs   []string
 	capacities []float64
 	mode       string
 }
@@ -431,6 +432,12 @@ func (s *Scenario) Close() error {
 		}
 	}
 	errs = append(errs, s.Lab.Close())
+	s.mu.Lock()
+	dirs := s.etcdDirs
+	s.mu.Unlock()
+	for _, d := range dirs {
+		errs = append(errs, os.RemoveAll(d))
+	}
 	for _, b := range s.Backends {
 		if b.memDir != "" {
 			// An exiting process may still be charged to the cgroup for a moment.
