@@ -30,12 +30,20 @@ const (
 	KindReturnVIP    Kind = 8  // table 3: source VIP → eth_src, NORMAL
 	KindReturnNormal Kind = 9  // table 3: anything else → NORMAL (shared)
 	KindNormal       Kind = 10 // table 0: lowest priority NORMAL (shared)
+	// Client affinity (affinity.go). KindAffinity flows are written by the switch's learn
+	// action, never planned: read-back drops them (State.WithoutLearned) and Plan never
+	// deletes them; AffinityDelete removes one backend's by cookie.
+	KindAffinity     Kind = 11 // table 4: learned client → reg0/reg1 = its backend
+	KindAffinityNone Kind = 12 // table 4: lowest priority, no action (shared)
+	KindAffinityHit  Kind = 13 // table 5: per backend, learned backend → ct commit nat
+	KindAffinityMiss Kind = 14 // table 5: no learned backend → group
 )
 
 var kindNames = map[Kind]string{
 	KindARP: "arp", KindVIP: "vip", KindNew: "new", KindEst: "est", KindRel: "rel",
 	KindForward: "forward", KindReturn: "return", KindReturnVIP: "return-vip",
 	KindReturnNormal: "return-normal", KindNormal: "normal",
+	KindAffinity: "affinity", KindAffinityNone: "affinity-none", KindAffinityHit: "affinity-hit", KindAffinityMiss: "affinity-miss",
 }
 
 func (k Kind) String() string {

@@ -131,6 +131,9 @@ type Syncer struct {
 	resync     bool            // read back before the next plan
 	planned    uint64          // Gen of the intent current was planned from
 	applied    map[string][]uint16
+	// affinity is the planner input last applied (nil: none since start), from which
+	// AffinityEnds tells which backends' learned affinities to delete.
+	affinity []dataplane.Service
 	counts     Counts
 	countSeq   uint64
 	countTimer *time.Timer
@@ -304,6 +307,11 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 	desired = Hold(desired, s.current, in)
 	desired = dataplane.KeepSlots(desired, s.current) // stateless: move only the slots that must
 	plan := dataplane.Plan(desired, s.current)
+	if ends := AffinityEnds(s.affinity, svcs); len(ends) > 0 {
+		// Last: the groups and table-5 flows no longer send anyone to these backends, so
+		// nothing learns them again after the delete.
+		plan = append(plan, ends)
+	}
 	confirm := s.cfg.Lead != nil && s.st.Confirmed.IsZero()
 	if len(plan) == 0 && confirm {
 		// A new leader confirms by barrier that the switch takes its writes, even when the
@@ -319,6 +327,7 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 	if len(plan) == 0 {
 		s.planned, s.st.Seq, s.st.Known = in.Gen, in.Seq, true
 		s.applied = weightsOf(svcs)
+		s.affinity = svcs
 		s.publish()
 		return
 	}
@@ -347,6 +356,7 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 		return
 	}
 	s.current, s.planned = desired, in.Gen
+	s.affinity = svcs
 	if m := s.cfg.Metrics.BarrierRTT; m != nil {
 		for _, d := range res.BarrierRTT {
 			m.Observe(d.Seconds())
@@ -467,7 +477,8 @@ func (s *Syncer) readBack(ctx context.Context, in *intent.Intent) (dataplane.Sta
 	if err != nil {
 		return dataplane.State{}, fmt.Errorf("flow stats: %w", err)
 	}
-	return dataplane.State{Flows: flows, Groups: groups}.Canonical().FilterGroups(func(id uint32) bool { return in.Owned[id] }), nil
+	// Learned affinity flows are the switch's own: neither drift nor ours to delete.
+	return dataplane.State{Flows: flows, Groups: groups}.Canonical().WithoutLearned().FilterGroups(func(id uint32) bool { return in.Owned[id] }), nil
 }
 
 // readCounters reads our flows' byte counters and publishes the rates since the last read.
