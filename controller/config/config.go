@@ -131,15 +131,16 @@ type Service struct {
 	Mode     string         `toml:"mode"`     // "conntrack" (default, keeps connections across reweights) or "stateless"
 	GroupID  int            `toml:"group_id"` // OpenFlow group id, unique, 1..0xffffff00
 	Zone     int            `toml:"zone"`     // conntrack zone; default = group_id (must fit 16 bits)
-	// AffinityTimeout turns on client affinity (conntrack mode): a client address keeps its
-	// backend while its new connections come less than this apart. 0 (default) is off; whole
-	// seconds up to 65535 s, what Open vSwitch's learn action holds.
-	AffinityTimeout time.Duration `toml:"affinity_timeout"`
 	Policy   weights.Policy `toml:"policy"`   // overrides weighting.policy for this service
 	// Datapaths places the service on these switches only (datapath ids as ovs-ofctl shows
 	// them: 16 hex digits, or 0x-prefixed hex); empty places it on every connected switch.
 	Datapaths []string  `toml:"datapaths"`
 	Backends  []Backend `toml:"backend"`
+
+	// AffinityTimeout turns on client affinity (conntrack mode): a client address keeps its
+	// backend while its new connections come less than this apart. 0 (default) is off; whole
+	// seconds up to 65535 s, what Open vSwitch's learn action holds.
+	AffinityTimeout time.Duration `toml:"affinity_timeout"`
 }
 
 // Backend is one real server behind a service.

@@ -33,10 +33,12 @@ const (
 	// Client affinity (affinity.go). KindAffinity flows are written by the switch's learn
 	// action, never planned: read-back drops them (State.WithoutLearned) and Plan never
 	// deletes them; AffinityDelete removes one backend's by cookie.
-	KindAffinity     Kind = 11 // table 4: learned client → reg0/reg1 = its backend
-	KindAffinityNone Kind = 12 // table 4: lowest priority, no action (shared)
-	KindAffinityHit  Kind = 13 // table 5: per backend, learned backend → ct commit nat
-	KindAffinityMiss Kind = 14 // table 5: no learned backend → group
+	KindAffinity          Kind = 11 // table 4: learned client → reg0/reg1 = its backend
+	KindAffinityNone      Kind = 12 // table 4: lowest priority, no action (shared)
+	KindAffinityHit       Kind = 13 // table 5: per backend, learned backend → ct commit nat
+	KindAffinityMiss      Kind = 14 // table 5: no learned backend → group
+	KindAffinityLearn     Kind = 15 // table 6: per backend, learn the client, → table 2
+	KindAffinityLearnNone Kind = 16 // table 6: lowest priority → table 2 (shared)
 )
 
 var kindNames = map[Kind]string{
@@ -44,6 +46,7 @@ var kindNames = map[Kind]string{
 	KindForward: "forward", KindReturn: "return", KindReturnVIP: "return-vip",
 	KindReturnNormal: "return-normal", KindNormal: "normal",
 	KindAffinity: "affinity", KindAffinityNone: "affinity-none", KindAffinityHit: "affinity-hit", KindAffinityMiss: "affinity-miss",
+	KindAffinityLearn: "affinity-learn", KindAffinityLearnNone: "affinity-learn-none",
 }
 
 func (k Kind) String() string {

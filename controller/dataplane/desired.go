@@ -40,7 +40,7 @@ type Service struct {
 	// AffinityTimeout is client affinity's idle timeout in seconds (affinity.go); 0 is off.
 	// Conntrack mode only.
 	AffinityTimeout uint16
-	Backends []Backend
+	Backends        []Backend
 }
 
 // Backend is one server behind a service.
@@ -83,9 +83,11 @@ const (
 	TableCT       uint8 = 1
 	TableForward  uint8 = 2
 	TableReturn   uint8 = 3
-	// Client affinity (affinity.go): 4 holds the learned flows, 5 acts on what they set.
-	TableAffinity     uint8 = 4
-	TableAffinityPick uint8 = 5
+	// Client affinity (affinity.go): 4 holds the learned flows, 5 acts on what they set, 6
+	// learns after a bucket chose.
+	TableAffinity      uint8 = 4
+	TableAffinityPick  uint8 = 5
+	TableAffinityLearn uint8 = 6
 
 	PriorityARP     uint16 = 300
 	PriorityVIP     uint16 = 200 // above PriorityBackend: a backend talking to a VIP is a client
@@ -347,14 +349,15 @@ func bucketActions(s Service, b Backend) string {
 		return encodeActions(append(fwd, output(ofp.PortNo(b.SwitchPort), 0)))
 	}
 	if s.AffinityTimeout > 0 {
-		return encodeActions(ofp.Actions{affinityLearn(s, b), commitNAT(s, b)})
+		return encodeActions(affinityBucket(s, b))
 	}
-	return encodeActions(ofp.Actions{commitNAT(s, b)})
+	return encodeActions(ofp.Actions{commitNAT(s, b, TableForward)})
 }
 
-// commitNAT commits a new connection with destination NAT to backend b.
-func commitNAT(s Service, b Backend) ofp.Action {
-	return &nx.CT{Flags: nx.CTCommit, Zone: s.Zone, Table: TableForward, Actions: ofp.Actions{
+// commitNAT commits a new connection with destination NAT to backend b, recirculating to
+// table next.
+func commitNAT(s Service, b Backend, next uint8) ofp.Action {
+	return &nx.CT{Flags: nx.CTCommit, Zone: s.Zone, Table: next, Actions: ofp.Actions{
 		&nx.NAT{Flags: nx.NATDst, IPMin: b.IP, PortMin: b.port(s)}}}
 }
 

@@ -256,6 +256,7 @@ func scenarios() map[string][]Service {
 		"mixed":          {webService(ModeStateless), two},
 		"empty":          nil,
 		"all unresolved": {withBackends(webService(ModeConntrack), func(b *Backend) { b.MAC = nil })},
+		"affinity":       {affinityService(), two},
 	}
 }
 

@@ -131,9 +131,6 @@ type Syncer struct {
 	resync     bool            // read back before the next plan
 	planned    uint64          // Gen of the intent current was planned from
 	applied    map[string][]uint16
-	// affinity is the planner input last applied (nil: none since start), from which
-	// AffinityEnds tells which backends' learned affinities to delete.
-	affinity []dataplane.Service
 	counts     Counts
 	countSeq   uint64
 	countTimer *time.Timer
@@ -143,6 +140,10 @@ type Syncer struct {
 	master  uint64
 	slave   uint64
 	slaveOK bool
+
+	// affinity is the planner input last applied (nil: none since start), from which
+	// AffinityEnds tells which backends' learned affinities to delete.
+	affinity []dataplane.Service
 }
 
 // New makes a syncer for cfg.Conn; it does nothing until Run.

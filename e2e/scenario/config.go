@@ -29,6 +29,9 @@ func ControllerTOML(o Options, sock, keyFile string, capacities []float64, mode 
 	}
 	fmt.Fprintf(&b, "\n[[service]]\nname = \"web\"\nvip = %q\nprotocol = \"tcp\"\nport = %d\nmode = %q\ngroup_id = %d\n",
 		o.addr(vipHost), VIPPort, mode, GroupID)
+	if o.AffinityTimeout > 0 {
+		fmt.Fprintf(&b, "affinity_timeout = %s\n", dur(o.AffinityTimeout))
+	}
 	for i := range o.Quotas {
 		fmt.Fprintf(&b, "\n  [[service.backend]]\n  name = \"be%d\"\n  ip = %q\n  port = %d\n  source = \"probe\"\n  capacity = %v\n",
 			i+1, o.addr(backendBase+i), BackendPort, capacities[i])
