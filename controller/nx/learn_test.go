@@ -45,6 +45,23 @@ var ofctlCases = []struct {
 			"NXM_OF_IP_SRC[],NXM_OF_IP_DST[],NXM_OF_TCP_DST[],load:0x0a4d000d->NXM_NX_REG0[],load:0x1f90->NXM_NX_REG1[])",
 	},
 	{
+		// The table-6 flow controller/dataplane writes (docs/dataplane.md): VIP and port as
+		// immediates, the packet being already NATed to the backend.
+		name: "affinity_learn_after_nat",
+		actions: ofp.Actions{&Learn{IdleTimeout: 3, Priority: 200, Cookie: 0xf1e000010000000b, Table: 4, Specs: []LearnSpec{
+			LearnMatchValue(NXMEthType, 16, 0x0800),
+			LearnMatchValue(NXMIPProto, 8, 6),
+			LearnMatchField(NXMIPSrc, 32),
+			LearnMatchValue(NXMIPDst, 32, 0x0a4d2b64),
+			LearnMatchValue(NXMTCPDst, 16, 80),
+			LearnLoadValue(0x0a4d2b0b, 32, NXMReg(0), 0),
+			LearnLoadValue(8080, 32, NXMReg(1), 0),
+		}}, &Resubmit{InPort: InPortUnchanged, Table: 2}},
+		match: "tcp",
+		ofctl: "learn(table=4,idle_timeout=3,priority=200,cookie=0xf1e000010000000b,eth_type=0x800,nw_proto=6,NXM_OF_IP_SRC[]," +
+			"ip_dst=10.77.43.100,tcp_dst=80,load:0xa4d2b0b->NXM_NX_REG0[],load:0x1f90->NXM_NX_REG1[]),resubmit(,2)",
+	},
+	{
 		name:    "affinity_udp_hard_delete",
 		actions: ofp.Actions{affinityLearn(600, 65535, 17, NXMUDPDst, LearnDeleteLearned|LearnSendFlowRem)},
 		match:   "udp",
