@@ -11,6 +11,7 @@ import (
 	"flowweight/controller/dataplane"
 	"flowweight/controller/intent"
 	"flowweight/controller/switchsync"
+	"flowweight/weights"
 )
 
 // updateLoop recomputes weights every update period (or when kicked) and hands the result to
@@ -159,7 +160,7 @@ func (b *Balancer) intentLocked(standby bool) *intent.Intent {
 	for _, s := range b.services {
 		is := intent.Service{Service: dataplane.Service{Name: s.cfg.Name, Index: s.index, VIP: s.cfg.ParsedVIP(),
 			VIPMAC: vipMAC(&s.cfg), Protocol: s.cfg.Protocol, Port: uint16(s.cfg.Port), Mode: dataplane.Mode(s.cfg.Mode),
-			GroupID: uint32(s.cfg.GroupID), Zone: uint16(s.cfg.Zone)},
+			GroupID: uint32(s.cfg.GroupID), Zone: uint16(s.cfg.Zone), AffinityTimeout: uint16(s.cfg.AffinityTimeout / time.Second)},
 			Held: s.hold, WantSeed: standby || (s.hold && s.applied == nil && s.seed == nil), Datapaths: s.cfg.ParsedDatapaths()}
 		is.Backends = make([]dataplane.Backend, len(s.cfg.Backends))
 		for j, be := range s.cfg.Backends {
@@ -168,6 +169,7 @@ func (b *Balancer) intentLocked(standby bool) *intent.Intent {
 			if s.applied != nil {
 				db.Weight = s.applied[j]
 			}
+			db.OutOfService = db.Weight == 0 && j < len(s.in) && outOfService(s.in[j].Status)
 			is.Backends[j] = db
 		}
 		in.Services = append(in.Services, is)
@@ -225,4 +227,10 @@ func (b *Balancer) locator(dpid uint64) switchsync.Locator {
 		loc, _, ok := b.arpl.Usable(dpid, ip)
 		return dataplane.Location{MAC: loc.MAC, Port: loc.Port}, ok
 	}
+}
+
+// outOfService: a backend in this state gets weight 0 whatever the weights say (drained,
+// down, stale), and its clients' affinities end (dataplane.Backend.OutOfService).
+func outOfService(st weights.Status) bool {
+	return st == weights.StatusDrained || st == weights.StatusDown || st == weights.StatusStale
 }

@@ -122,6 +122,10 @@ type Collector struct {
 	HealthFastInterval time.Duration `toml:"health_fast_interval"`
 }
 
+// MaxAffinityTimeout is the largest affinity_timeout: Open vSwitch's learn action carries its
+// timeouts as 16-bit seconds.
+const MaxAffinityTimeout = 65535 * time.Second
+
 // Service is one virtual IP balanced over backends.
 type Service struct {
 	Name     string         `toml:"name"`     // unique; shows in cookies' meaning, logs and the API
@@ -140,6 +144,11 @@ type Service struct {
 	// BackendsFrom takes the backend list of the named service, each entry on this
 	// service's port: another port of the same VIP without repeating the list (hosts.go).
 	BackendsFrom string `toml:"backends_from"`
+
+	// AffinityTimeout turns on client affinity (conntrack mode): a client address keeps its
+	// backend while its new connections come less than this apart. 0 (default) is off; whole
+	// seconds up to 65535 s, what Open vSwitch's learn action holds.
+	AffinityTimeout time.Duration `toml:"affinity_timeout"`
 }
 
 // Backend is one real server behind a service.
@@ -422,6 +431,18 @@ func (c *Config) Validate() error {
 		groups[s.GroupID] = s.Name
 		if s.Zone < 1 || s.Zone > 65535 {
 			p.Addf(key+".zone", "%d outside [1,65535] (set zone explicitly when group_id exceeds 16 bits)", s.Zone)
+		}
+		if a := s.AffinityTimeout; a != 0 {
+			switch {
+			case a < 0:
+				p.Addf(key+".affinity_timeout", "%v is negative (0 turns affinity off)", a)
+			case a%time.Second != 0:
+				p.Addf(key+".affinity_timeout", "%v is not a whole number of seconds (Open vSwitch's learned-flow timeouts are)", a)
+			case a > MaxAffinityTimeout:
+				p.Addf(key+".affinity_timeout", "%v above %v (65535 s, the largest timeout an Open vSwitch learn action holds)", a, MaxAffinityTimeout)
+			case s.Mode == "stateless":
+				p.Addf(key+".affinity_timeout", "needs mode \"conntrack\": stateless mode has no connection tracking to pin a client's backend with")
+			}
 		}
 		if s.Policy != "" {
 			p.Add(key+".policy", s.Policy.Validate())

@@ -32,12 +32,23 @@ const (
 	KindNormal       Kind = 10 // table 0: lowest priority NORMAL (shared)
 	KindNS           Kind = 11 // table 0: IPv6 neighbour solicitation for the VIP → controller
 	KindNA           Kind = 12 // table 0: IPv6 neighbour advertisement to the VIP → controller
+	// Client affinity (affinity.go). KindAffinity flows are written by the switch's learn
+	// action, never planned: read-back drops them (State.WithoutLearned) and Plan never
+	// deletes them; AffinityDelete removes one backend's by cookie.
+	KindAffinity          Kind = 13 // table 4: learned client → reg0/reg1 = its backend
+	KindAffinityNone      Kind = 14 // table 4: lowest priority, no action (shared)
+	KindAffinityHit       Kind = 15 // table 5: per backend, learned backend → ct commit nat
+	KindAffinityMiss      Kind = 16 // table 5: no learned backend → group
+	KindAffinityLearn     Kind = 17 // table 6: per backend, learn the client, → table 2
+	KindAffinityLearnNone Kind = 18 // table 6: lowest priority → table 2 (shared)
 )
 
 var kindNames = map[Kind]string{
 	KindARP: "arp", KindVIP: "vip", KindNew: "new", KindEst: "est", KindRel: "rel",
 	KindForward: "forward", KindReturn: "return", KindReturnVIP: "return-vip",
 	KindReturnNormal: "return-normal", KindNormal: "normal", KindNS: "ns", KindNA: "na",
+	KindAffinity: "affinity", KindAffinityNone: "affinity-none", KindAffinityHit: "affinity-hit", KindAffinityMiss: "affinity-miss",
+	KindAffinityLearn: "affinity-learn", KindAffinityLearnNone: "affinity-learn-none",
 }
 
 func (k Kind) String() string {

@@ -37,7 +37,10 @@ type Service struct {
 	Mode     Mode   // "" means ModeConntrack
 	GroupID  uint32 // select group id, at most ofp.GroupMax
 	Zone     uint16 // conntrack zone (conntrack mode)
-	Backends []Backend
+	// AffinityTimeout is client affinity's idle timeout in seconds (affinity.go); 0 is off.
+	// Conntrack mode only.
+	AffinityTimeout uint16
+	Backends        []Backend
 }
 
 // Backend is one server behind a service.
@@ -54,6 +57,9 @@ type Backend struct {
 	MAC        net.HardwareAddr // nil until the controller has learned it
 	SwitchPort uint32           // 0 until the controller has learned it
 	Weight     uint16
+	// OutOfService: the weight is 0 because the backend is drained, down or stale (not
+	// because the weights computed it so): its clients' affinities end (AffinityDelete).
+	OutOfService bool
 }
 
 // Options apply to every service on one switch.
@@ -77,6 +83,11 @@ const (
 	TableCT       uint8 = 1
 	TableForward  uint8 = 2
 	TableReturn   uint8 = 3
+	// Client affinity (affinity.go): 4 holds the learned flows, 5 acts on what they set, 6
+	// learns after a bucket chose.
+	TableAffinity      uint8 = 4
+	TableAffinityPick  uint8 = 5
+	TableAffinityLearn uint8 = 6
 
 	PriorityARP     uint16 = 300
 	PriorityVIP     uint16 = 200 // above PriorityBackend: a backend talking to a VIP is a client
@@ -111,6 +122,9 @@ func (s Service) Validate() error {
 	}
 	if s.Mode != "" && s.Mode != ModeConntrack && s.Mode != ModeStateless {
 		bad("mode %q is neither %q nor %q", s.Mode, ModeConntrack, ModeStateless)
+	}
+	if s.AffinityTimeout > 0 && s.Mode == ModeStateless {
+		bad("affinity_timeout needs mode %q (stateless mode has no connection tracking to pin a learned backend with)", ModeConntrack)
 	}
 	if s.GroupID > uint32(ofp.GroupMax) {
 		bad("group id %d above %d", s.GroupID, uint32(ofp.GroupMax))
@@ -184,7 +198,7 @@ func Desired(services []Service, opt Options) State {
 	ss := slices.Clone(services)
 	slices.SortStableFunc(ss, func(a, b Service) int { return cmp.Compare(a.Index, b.Index) })
 	p := planner{seen: map[flowKey]bool{}, groups: map[uint32]bool{}, opt: opt}
-	conntrack := false
+	conntrack, affinity := false, false
 	for _, s := range ss {
 		if s.Validate() != nil {
 			continue
@@ -193,6 +207,7 @@ func Desired(services []Service, opt Options) State {
 			p.stateless(s)
 		} else {
 			conntrack = true
+			affinity = affinity || s.AffinityTimeout > 0
 			p.conntrack(s)
 		}
 	}
@@ -201,6 +216,9 @@ func Desired(services []Service, opt Options) State {
 		p.flow(TableCT, PriorityState, shared(KindEst), fields(nx.CTStateMatch(nx.CTEst|nx.CTTrk, 0)), gotoTable(TableForward))
 		p.flow(TableCT, PriorityState, shared(KindRel), fields(nx.CTStateMatch(nx.CTRel|nx.CTTrk, 0)), gotoTable(TableForward))
 		p.flow(TableReturn, PriorityNormal, shared(KindReturnNormal), nil, apply(output(ofp.PortNormal, 0)))
+	}
+	if affinity {
+		p.affinityShared()
 	}
 	if opt.Normal {
 		p.flow(TableClassify, PriorityNormal, MakeCookie(NoIndex, NoIndex, KindNormal), nil, apply(output(ofp.PortNormal, 0)))
@@ -313,9 +331,13 @@ func (p *planner) conntrack(s Service) {
 	p.resolution(s)
 	p.flow(TableClassify, PriorityVIP, MakeCookie(s.Index, NoIndex, KindVIP), toVIP(s),
 		apply(&nx.CT{Zone: s.Zone, Table: TableCT, Actions: ofp.Actions{&nx.NAT{}}}))
-	p.flow(TableCT, PriorityVIP, MakeCookie(s.Index, NoIndex, KindNew),
-		append(toVIP(s), nx.CTStateMatch(nx.CTNew|nx.CTTrk, 0)),
-		apply(&ofp.ActionGroup{Group: ofp.Group(s.GroupID)}))
+	if s.AffinityTimeout > 0 {
+		p.affinity(s)
+	} else {
+		p.flow(TableCT, PriorityVIP, MakeCookie(s.Index, NoIndex, KindNew),
+			append(toVIP(s), nx.CTStateMatch(nx.CTNew|nx.CTTrk, 0)),
+			apply(&ofp.ActionGroup{Group: ofp.Group(s.GroupID)}))
+	}
 	var actions []string // of the live backends, in order
 	for _, b := range sortedBackends(s) {
 		if !b.reachable() {
@@ -382,8 +404,17 @@ func bucketActions(s Service, b Backend) string {
 		}
 		return encodeActions(append(fwd, output(ofp.PortNo(b.SwitchPort), 0)))
 	}
-	return encodeActions(ofp.Actions{&nx.CT{Flags: nx.CTCommit, Zone: s.Zone, Table: TableForward, Actions: ofp.Actions{
-		&nx.NAT{Flags: nx.NATDst, IPMin: b.IP, PortMin: b.port(s)}}}})
+	if s.AffinityTimeout > 0 {
+		return encodeActions(affinityBucket(s, b))
+	}
+	return encodeActions(ofp.Actions{commitNAT(s, b, TableForward)})
+}
+
+// commitNAT commits a new connection with destination NAT to backend b, recirculating to
+// table next.
+func commitNAT(s Service, b Backend, next uint8) ofp.Action {
+	return &nx.CT{Flags: nx.CTCommit, Zone: s.Zone, Table: next, Actions: ofp.Actions{
+		&nx.NAT{Flags: nx.NATDst, IPMin: b.IP, PortMin: b.port(s)}}}
 }
 
 func sortedBackends(s Service) []Backend {

@@ -15,6 +15,9 @@
 //     1 conntrack state (+new+trk to the VIP → group; +est+trk and +rel+trk → table 2),
 //     2 forward (per backend: ip,nw_dst=IP → eth_dst, output),
 //     3 return (ip,nw_src=VIP → eth_src=VIP MAC, NORMAL; anything else NORMAL).
+//     With client affinity (Service.AffinityTimeout, affinity.go) new connections also pass
+//     4 (learned client → backend, written by the switch's learn action), 5 (learned backend →
+//     commit to it, else the group) and 6 (after a bucket: learn the client).
 //   - stateless (plain OpenFlow 1.3, any switch): the select group rewrites eth_dst/ipv4_dst
 //     or ipv6_dst (and the L4 port) per bucket and replies are rewritten back in table 0. A weight change
 //     re-hashes live connections (measured: 80/20 → 70/30 broke 19 of 40). Its return flow

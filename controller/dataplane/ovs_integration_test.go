@@ -461,6 +461,15 @@ func TestOVSPlans(t *testing.T) {
 			s.Backends = s.Backends[:1]
 			return s
 		}()}, DefaultOptions(), -1},
+		// Client affinity: Open vSwitch takes the learn, resubmit and reg flows and reads them
+		// back byte for byte; udp learns on udp_dst; turning it off removes tables 4 to 6.
+		{"affinity", []Service{affinityService()}, DefaultOptions(), -1},
+		{"affinity, udp", func() []Service {
+			s := affinityService()
+			s.Protocol = "udp"
+			return []Service{s}
+		}(), DefaultOptions(), -1},
+		{"affinity off", []Service{webService(ModeConntrack)}, DefaultOptions(), -1},
 		{"stateless", []Service{webService(ModeStateless)}, DefaultOptions(), -1},
 		{"mixed, udp", func() []Service {
 			s := scenarios()["mixed"]

@@ -21,7 +21,7 @@ import (
 //  3. OFPFC_ADD of missing or different flows (an ADD with the same table, priority and
 //     match replaces the entry in place, so traffic never sees a gap);
 //  4. OFPFC_DELETE_STRICT of our flows that are no longer wanted, by table, priority, match
-//     and exact cookie — never a flow whose cookie lacks CookieMagic;
+//     and exact cookie — never a flow whose cookie lacks CookieMagic, nor a learned one;
 //  5. OFPGC_DELETE of groups no longer wanted, after the flows that used them are gone.
 //
 // current should come from DecodeFlowStats of an OwnFlowsRequest and from DecodeGroupDesc
@@ -74,8 +74,8 @@ func Plan(desired, current State) [][]ofswitch.Message {
 		if wanted[curFlows[f.key()]] {
 			continue
 		}
-		if _, _, _, ours := ParseCookie(f.Cookie); !ours {
-			continue
+		if _, _, _, ours := ParseCookie(f.Cookie); !ours || IsLearned(f) {
+			continue // another's flow, or one the switch learned (affinity.go)
 		}
 		delFlows = append(delFlows, flowMessage(ofp.FlowDeleteStrict, f))
 	}

@@ -259,6 +259,7 @@ func scenarios() map[string][]Service {
 		"ipv6 conntrack": {webService6(ModeConntrack)},
 		"ipv6 stateless": {webService6(ModeStateless)},
 		"dual stack":     {webService(ModeConntrack), webService6(ModeStateless)},
+		"affinity":       {affinityService(), two},
 	}
 }
 

@@ -331,8 +331,8 @@ func (a *RawAction) ReadFrom(r io.Reader) (int64, error) {
 // ErrShort reports an action list that ends inside an action.
 var ErrShort = errors.New("nx: action list truncated")
 
-// ParseActions decodes a whole OpenFlow 1.3 action list. NXAST_CT and NXAST_NAT become *CT
-// and *NAT; output, group and set_field become the netrack types; anything else is kept as a
+// ParseActions decodes a whole OpenFlow 1.3 action list. NXAST_CT, NXAST_NAT, NXAST_LEARN
+// and NXAST_RESUBMIT_TABLE become *CT, *NAT, *Learn and *Resubmit; output, group and set_field become the netrack types; anything else is kept as a
 // *RawAction. Every action must be at least 8 bytes and a multiple of 8, as OpenFlow requires.
 func ParseActions(b []byte) (ofp.Actions, error) {
 	var out ofp.Actions
@@ -368,6 +368,12 @@ func parseAction(typ ofp.ActionType, b []byte) (ofp.Action, error) {
 				return a, a.UnmarshalBinary(b)
 			case SubtypeNAT:
 				a := new(NAT)
+				return a, a.UnmarshalBinary(b)
+			case SubtypeLearn:
+				a := new(Learn)
+				return a, a.UnmarshalBinary(b)
+			case SubtypeResubmitTable:
+				a := new(Resubmit)
 				return a, a.UnmarshalBinary(b)
 			}
 		}

@@ -1,6 +1,8 @@
 // Package nx encodes and decodes the Open vSwitch (Nicira) OpenFlow extensions that the
 // conntrack data plane needs and github.com/netrack/openflow cannot express: the NXAST_CT
-// and NXAST_NAT experimenter actions and the NXM_NX_CT_STATE / NXM_NX_CT_ZONE match fields.
+// and NXAST_NAT experimenter actions and the NXM_NX_CT_STATE / NXM_NX_CT_ZONE match fields,
+// and for client affinity NXAST_LEARN, NXAST_RESUBMIT_TABLE and the NXM_NX_REGn fields
+// (learn.go; the bytes checked against what ovs-ofctl itself sends, learn_test.go).
 //
 // The library passes an experimenter action as a bare 8-byte header and cannot read one back,
 // so the actions here implement ofp.Action themselves (they can sit in an ofp.Actions list),

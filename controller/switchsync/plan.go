@@ -5,6 +5,7 @@ import (
 
 	"flowweight/controller/dataplane"
 	"flowweight/controller/intent"
+	"flowweight/controller/ofswitch"
 )
 
 // Locator finds a backend on one switch: what that switch taught the controller.
@@ -141,6 +142,58 @@ func weightsOf(svcs []dataplane.Service) map[string][]uint16 {
 			w[j] = b.Weight
 		}
 		out[s.Name] = w
+	}
+	return out
+}
+
+// AffinityEnds are the deletes that end client affinities (dataplane.AffinityDelete) for the
+// change from prev, the planner input last applied to the switch (nil: nothing applied since
+// the syncer started, so nothing is known to be clean), to svcs:
+//
+//   - a backend of an affinity service that is out of service (drained, down, stale) now and
+//     was not in prev (or prev is nil);
+//   - a backend of an affinity service in prev that is gone from it now;
+//   - every backend of a service that had affinity in prev and no longer has it (or is gone).
+//
+// Nothing else: a reweight, even to 0, keeps affinities. (A backend that merely loses its
+// bucket loses its table-5 flow, so its clients are not sent to it meanwhile.) Services and
+// backends are matched by name; the cookie carries the index prev had.
+func AffinityEnds(prev, svcs []dataplane.Service) []ofswitch.Message {
+	type key struct{ svc, backend string }
+	was := map[key]dataplane.Backend{}
+	prevSvc := map[string]dataplane.Service{}
+	for _, s := range prev {
+		prevSvc[s.Name] = s
+		for _, b := range s.Backends {
+			was[key{s.Name, b.Name}] = b
+		}
+	}
+	var out []ofswitch.Message
+	now := map[key]bool{}
+	nowSvc := map[string]dataplane.Service{}
+	for _, s := range svcs {
+		nowSvc[s.Name] = s
+		for _, b := range s.Backends {
+			now[key{s.Name, b.Name}] = true
+			if s.AffinityTimeout == 0 || !b.OutOfService {
+				continue
+			}
+			if pb, ok := was[key{s.Name, b.Name}]; prev == nil || !ok || !pb.OutOfService {
+				out = append(out, dataplane.AffinityDelete(s.Index, b.Index))
+			}
+		}
+	}
+	for _, s := range prev {
+		if s.AffinityTimeout == 0 {
+			continue
+		}
+		cur, ok := nowSvc[s.Name]
+		whole := !ok || cur.AffinityTimeout == 0
+		for _, b := range s.Backends {
+			if whole || !now[key{s.Name, b.Name}] {
+				out = append(out, dataplane.AffinityDelete(s.Index, b.Index))
+			}
+		}
 	}
 	return out
 }

@@ -140,6 +140,10 @@ type Syncer struct {
 	master  uint64
 	slave   uint64
 	slaveOK bool
+
+	// affinity is the planner input last applied (nil: none since start), from which
+	// AffinityEnds tells which backends' learned affinities to delete.
+	affinity []dataplane.Service
 }
 
 // New makes a syncer for cfg.Conn; it does nothing until Run.
@@ -306,6 +310,11 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 	desired = Hold(desired, s.current, in)
 	desired = dataplane.KeepSlots(desired, s.current) // stateless: move only the slots that must
 	plan := dataplane.Plan(desired, s.current)
+	if ends := AffinityEnds(s.affinity, svcs); len(ends) > 0 {
+		// Last: the groups and table-5 flows no longer send anyone to these backends, so
+		// nothing learns them again after the delete.
+		plan = append(plan, ends)
+	}
 	confirm := s.cfg.Lead != nil && s.st.Confirmed.IsZero()
 	if len(plan) == 0 && confirm {
 		// A new leader confirms by barrier that the switch takes its writes, even when the
@@ -321,6 +330,7 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 	if len(plan) == 0 {
 		s.planned, s.st.Seq, s.st.Known = in.Gen, in.Seq, true
 		s.applied = weightsOf(svcs)
+		s.affinity = svcs
 		s.publish()
 		return
 	}
@@ -349,6 +359,7 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 		return
 	}
 	s.current, s.planned = desired, in.Gen
+	s.affinity = svcs
 	if m := s.cfg.Metrics.BarrierRTT; m != nil {
 		for _, d := range res.BarrierRTT {
 			m.Observe(d.Seconds())
@@ -469,7 +480,8 @@ func (s *Syncer) readBack(ctx context.Context, in *intent.Intent) (dataplane.Sta
 	if err != nil {
 		return dataplane.State{}, fmt.Errorf("flow stats: %w", err)
 	}
-	return dataplane.State{Flows: flows, Groups: groups}.Canonical().FilterGroups(func(id uint32) bool { return in.Owned[id] }), nil
+	// Learned affinity flows are the switch's own: neither drift nor ours to delete.
+	return dataplane.State{Flows: flows, Groups: groups}.Canonical().WithoutLearned().FilterGroups(func(id uint32) bool { return in.Owned[id] }), nil
 }
 
 // readCounters reads our flows' byte counters and publishes the rates since the last read.

@@ -251,3 +251,31 @@ func inetChecksum(b []byte) uint16 {
 	}
 	return ^uint16(s)
 }
+
+// AddAddr gives the host's interface one more address in its prefix (removed with the
+// namespace), so one namespace can act as many clients (DialFrom, HTTPClientFrom).
+func (h *Host) AddAddr(a netip.Addr) error {
+	if !a.Is4() || !h.IP.Contains(a) {
+		return fmt.Errorf("host %s: address %v: want an IPv4 address in %v", h.Name, a, h.IP.Masked())
+	}
+	p := netip.PrefixFrom(a, h.IP.Bits())
+	if _, err := h.bridge.ovs.lab.run(nil, "ip", "-n", h.NS, "addr", "add", p.String(), "dev", HostIface); err != nil {
+		return fmt.Errorf("host %s: %w", h.Name, err)
+	}
+	return nil
+}
+
+// HTTPClientFrom is HTTPClient with every connection from the local address local: one
+// client address of several on the host.
+func (h *Host) HTTPClientFrom(local netip.Addr, timeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, network, address string) (net.Conn, error) {
+				return h.DialFrom(ctx, network, address, local)
+			},
+			DisableKeepAlives: true,
+			Proxy:             nil,
+		},
+	}
+}

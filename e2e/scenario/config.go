@@ -35,6 +35,9 @@ func ControllerTOML(o Options, sock, keyFile string, capacities []float64, mode 
 	}
 	fmt.Fprintf(&b, "\n[[service]]\nname = \"web\"\nvip = %q\nprotocol = \"tcp\"\nport = %d\nmode = %q\ngroup_id = %d\n",
 		o.addr(vipHost), VIPPort, mode, GroupID)
+	if o.AffinityTimeout > 0 {
+		fmt.Fprintf(&b, "affinity_timeout = %s\n", dur(o.AffinityTimeout))
+	}
 	for i := range o.Quotas {
 		if o.Hosts {
 			fmt.Fprintf(&b, "\n  [[service.backend]]\n  host = \"be%d\"\n  port = %d\n", i+1, BackendPort)

@@ -375,3 +375,7 @@ func (lc *LongConns) Stop() LongConnsResult {
 	lc.wg.Wait()
 	return lc.Status()
 }
+
+// Get sends one GET to url with c and returns the answering backend's name (backendd's
+// body), for tests that drive their own clients (Host.HTTPClientFrom).
+func Get(ctx context.Context, c *http.Client, url string) (string, error) { return get(ctx, c, url) }

@@ -55,6 +55,8 @@ type Options struct {
 	Net uint8
 	// Mode is the service mode, ModeConntrack (default) or ModeStateless.
 	Mode string
+	// AffinityTimeout is the service's affinity_timeout (whole seconds); 0 (default) is off.
+	AffinityTimeout time.Duration
 	// Quotas are the backends' CPU quotas in cores, one backend per entry; default
 	// 0.25, 0.5, 1.0.
 	Quotas []float64
