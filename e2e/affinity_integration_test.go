@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"flowweight/controller/dataplane"
 	"flowweight/e2e/scenario"
 )
 
@@ -335,7 +336,7 @@ type learned struct {
 	perBackend map[string]int
 }
 
-// learnedFlows reads the learned affinity flows (cookie kind 0x000b) off the switch. The
+// learnedFlows reads the learned affinity flows (cookie kind dataplane.KindAffinity) off the switch. The
 // backend index in the cookie is the backend's position: be1 is 0.
 func learnedFlows(s *scenario.Scenario) (learned, error) {
 	out, err := s.Bridge.Ofctl("dump-flows", "table=4")
@@ -353,7 +354,7 @@ func learnedFlows(s *scenario.Scenario) (learned, error) {
 		if err != nil {
 			return learned{}, fmt.Errorf("cookie %q: %v", cookie, err)
 		}
-		if c&0xffff != 0x000b {
+		if _, _, kind, ok := dataplane.ParseCookie(c); !ok || kind != dataplane.KindAffinity {
 			continue
 		}
 		src, err := netip.ParseAddr(field(f, "nw_src="))

@@ -37,8 +37,12 @@ var ErrNoBackend = errors.New("no such backend")
 // takes over starts from what the leader learned at most this long ago.
 const DefaultHAStateEvery = 5 * time.Second
 
-// haTimeout bounds one etcd request made for the API or at start.
-const haTimeout = 5 * time.Second
+// haTimeout bounds one etcd request made for the API or at start; haShutdownTimeout the last
+// state write when the controller stops.
+const (
+	haTimeout         = 5 * time.Second
+	haShutdownTimeout = time.Second
+)
 
 // electorLead is the election as syncers see it (switchsync.Lead).
 type electorLead struct{ e Elector }
@@ -223,7 +227,12 @@ func (b *Balancer) saveShared(data []byte) (ok bool, err error) {
 	if !b.writes() {
 		return false, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
+	timeout := haTimeout
+	if b.context().Err() != nil {
+		// The last write at shutdown: a controller told to stop must stop, etcd or not.
+		timeout = haShutdownTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := b.elector.SaveState(ctx, data); err != nil {
 		if !b.writes() {

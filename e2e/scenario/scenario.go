@@ -433,6 +433,20 @@ func (s *Scenario) Close() error {
 			_ = p.Signal(sigCONT)
 		}
 	}
+	// Controllers stop before etcd: a restarted etcd member was started after them, and the
+	// lab stops processes newest first, so a controller would otherwise spend its shutdown
+	// waiting on an etcd that is gone.
+	s.mu.Lock()
+	ctl := make([]*lab.Proc, 0, len(s.ctlProcs))
+	for _, p := range s.ctlProcs {
+		ctl = append(ctl, p)
+	}
+	s.mu.Unlock()
+	for _, p := range ctl {
+		if !p.Exited() {
+			errs = append(errs, p.Stop())
+		}
+	}
 	errs = append(errs, s.Lab.Close())
 	s.mu.Lock()
 	dirs := s.etcdDirs
