@@ -23,9 +23,20 @@ import (
 // probe takes its host out of all three groups. UDP is sent from 30 client addresses: the
 // select group hashes a UDP flow by its addresses only, so from one address every flow
 // would reach one backend.
-func TestHostsMultiPortUDP(t *testing.T) {
+func TestHostsMultiPortUDP(t *testing.T) { testHostsMultiPortUDP(t, false) }
+
+// TestHostsMultiPortUDPIPv6 is the same on an IPv6 VIP with IPv6 hosts and clients.
+func TestHostsMultiPortUDPIPv6(t *testing.T) { testHostsMultiPortUDP(t, true) }
+
+func testHostsMultiPortUDP(t *testing.T, ipv6 bool) {
 	const tlsGroup, dnsGroup = 2, 3
-	o := scenario.Options{Net: 51, Hosts: true, AlsoPorts: []int{443}, UDPPort: 53, Work: 2000}
+	o := scenario.Options{Net: 51, Hosts: true, AlsoPorts: []int{443}, UDPPort: 53, Work: 2000, IPv6: ipv6}
+	// The match words of the family in ovs-ofctl's text.
+	udpWord, dstWord, srcWord := "udp", "nw_dst=", "nw_src="
+	if ipv6 {
+		o.Net = 52
+		udpWord, dstWord, srcWord = "udp6", "ipv6_dst=", "ipv6_src="
+	}
 	o.ExtraTOML = scenario.PortServicesTOML(o,
 		scenario.PortService{Name: "tls", Protocol: "tcp", Port: 443, GroupID: tlsGroup},
 		scenario.PortService{Name: "dns", Protocol: "udp", Port: 53, GroupID: dnsGroup})
@@ -111,13 +122,13 @@ func TestHostsMultiPortUDP(t *testing.T) {
 		for _, l := range udp {
 			text += l + "\n"
 		}
-		for _, want := range []string{"udp,nw_dst=" + s.VIP.String() + ",tp_dst=53 actions=ct(table=1,zone=3,nat)", "actions=group:3"} {
+		for _, want := range []string{udpWord + "," + dstWord + s.VIP.String() + ",tp_dst=53 actions=ct(table=1,zone=3,nat)", "actions=group:3"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("no UDP flow with %q", want)
 			}
 		}
 		for _, b := range s.Backends {
-			if want := "udp,nw_src=" + b.Host.Addr().String() + ",tp_src=53 actions=ct(table=3,zone=3,nat)"; !strings.Contains(text, want) {
+			if want := udpWord + "," + srcWord + b.Host.Addr().String() + ",tp_src=53 actions=ct(table=3,zone=3,nat)"; !strings.Contains(text, want) {
 				t.Errorf("no return flow %q", want)
 			}
 		}

@@ -27,8 +27,8 @@ func (s *Scenario) GroupWeightsOf(group uint32) (map[string]uint16, error) {
 	return BucketsByBackend(buckets, ips)
 }
 
-// ClientAddrs gives the client host n more addresses (10.77.Net.150 and up) and returns
-// them. Open vSwitch's select group hashes a UDP flow by its addresses only (docs/design.md),
+// ClientAddrs gives the client host n more addresses (host numbers 150 and up of the
+// scenario's prefix, IPv4 or IPv6) and returns them. Open vSwitch's select group hashes a UDP flow by its addresses only (docs/design.md),
 // so UDP flows from one client address all reach one backend: tests of UDP balancing send
 // from several.
 func (s *Scenario) ClientAddrs(n int) ([]netip.Addr, error) {
@@ -38,7 +38,11 @@ func (s *Scenario) ClientAddrs(n int) ([]netip.Addr, error) {
 	out := make([]netip.Addr, n)
 	for i := range out {
 		out[i] = s.Opts.addr(150 + i)
-		if _, err := s.Client.Run(context.Background(), "ip", "addr", "replace", netip.PrefixFrom(out[i], 24).String(), "dev", "eth0"); err != nil {
+		args := []string{"addr", "replace", s.Opts.prefix(150 + i).String(), "dev", "eth0"}
+		if out[i].Is6() {
+			args = append([]string{"-6"}, append(args, "nodad")...) // usable at once, as the lab's own
+		}
+		if _, err := s.Client.Run(context.Background(), "ip", args...); err != nil {
 			return nil, fmt.Errorf("scenario: %w", err)
 		}
 	}
