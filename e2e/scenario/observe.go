@@ -226,17 +226,7 @@ func (s *Scenario) WaitServiceCPU(timeout time.Duration) error {
 // GroupWeights reads the service's group from the switch (ovs-ofctl -O OpenFlow13
 // dump-groups) and returns each backend's bucket weight by name. A backend without a bucket
 // is absent from the map; its weight reads as 0.
-func (s *Scenario) GroupWeights() (map[string]uint16, error) {
-	buckets, err := s.Bridge.GroupWeights(GroupID)
-	if err != nil {
-		return nil, fmt.Errorf("scenario: %w", err)
-	}
-	ips := map[string]string{}
-	for _, b := range s.Backends {
-		ips[b.Name] = b.Host.Addr().String()
-	}
-	return BucketsByBackend(buckets, ips)
-}
+func (s *Scenario) GroupWeights() (map[string]uint16, error) { return s.GroupWeightsOf(GroupID) }
 
 // SlotOwners returns, in stateless mode, the backend each slot of the group's table sends to:
 // the controller writes one weight-1 bucket per slot, and Open vSwitch gives slot i to bucket i
