@@ -363,9 +363,9 @@ func TestHAFailover(t *testing.T) {
 				t.Fatal(err)
 			}
 			next, term, _ := waitTakeover(t, frozen, v.Term, 10*time.Second)
-			// Frozen for three leases in all, then thawed while the load keeps the weights
+			// Frozen for three leases in all (one passed before the takeover), then thawed while the load keeps the weights
 			// moving: its timers fire, and whatever it sends as master is refused.
-			deadline := time.Now().Add(3 * s.Opts.Lease)
+			deadline := time.Now().Add(2 * s.Opts.Lease)
 			for time.Now().Before(deadline) {
 				if err := holdsIntent(s, next); err != nil {
 					t.Fatalf("round %d, while frozen: the switch differs from leader %d: %v", round, next, err)
@@ -389,7 +389,7 @@ func TestHAFailover(t *testing.T) {
 			}); err != nil {
 				t.Fatalf("round %d: thawed controller %d: %v", round, frozen, err)
 			}
-			checkUntil := time.Now().Add(2 * time.Second)
+			checkUntil := time.Now().Add(time.Second)
 			for time.Now().Before(checkUntil) {
 				if err := holdsIntent(s, next); err != nil {
 					t.Fatalf("round %d, after thaw: the switch differs from leader %d: %v", round, next, err)
@@ -443,7 +443,7 @@ func TestHAFailover(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		hold := time.Now().Add(3 * time.Second)
+		hold := time.Now().Add(2 * time.Second)
 		for time.Now().Before(hold) {
 			w, err := s.GroupWeights()
 			if err != nil {
