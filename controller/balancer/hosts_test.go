@@ -12,21 +12,9 @@ import (
 	"flowweight/controller/config"
 )
 
-// hostsConfig is the state rig's configuration with hosts a and b backing two services:
-// web on port 80 and echo on 9000 (backends_from), one probe each.
-func (r *stateRig) hostsConfig() *config.Config {
-	r.t.Helper()
-	text := `
-[controller]
-listen = "127.0.0.1:0"
-[api]
-listen = ""
-[collector]
-push_listen = "127.0.0.1:0"
-key_file = "` + r.key + `"
-[weighting]
-warmup = "10s"
-[[host]]
+// twoHostsTwoServices is hosts a and b backing web on port 80 and echo on 9000
+// (backends_from), the services of the tests below.
+const twoHostsTwoServices = `[[host]]
 name = "a"
 ip = "10.0.0.1"
 [[host]]
@@ -48,6 +36,22 @@ port = 9000
 group_id = 6
 backends_from = "web"
 `
+
+// hostsConfig is the state rig's configuration with hosts a and b backing two services:
+// web on port 80 and echo on 9000 (backends_from), one probe each.
+func (r *stateRig) hostsConfig() *config.Config {
+	r.t.Helper()
+	text := `
+[controller]
+listen = "127.0.0.1:0"
+[api]
+listen = ""
+[collector]
+push_listen = "127.0.0.1:0"
+key_file = "` + r.key + `"
+[weighting]
+warmup = "10s"
+` + twoHostsTwoServices
 	c, err := config.Parse("hosts.toml", []byte(text))
 	if err != nil {
 		r.t.Fatal(err)
@@ -148,28 +152,7 @@ push_listen = "127.0.0.1:0"
 key_file = "` + r.key + `"
 [api]
 listen = ""
-[[host]]
-name = "a"
-ip = "10.0.0.1"
-[[host]]
-name = "b"
-ip = "10.0.0.2"
-[[service]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-group_id = 5
-  [[service.backend]]
-  host = "a"
-  [[service.backend]]
-  host = "b"
-[[service]]
-name = "echo"
-vip = "10.0.0.100"
-port = 9000
-group_id = 6
-backends_from = "web"
-`
+` + twoHostsTwoServices
 	bad := map[string]struct{ old, new, want string }{
 		"unknown host":     {`host = "b"`, `host = "c"`, `service "web".backend[1].host`},
 		"repeated field":   {"host = \"b\"\n", "host = \"b\"\n  ip = \"10.0.0.2\"\n", `service "web".backend "b".ip`},
