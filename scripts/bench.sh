@@ -53,7 +53,7 @@ declare -A cmd=(
 	[plan]="go test -run '^\$' -bench Plan -benchmem -benchtime 10x -count 2 ./controller/switchsync/"
 	[fleet]="go run ./e2e/fleet -switches 100 -services 10 -backends 4 -changes 100 -silent && go run ./e2e/fleet -switches 1 -services 1000 -backends 10 -changes 0 -hold 30s"
 	[detect]="go test -count=1 -tags integration -run '^\$' -bench KillDetection -benchtime 1x -timeout 20m -v ./e2e/"
-	[failover]="FLOWWEIGHT_HA_ROUNDS=20 go test -count=1 -tags integration -run '^TestFailoverTime\$' -v ./controller/ha/ && go test -count=1 -tags integration -run '^TestHAFailover\$' -timeout 30m -v ./e2e/ -args -ha.rounds 20 -ha.frozen 20"
+	[failover]="FLOWWEIGHT_HA_ROUNDS=20 go test -count=1 -tags integration -run '^TestFailoverTime\$' -v ./controller/ha/ && go test -count=1 -tags integration -run '^TestHAFailover\$' -timeout 30m -v ./e2e/ -args -ha.rounds 20 -ha.frozen 20 -ha.judge-move"
 )
 # What the summary shows of each log.
 declare -A pick=(
