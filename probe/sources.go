@@ -56,7 +56,9 @@ func buildSources(cfg config.Config) ([]agent.Source, sample.Cgroup, error) {
 		for i, p := range cfg.ServicePorts {
 			ports[i] = uint16(p) // validated to 1-65535
 		}
-		srcs = append(srcs, agent.Source{Name: "conns", Sampler: sample.NewConns(sample.NewPortSet(ports...))})
+		conns := sample.NewConns(sample.NewPortSet(ports...))
+		conns.MaxAge = cfg.ConnsInterval
+		srcs = append(srcs, agent.Source{Name: "conns", Sampler: conns})
 	}
 	if cfg.NIC != "" {
 		srcs = append(srcs, agent.Source{Name: "nic", Sampler: &sample.NIC{Name: cfg.NIC, SpeedMbps: cfg.NICSpeedMbps}})

@@ -5,7 +5,8 @@
 # Part 1 (footprint): starts at the same time, on 127.0.0.1 only, each sampling this host:
 #   - the flowweight probe (scope host, INTERVAL, health check of a local HTTP endpoint whose
 #     port is its service port, pushing to a UDP sink that counts datagrams), and a second
-#     probe without the health check (snmpd does none), to its own sink;
+#     probe without the health check (snmpd does none), to its own sink, and a third counting
+#     connections for every report (conns_interval "0s"; the default reuses a count for 5 s);
 #   - Debian's prometheus-node-exporter with its default collectors, scraped (whole /metrics
 #     page) once per INTERVAL by a bounded scraper;
 #   - the same exporter restricted to the collectors closest to the probe's data
@@ -74,9 +75,12 @@ echo
 pids+=($!)
 "$bp" sink -ports "$work/ports2" -count "$work/count2" -max "$((WARMUP + DURATION + 300))s" &
 pids+=($!)
-for _ in $(seq 50); do [ -s "$work/ports" ] && [ -s "$work/ports2" ] && break; sleep 0.1; done
+"$bp" sink -ports "$work/ports3" -count "$work/count3" -max "$((WARMUP + DURATION + 300))s" &
+pids+=($!)
+for _ in $(seq 50); do [ -s "$work/ports" ] && [ -s "$work/ports2" ] && [ -s "$work/ports3" ] && break; sleep 0.1; done
 read -r udp_port http_port <"$work/ports"
 read -r udp_port2 _ <"$work/ports2"
+read -r udp_port3 _ <"$work/ports3"
 
 head -c 32 /dev/urandom >"$work/probe.key"
 chmod 600 "$work/probe.key"
@@ -108,6 +112,11 @@ drain_file = "$work/drain"
 timeout = "500ms"
 EOF2
 
+# The probe as above, but counting connections for every report (conns_interval "0s"), where
+# the default reuses a count for 5 s as snmpd keeps its tcpConnTable (docs/probe.md).
+sed -e 's/^backend_id = .*/backend_id = "benchpeers-conns"/' -e "s/^collector = .*/collector = \"127.0.0.1:$udp_port3\"/" \
+	-e 's/^interval = .*/&\nconns_interval = "0s"/' "$work/probe.toml" >"$work/probe-conns.toml"
+
 ne_full=$("$bp" freeport tcp)
 ne_min=$("$bp" freeport tcp)
 ne_idle=$("$bp" freeport tcp)
@@ -125,6 +134,9 @@ pids+=($probe_pid)
 "$work/probe" -config "$work/probe-nohealth.toml" 2>"$work/probe-nohealth.log" &
 probe2_pid=$!
 pids+=($probe2_pid)
+"$work/probe" -config "$work/probe-conns.toml" 2>"$work/probe-conns.log" &
+probe3_pid=$!
+pids+=($probe3_pid)
 "$NODE_EXPORTER" --web.listen-address="127.0.0.1:$ne_full" 2>"$work/ne-full.log" &
 nefull_pid=$!
 pids+=($nefull_pid)
@@ -157,8 +169,8 @@ done
 load_pid=$!
 pids+=($load_pid)
 
-names=(probe probe-no-health node-exporter-scraped node-exporter-min-scraped node-exporter-idle snmpd)
-procs=("$probe_pid" "$probe2_pid" "$nefull_pid" "$nemin_pid" "$neidle_pid" "$snmpd_pid")
+names=(probe probe-no-health probe-conns-every-report node-exporter-scraped node-exporter-min-scraped node-exporter-idle snmpd)
+procs=("$probe_pid" "$probe2_pid" "$probe3_pid" "$nefull_pid" "$nemin_pid" "$neidle_pid" "$snmpd_pid")
 alive() {
 	local i
 	for i in "${!procs[@]}"; do
@@ -172,11 +184,15 @@ alive() {
 # ticks prints utime+stime (fields 14 and 15 of /proc/PID/stat) in clock ticks, cutting after
 # the ")" that ends the command name.
 ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+# runns prints the nanoseconds every thread of PID has run (field 1 of each
+# /proc/PID/task/*/schedstat): finer than ticks, which at a 1 s interval count a dozen or so.
+runns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d", s}'; }
 
 sleep "$WARMUP"
 alive
 t0=()
-for p in "${procs[@]}"; do t0+=("$(ticks "$p")"); done
+n0=()
+for p in "${procs[@]}"; do t0+=("$(ticks "$p")"); n0+=("$(runns "$p")"); done
 warm=$(date +%s.%N)
 # The host's TCP sockets: snmpd's tcpConnTable and the probe's /proc/net/tcp read grow with them.
 sock0=$(awk '/^TCP:/ {print $3 + $7}' /proc/net/sockstat)
@@ -186,8 +202,10 @@ alive
 t1=()
 hwm=()
 rss=()
+n1=()
 for p in "${procs[@]}"; do
 	t1+=("$(ticks "$p")")
+	n1+=("$(runns "$p")")
 	hwm+=("$(awk '/^VmHWM:/ {print $2}' "/proc/$p/status")")
 	rss+=("$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status")")
 done
@@ -196,11 +214,12 @@ wait "$load_pid" || { echo "bench-peers: the scraper/poller failed" >&2; exit 1;
 sent=$(cat "$work/count" 2>/dev/null || echo 0)
 sent2=$(cat "$work/count2" 2>/dev/null || echo 0)
 # Part 2 needs snmpd and the sink's listener only.
-for p in "$probe_pid" "$probe2_pid" "$nefull_pid" "$nemin_pid" "$neidle_pid"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+for p in "$probe_pid" "$probe2_pid" "$probe3_pid" "$nefull_pid" "$nemin_pid" "$neidle_pid"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
 
 what=(
 	"scope host, interval $INTERVAL, health check + conns on the service port, $sent reports to the sink"
 	"the same without the HTTP health check, $sent2 reports to its sink"
+	"the first, but counting connections for every report (conns_interval \"0s\"; the default reuses a count 5 s), $(cat "$work/count3" 2>/dev/null || echo 0) reports"
 	"default collectors, whole /metrics scraped every $INTERVAL"
 	"only cpu, meminfo, tcpstat collectors, scraped every $INTERVAL"
 	"default collectors, never scraped"
@@ -209,21 +228,21 @@ what=(
 tck=$(getconf CLK_TCK)
 echo "### Footprint, measured $(awk -v a="$warm" -v b="$end" 'BEGIN {printf "%.1f", b - a}') s after a $(awk -v a="$start" -v b="$warm" 'BEGIN {printf "%.1f", b - a}') s warm-up"
 echo
-echo "| process | what it does here | VmHWM (peak) | VmRSS (final) | CPU s (utime+stime) | % of one core | peak RSS × probe | CPU × probe |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|"
+echo "| process | what it does here | VmHWM (peak) | VmRSS (final) | CPU s (utime+stime) | % of one core | CPU s (schedstat, ns) | peak RSS × probe | CPU × probe (schedstat) |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
 for i in "${!names[@]}"; do
 	awk -v n="${names[$i]}" -v w="${what[$i]}" -v h="${hwm[$i]}" -v r="${rss[$i]}" -v d="$((t1[i] - t0[i]))" \
-		-v ph="${hwm[0]}" -v pd="$((t1[0] - t0[0]))" -v tck="$tck" -v el="$(awk -v a="$warm" -v b="$end" 'BEGIN {print b - a}')" 'BEGIN {
+		-v ph="${hwm[0]}" -v pd="$((n1[0] - n0[0]))" -v dn="$((n1[i] - n0[i]))" -v tck="$tck" -v el="$(awk -v a="$warm" -v b="$end" 'BEGIN {print b - a}')" 'BEGIN {
 		cpu = d / tck
-		cr = (pd > 0) ? sprintf("%.1f", d / pd) : "n/a (probe 0 ticks)"
-		printf "| %s | %s | %.1f MB | %.1f MB | %.2f | %.3f %% | %.2f | %s |\n", n, w, h / 1024, r / 1024, cpu, 100 * cpu / el, h / ph, cr
+		cr = (pd > 0) ? sprintf("%.2f", dn / pd) : "n/a"
+		printf "| %s | %s | %.1f MB | %.1f MB | %.2f | %.3f %% | %.3f | %.2f | %s |\n", n, w, h / 1024, r / 1024, cpu, 100 * cpu / el, dn / 1e9, h / ph, cr
 	}'
 done
 echo
 echo "CPU is counted in ticks of 1/$tck s. Host TCP sockets (in use + time-wait): $sock0 at the window's start, $sock1 at its end."
 echo "Scraper and poller (not measured):"
 sed 's/^/- /' "$work/load.txt"
-grep -E 'level=(WARN|ERROR)' "$work/probe.log" "$work/probe-nohealth.log" >&2 || true
+grep -E 'level=(WARN|ERROR)' "$work/probe.log" "$work/probe-nohealth.log" "$work/probe-conns.log" >&2 || true
 echo
 
 # --- part 2: collector cost per backend update ----------------------------------------------

@@ -83,6 +83,13 @@ type Config struct {
 	// ServicePorts lists the local TCP ports whose ESTABLISHED connections are counted
 	// (IPv4 and IPv6). Empty: connections are not reported. Default: empty.
 	ServicePorts []int `toml:"service_ports"`
+	// ConnsInterval is how long a connection count is reused before the probe counts again.
+	// Counting walks every bucket of the kernel's TCP hash, however few sockets it holds, and
+	// at a 1 s interval that walk was three quarters of the probe's CPU; snmpd keeps its
+	// tcpConnTable for about 5 s for the same reason (docs/benchmarks.md). "0s" counts for
+	// every report; a value at or under interval does too. 0 or MinInterval-MaxInterval.
+	// Default "5s".
+	ConnsInterval time.Duration `toml:"conns_interval"`
 	// NIC is the interface whose throughput is reported, e.g. "eth0". Empty: not reported.
 	// Default: empty.
 	NIC string `toml:"nic"`
@@ -191,11 +198,12 @@ type Health struct {
 func Defaults() Config {
 	host, _ := os.Hostname()
 	return Config{
-		BackendID: host,
-		KeyFile:   "/etc/flowweight/probe.key",
-		Interval:  5 * time.Second,
-		Jitter:    0.1,
-		Scope:     ScopeHost,
+		BackendID:     host,
+		KeyFile:       "/etc/flowweight/probe.key",
+		Interval:      5 * time.Second,
+		ConnsInterval: 5 * time.Second,
+		Jitter:        0.1,
+		Scope:         ScopeHost,
 		Health: Health{
 			Timeout:      2 * time.Second,
 			ExpectStatus: "200-399",
@@ -240,6 +248,12 @@ func (c Config) Validate() error {
 		p.Addf("key_file", "required: the path of this backend's push key file (`controller key` on the controller writes it)")
 	}
 	p.Duration("interval", c.Interval, MinInterval, MaxInterval)
+	switch {
+	case c.ConnsInterval != 0 && c.ConnsInterval < MinInterval:
+		p.Addf("conns_interval", "%v: want \"0s\" (count for every report) or at least %v", c.ConnsInterval, MinInterval)
+	case c.ConnsInterval > MaxInterval:
+		p.Addf("conns_interval", "%v is above the maximum %v", c.ConnsInterval, MaxInterval)
+	}
 	if c.Jitter < 0 || c.Jitter > MaxJitter || c.Jitter != c.Jitter {
 		p.Addf("jitter", "%v is outside [0, %v]", c.Jitter, MaxJitter)
 	}

@@ -68,7 +68,7 @@ func TestDefaultsApplied(t *testing.T) {
 	want.BackendID, want.Collector = "web1", "127.0.0.1:7946"
 	if c.Interval != want.Interval || c.Jitter != want.Jitter || c.Scope != want.Scope ||
 		c.Health.Timeout != want.Health.Timeout || c.Health.ExpectStatus != want.Health.ExpectStatus ||
-		c.Health.FastInterval != 100*time.Millisecond || c.Health.FastRise != 3 ||
+		c.Health.FastInterval != 100*time.Millisecond || c.Health.FastRise != 3 || c.ConnsInterval != 5*time.Second ||
 		c.DrainFile != want.DrainFile || c.LogLevel != want.LogLevel || c.AgentCheck != want.AgentCheck {
 		t.Errorf("got %+v, want defaults %+v", c, want)
 	}
@@ -88,6 +88,10 @@ func TestLoadErrors(t *testing.T) {
 		{"bad duration", minimal + "interval = \"5 parsecs\"\n", "interval", "duration"},
 		{"integer duration", minimal + "interval = 5\n", "interval", "minimum"},
 		{"interval too long", minimal + "interval = \"2h\"\n", "interval", "maximum"},
+		{"conns interval short", minimal + "conns_interval = \"50ms\"\n", "conns_interval", `want "0s" (count for every report) or at least 100ms`},
+		{"conns interval negative", minimal + "conns_interval = \"-1s\"\n", "conns_interval", "at least 100ms"},
+		{"conns interval integer", minimal + "conns_interval = 5\n", "conns_interval", "at least 100ms"},
+		{"conns interval long", minimal + "conns_interval = \"2h\"\n", "conns_interval", "above the maximum 1h0m0s"},
 		{"collector missing", "backend_id = \"a\"\n", "collector", "required"},
 		{"collector missing names collectors", "backend_id = \"a\"\n", "collector", "or collectors"},
 		{"collector no port", strings.Replace(minimal, "127.0.0.1:7946", "127.0.0.1", 1), "collector", "host:port"},
@@ -281,6 +285,14 @@ func TestFastIntervalBounds(t *testing.T) {
 				t.Errorf("error %v, want ok=%v", err, tt.ok)
 			}
 		})
+	}
+}
+
+// conns_interval "0s" counts connections for every report; it is not below the minimum.
+func TestConnsIntervalZero(t *testing.T) {
+	c, err := Load(write(t, minimal+"conns_interval = \"0s\"\n"))
+	if err != nil || c.ConnsInterval != 0 {
+		t.Fatalf("conns_interval 0s: %+v %v, want accepted as 0", c.ConnsInterval, err)
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -233,5 +235,50 @@ func TestSockDiagAgreesWithProc(t *testing.T) {
 	d.noCompat = true
 	if n, err := d.Count(set); err != nil || n != 7 {
 		t.Errorf("per-family dumps: %d %v, want 7", n, err)
+	}
+}
+
+// With MaxAge a count is reused while younger than it, then counted again; a failed count is
+// returned as the failure it is and never replaced by an older count.
+func TestConnsMaxAge(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Unix(1000, 0)
+	now := t0
+	d := &fakeCounter{}
+	// No /proc table to fall back on, so a failed sock_diag count fails the sample.
+	unreadable := func(name string) ([]byte, error) { return nil, fmt.Errorf("read %s: %w", name, unix.EIO) }
+	c := &Conns{Ports: NewPortSet(80), Diag: d, Tables: []Table{{File: "/tcp"}}, Read: unreadable, MaxAge: 5 * time.Second, Now: func() time.Time { return now }}
+	steps := []struct {
+		at        time.Duration
+		n         uint32 // what the kernel counts now
+		fail      bool   // the kernel refuses this count
+		want      uint32
+		wantCalls int
+	}{
+		{at: 0, n: 7, want: 7, wantCalls: 1},
+		{at: time.Second, n: 9, want: 7, wantCalls: 1},             // reused
+		{at: 4999 * time.Millisecond, n: 9, want: 7, wantCalls: 1}, // still younger than MaxAge
+		{at: 5 * time.Second, n: 9, want: 9, wantCalls: 2},         // counted again
+		{at: 10 * time.Second, n: 11, fail: true, wantCalls: 3},
+		{at: 10500 * time.Millisecond, n: 11, want: 11, wantCalls: 4}, // after a failure: counted
+		{at: 11 * time.Second, n: 12, want: 11, wantCalls: 4},
+		{at: 8 * time.Second, n: 13, want: 13, wantCalls: 5}, // the clock went back: counted
+	}
+	for i, s := range steps {
+		now = t0.Add(s.at)
+		d.n = s.n
+		if s.fail {
+			d.errs = []error{unix.ENOBUFS}
+		}
+		v, err := c.Sample(ctx)
+		switch {
+		case s.fail && err == nil:
+			t.Errorf("step %d (%v): %+v, want the failure", i, s.at, v)
+		case !s.fail && (err != nil || v.Conns != s.want):
+			t.Errorf("step %d (%v): %d %v, want %d", i, s.at, v.Conns, err, s.want)
+		}
+		if d.calls != s.wantCalls {
+			t.Errorf("step %d (%v): %d counts so far, want %d", i, s.at, d.calls, s.wantCalls)
+		}
 	}
 }

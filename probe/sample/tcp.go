@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -123,10 +124,20 @@ type Conns struct {
 	Tables []Table
 	// Read defaults to reading into a buffer kept between samples.
 	Read ReadFileFunc
+	// MaxAge reuses a count younger than it instead of counting again; 0 counts at every
+	// sample. Either way of counting walks every bucket of the kernel's TCP hash, however
+	// few sockets it holds (262,144 buckets on a machine with a few GB), and that walk was
+	// three quarters of the probe's CPU at a 1 s interval (docs/benchmarks.md); snmpd keeps
+	// its tcpConnTable for about 5 s for the same reason. Only a successful count is reused.
+	MaxAge time.Duration
+	// Now defaults to time.Now; tests inject a clock.
+	Now func() time.Time
 
 	buf       []byte
 	diagFails int
-	diagErr   error // why Diag is no longer used, once it is not
+	diagErr   error     // why Diag is no longer used, once it is not
+	last      Values    // the last successful count, reused while younger than MaxAge
+	lastAt    time.Time // when last was counted; zero: no count yet
 }
 
 // ConnCounter counts established TCP sockets on ports (SockDiag).
@@ -165,6 +176,28 @@ func (c *Conns) Provides() Field { return FieldConns }
 
 // Sample implements Sampler.
 func (c *Conns) Sample(ctx context.Context) (Values, error) {
+	if c.MaxAge <= 0 {
+		return c.count()
+	}
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	t := now()
+	if !c.lastAt.IsZero() && t.Sub(c.lastAt) < c.MaxAge && !t.Before(c.lastAt) {
+		return c.last, nil
+	}
+	v, err := c.count()
+	if err != nil {
+		c.lastAt = time.Time{} // a failure is never hidden behind an older count
+		return v, err
+	}
+	c.last, c.lastAt = v, t
+	return v, nil
+}
+
+// count counts the connections now.
+func (c *Conns) count() (Values, error) {
 	if c.Diag != nil && c.diagErr == nil {
 		n, err := c.Diag.Count(c.Ports)
 		if err == nil {
