@@ -100,6 +100,14 @@ func startOVSLabTarget(tb testing.TB, target string, setup ...string) *ovsLab {
 			tb.Logf("ovs-vswitchd.log tail:\n%s", tail(string(log), 3000))
 		}
 		l.vsctlNoFail("--if-exists", "del-br", l.bridge)
+		// A SIGKILLed ovs-vswitchd (TestOVSSession) leaves the bridge's tap behind: the
+		// netdev datapath makes it persistent and only a clean close deletes it. The name
+		// is this test's own, so it is ours to remove.
+		if _, err := net.InterfaceByName(l.bridge); err == nil {
+			if out, err := exec.Command("ip", "link", "del", "dev", l.bridge).CombinedOutput(); err != nil {
+				tb.Logf("ip link del %s: %v: %s", l.bridge, err, out)
+			}
+		}
 	})
 	return l
 }
