@@ -34,6 +34,7 @@ func main() {
 	hiddenBudget := flag.Duration("hidden-budget", 12*time.Minute, "time bound of the hidden run; its static search skips the splits that would overrun it")
 	noServiceCPU := flag.Bool("no-service-cpu", false, "start the probes without [service] (no service_cpu): headroom then falls back to 1/AL")
 	margins := flag.String("plan-margins", "", "comma-separated weighting.plan_margin values: quality and hidden add a headroom run for each (the default margin's run is always there)")
+	pressures := flag.String("pressures", "", "comma-separated weighting.pressure values: quality and hidden add a headroom run for each (the default's run is always there)")
 	levels := flag.String("levels", "", "comma-separated offered loads as fractions of the measured capacity, for quality and hidden (default 0.4,0.8 and 0.5,0.8)")
 	repeat := flag.Int("repeat", 1, "quality and hidden: measure each level's runs this many times, each time in an order rotated by one, and compare medians")
 	policies := flag.String("policies", "", "quality and hidden: comma-separated label prefixes of the runs to measure (for example \"oracle,headroom\"); default all")
@@ -70,6 +71,17 @@ func main() {
 			os.Exit(2)
 		}
 		b.margins = append(b.margins, m)
+	}
+	for _, m := range strings.Split(*pressures, ",") {
+		if m = strings.TrimSpace(m); m == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(m, 64)
+		if err != nil || !(v >= 0 && v <= 1) {
+			fmt.Fprintf(os.Stderr, "bench: -pressures: %q is not a number in [0,1]\n", m)
+			os.Exit(2)
+		}
+		b.pressures = append(b.pressures, m)
 	}
 	for _, l := range strings.Split(*levels, ",") {
 		if l = strings.TrimSpace(l); l == "" {
@@ -136,6 +148,7 @@ type bench struct {
 	hiddenBudget           time.Duration
 	noServiceCPU           bool
 	margins                []string  // extra headroom runs, one per plan_margin
+	pressures              []string  // extra headroom runs, one per weighting.pressure
 	levels                 []float64 // offered loads for quality and hidden; nil: each one's own
 	repeat                 int       // repetitions of each level
 	policies               []string  // label prefixes of the runs to measure; nil: all

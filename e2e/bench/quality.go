@@ -80,12 +80,19 @@ func (b *bench) headroomRun() policyRun {
 	return feedback("headroom (default, service CPU)", "headroom")
 }
 
-// marginRuns are the headroom runs with the -plan-margins values.
-func (b *bench) marginRuns() []policyRun {
+// variantRuns are the extra headroom runs: one for each -plan-margins value and one for each
+// -pressures value. Their labels do not start with the default run's, which the summaries
+// judge.
+func (b *bench) variantRuns() []policyRun {
 	var out []policyRun
 	for _, m := range b.margins {
 		r := feedback("headroom, plan_margin "+m, "headroom")
 		r.extra = map[string]string{"plan_margin": m}
+		out = append(out, r)
+	}
+	for _, p := range b.pressures {
+		r := feedback("headroom, pressure "+p, "headroom")
+		r.extra = map[string]string{"pressure": p}
 		out = append(out, r)
 	}
 	return out
@@ -120,7 +127,7 @@ func (b *bench) quality() error {
 		feedback("dynamic (1/AL)", "dynamic"),
 		b.headroomRun(),
 	}
-	runs = append(runs, b.marginRuns()...)
+	runs = append(runs, b.variantRuns()...)
 	levels := b.levelsOr(0.4, 0.8)
 	results, err := b.compare(s, capacity, levels, runs, time.Time{})
 	if err != nil {
@@ -129,7 +136,7 @@ func (b *bench) quality() error {
 	fmt.Println("| offered load | headroom p99 | oracle p99 | headroom / oracle (target ≤ 1.2) |")
 	fmt.Println("|---|---|---|---|")
 	for _, lvl := range levels {
-		h, okH := find(results, lvl, "headroom")
+		h, okH := find(results, lvl, b.headroomRun().label)
 		o, okO := find(results, lvl, oracle.label)
 		if !okH || !okO {
 			return fmt.Errorf("%.0f%%: a headroom or oracle row is missing", 100*lvl)
@@ -214,6 +221,7 @@ func (b *bench) hidden() error {
 		feedback("dynamic (1/AL)", "dynamic"),
 		b.headroomRun(),
 	}
+	runs = append(runs, b.variantRuns()...)
 	for _, c := range staticSearch {
 		runs = append(runs, policyRun{label: "static " + fmtShares(c), policy: "static",
 			extra: map[string]string{"capacity": cpuOnly}, caps: c, want: c, search: true})
@@ -229,7 +237,7 @@ func (b *bench) hidden() error {
 	fmt.Println("| offered load | headroom p99 | best static split (of those measured) | its p99 | equal p99 | headroom / best static (target ≤ 1.3) | headroom / equal (target ≤ 1.0) |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, lvl := range levels {
-		h, okH := find(results, lvl, "headroom")
+		h, okH := find(results, lvl, b.headroomRun().label)
 		e, okE := find(results, lvl, "equal")
 		if !okH || !okE {
 			return fmt.Errorf("%.0f%%: a headroom or equal row is missing", 100*lvl)
