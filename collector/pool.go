@@ -71,7 +71,8 @@ type Signals struct {
 	ServiceCPU    float64
 	HasServiceCPU bool
 	// CPUPressure is the fraction of the interval in which some task waited for a CPU (PSI
-	// "some"); PressureCgroup says it is the cgroup's own rather than the host's.
+	// "some"), smoothed in State; PressureCgroup says it is the cgroup's own rather than the
+	// host's.
 	CPUPressure    float64
 	HasPressure    bool
 	PressureCgroup bool
@@ -163,6 +164,7 @@ type backend struct {
 	net      weights.EWMA
 	conns    weights.EWMA
 	svcCPU   weights.EWMA
+	pressure weights.EWMA
 	// The newest push report applied: a report of the same boot with a
 	// lower seq arrived late (UDP reordering) and must not undo it.
 	applied      bool
@@ -280,7 +282,7 @@ func (p *Pool) expireTombs(now time.Time) {
 
 func (p *Pool) resetMetrics(b *backend) {
 	b.cpu, b.mem, b.net, b.conns = weights.NewEWMA(p.cfg.Alpha), weights.NewEWMA(p.cfg.Alpha), weights.NewEWMA(p.cfg.Alpha), weights.NewEWMA(p.cfg.Alpha)
-	b.svcCPU = weights.NewEWMA(p.cfg.Alpha)
+	b.svcCPU, b.pressure = weights.NewEWMA(p.cfg.Alpha), weights.NewEWMA(p.cfg.Alpha)
 	b.st.HasMetrics = false
 }
 
@@ -397,7 +399,14 @@ func (p *Pool) observe(b *backend, now time.Time, s Sample) {
 	} else {
 		b.svcCPU.Reset()
 	}
-	sig.CPUPressure, sig.Throttled = fraction.Clamp(sig.CPUPressure), fraction.Clamp(sig.Throttled)
+	// Pressure is smoothed like the CPU it discounts (the headroom policy's available
+	// capacity, docs/weights.md); a report without it starts the average afresh.
+	if sig.HasPressure {
+		sig.CPUPressure = b.pressure.Add(fraction.Clamp(sig.CPUPressure))
+	} else {
+		b.pressure.Reset()
+	}
+	sig.Throttled = fraction.Clamp(sig.Throttled)
 	b.st.Signals = sig
 	if s.CPUCount > 0 {
 		b.st.CPUCount = s.CPUCount
@@ -451,6 +460,9 @@ func (p *Pool) resetMetricsKeepLast(b *backend) {
 	p.resetMetrics(b)
 	if sig.HasServiceCPU {
 		b.svcCPU.Add(sig.ServiceCPU)
+	}
+	if sig.HasPressure {
+		b.pressure.Add(sig.CPUPressure)
 	}
 	b.cpu.Add(cpu)
 	b.mem.Add(mem)

@@ -346,34 +346,40 @@ func TestLateReportChangesNoState(t *testing.T) {
 	}
 }
 
-// TestSignalsSmoothedAndAbsentNotZero: the service's own CPU is smoothed like CPU, and a
-// sample without it makes it absent at once (a stale pidfile must not leave the weighting on
-// an old value), after which it starts afresh.
+// TestSignalsSmoothedAndAbsentNotZero: the service's own CPU and the CPU pressure are
+// smoothed like CPU, and a sample without one makes it absent at once (a stale pidfile must not
+// leave the weighting on an old value), after which it starts afresh.
 func TestSignalsSmoothedAndAbsentNotZero(t *testing.T) {
 	c := newClock()
 	var trans []Transition
 	p := newPool(c, &trans)
-	own := func(v float64, ok bool) Sample {
+	sample := func(own float64, hasOwn bool, psi float64, hasPSI bool) Sample {
 		return Sample{CPUUtil: 0.8, HasCPU: true, CPUCount: 2, MemBytes: 1 << 30,
-			Signals: Signals{ServiceCPU: v, HasServiceCPU: ok, CPUPressure: 0.1, HasPressure: true, PressureCgroup: true}}
+			Signals: Signals{ServiceCPU: own, HasServiceCPU: hasOwn, CPUPressure: psi, HasPressure: hasPSI, PressureCgroup: true}}
 	}
 	steps := []struct {
-		s       Sample
-		want    float64
-		present bool
-		names   string
+		s        Sample
+		own, psi float64
+		hasOwn   bool
+		hasPSI   bool
+		names    string
 	}{
-		{own(0.2, true), 0.2, true, "service_cpu,cpu_pressure"},
-		{own(0.4, true), 0.3, true, "service_cpu,cpu_pressure"}, // alpha 0.5
-		{own(0, false), 0, false, "cpu_pressure"},
-		{own(0.6, true), 0.6, true, "service_cpu,cpu_pressure"}, // afresh, not 0.45
-		{Sample{CPUUtil: 0.5, HasCPU: true}, 0, false, "none"},
+		{sample(0.2, true, 0.1, true), 0.2, 0.1, true, true, "service_cpu,cpu_pressure"},
+		{sample(0.4, true, 0.3, true), 0.3, 0.2, true, true, "service_cpu,cpu_pressure"}, // alpha 0.5
+		{sample(0, false, 0.5, true), 0, 0.35, false, true, "cpu_pressure"},
+		{sample(0.6, true, 0, false), 0.6, 0, true, false, "service_cpu"},                // own afresh, not 0.45
+		{sample(0.6, true, 0.8, true), 0.6, 0.8, true, true, "service_cpu,cpu_pressure"}, // pressure afresh
+		{sample(0.6, true, 2, true), 0.6, 0.9, true, true, "service_cpu,cpu_pressure"},   // clamped to 1 first
+		{Sample{CPUUtil: 0.5, HasCPU: true}, 0, 0, false, false, "none"},
 	}
 	for i, st := range steps {
 		p.Observe("a", st.s)
 		s, _ := p.Get("a")
-		if s.Signals.HasServiceCPU != st.present || math.Abs(s.Signals.ServiceCPU-st.want) > 1e-12 || s.Signals.Names() != st.names {
-			t.Fatalf("step %d: signals %+v (%s), want service cpu %v present %v, names %q", i, s.Signals, s.Signals.Names(), st.want, st.present, st.names)
+		g := s.Signals
+		if g.HasServiceCPU != st.hasOwn || math.Abs(g.ServiceCPU-st.own) > 1e-12 || g.HasPressure != st.hasPSI ||
+			math.Abs(g.CPUPressure-st.psi) > 1e-12 || g.Names() != st.names {
+			t.Fatalf("step %d: signals %+v (%s), want service cpu %v (%v), pressure %v (%v), names %q",
+				i, g, g.Names(), st.own, st.hasOwn, st.psi, st.hasPSI, st.names)
 		}
 	}
 }

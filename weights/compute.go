@@ -57,9 +57,15 @@ type Backend struct {
 	// (a neighbour in the cgroup or on the host), and the headroom policy tells them apart.
 	ServiceCPU    float64
 	HasServiceCPU bool
-	Learned       float64 // learned capacity factor from the previous Result; 0 means 1
-	PrevShare     float64 // Explanation.Full of the previous Result; 0 when it had none
-	PrevWeight    uint16  // weight applied last time; used by the panic rule
+	// CPUPressure is the smoothed fraction of time in which some task waited for a CPU of
+	// the backend (PSI "some": the cgroup's own on cgroup v2, the host's otherwise), when
+	// HasPressure. The headroom policy discounts the capacity it counts as available by it
+	// (Tuning.Pressure): a CPU others queue for is not one our requests can have at once.
+	CPUPressure float64
+	HasPressure bool
+	Learned     float64 // learned capacity factor from the previous Result; 0 means 1
+	PrevShare   float64 // Explanation.Full of the previous Result; 0 when it had none
+	PrevWeight  uint16  // weight applied last time; used by the panic rule
 }
 
 // Explanation says how one backend's weight came about. Shares sum to 1 over live backends.
@@ -89,6 +95,9 @@ type Explanation struct {
 	Own      float64 `json:"own,omitempty"`
 	Avail    float64 `json:"avail,omitempty"`
 	Headroom float64 `json:"headroom,omitempty"`
+	// Pressure is the CPU pressure the available capacity was discounted by, after
+	// Tuning.Pressure; absent when the report carried none.
+	Pressure float64 `json:"pressure,omitempty"`
 	Used     string  `json:"used,omitempty"`
 }
 
@@ -133,6 +142,7 @@ type Result struct {
 type work struct {
 	ls, c, target, damped, full, final, warm, learned, prev float64
 	own, avail                                              float64 // headroom policy: the service's CPU, 1 − neighbour
+	press                                                   float64 // headroom policy: Tuning.Pressure × CPU pressure
 	weight                                                  uint16
 	live, warming, metrics, svc                             bool
 	note                                                    uint8
@@ -273,7 +283,7 @@ func Compute(in []Backend, t Tuning, out *Result) {
 	out.Fallback, out.live = 0, live
 	asked := t.Policy == PolicyHeadroom
 	if asked {
-		if missing := cpuSplit(in, w); missing > 0 {
+		if missing := cpuSplit(in, w, t.Pressure); missing > 0 {
 			// Without the service's own CPU a neighbour's use reads as the service's, and the
 			// spare capacity the policy shares out is wrong in both directions (4× the
 			// oracle's p99 in the simulator); 1/AL copes with it, so the pool falls back.
@@ -369,7 +379,8 @@ func Compute(in []Backend, t Tuning, out *Result) {
 				}
 			}
 			if t.Policy == PolicyHeadroom {
-				e.Own, e.Avail, e.Headroom = x.own, x.avail, x.c*max(x.avail-x.own, 0)
+				e.Own, e.Avail, e.Pressure = x.own, x.avail, x.press
+				e.Headroom = x.c * max(x.avail*(1-x.press)-x.own, 0)
 			}
 		}
 		exp[i] = e

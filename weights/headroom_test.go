@@ -73,23 +73,35 @@ func TestHeadroomEqualisesSpareCapacity(t *testing.T) {
 			cores := 1 + float64(rng.IntN(8))
 			own := rng.Float64() * 0.6
 			in[i] = svc(fmt.Sprint("b", i), own+rng.Float64()*(1-own)*0.5, own, cores)
+			if rng.IntN(2) == 0 { // half report a CPU pressure, which discounts what is available
+				in[i].CPUPressure, in[i].HasPressure = rng.Float64()*0.5, true
+			}
 		}
 		tun := headroomOnly()
 		tun.PlanLoad, tun.PlanMargin = 0.9, 0.1
 		tun.Total = 65535
 		r := compute(in, tun)
 		var sumS, sumD float64
+		supply := func(e Explanation) float64 { return e.C * e.Avail * (1 - e.Pressure) }
 		for _, e := range r.Backends {
-			sumS += e.C * e.Avail
+			sumS += supply(e)
 			sumD += e.C * e.Own
 		}
 		demand := max(sumD+tun.PlanMargin*(sumS-sumD), tun.PlanLoad*sumS)
+		// A water-filled-out backend keeps minTarget, so the targets are normalised by
+		// 1 + dropped·minTarget: undo that to get each one's planned demand.
+		dropped := 0
+		for _, e := range r.Backends {
+			if e.Target <= minTarget*1.0001 {
+				dropped++
+			}
+		}
 		common := math.NaN()
 		for i, e := range r.Backends {
 			if e.Target <= minTarget*1.0001 {
 				continue // water-filled out: its available capacity is below the common headroom
 			}
-			spare := e.C*e.Avail - e.Target*demand
+			spare := supply(e) - e.Target*(1+float64(dropped)*minTarget)*demand
 			if math.IsNaN(common) {
 				common = spare
 			} else if math.Abs(spare-common) > 1e-9 {
@@ -97,10 +109,75 @@ func TestHeadroomEqualisesSpareCapacity(t *testing.T) {
 			}
 		}
 		for i, e := range r.Backends {
-			if e.Target <= minTarget*1.0001 && e.C*e.Avail > common+1e-9 {
-				t.Fatalf("pool %d backend %d dropped with available %.4f above the common headroom %.4f", k, i, e.C*e.Avail, common)
+			if e.Target <= minTarget*1.0001 && supply(e) > common+1e-9 {
+				t.Fatalf("pool %d backend %d dropped with available %.4f above the common headroom %.4f", k, i, supply(e), common)
 			}
 		}
+	}
+}
+
+// CPU pressure discounts the capacity counted as available, S = C·avail·(1 − κ·p): a backend
+// whose CPU others queue for gets less; the same pressure everywhere moves the split from equal
+// headroom toward shares proportional to S, and reaches them when so little is left that the
+// demand exceeds it (the common headroom never goes below 0, which would move the split toward
+// equal weights); κ = 0 and an absent pressure change nothing.
+func TestHeadroomPressure(t *testing.T) {
+	// S without pressure = 0.5, 0.5, 1 (two half-taken backends and a quiet one), own 0.3 each.
+	base := func() []Backend {
+		return []Backend{svc("a", 0.8, 0.3, 2), svc("b", 0.8, 0.3, 2), svc("c", 0.3, 0.3, 2)}
+	}
+	with := func(p ...float64) []Backend {
+		in := base()
+		for i := range in {
+			if i < len(p) && p[i] >= 0 {
+				in[i].CPUPressure, in[i].HasPressure = p[i], true
+			}
+		}
+		return in
+	}
+	none := shares(compute(base(), headroomOnly()))
+	proportional := []float64{0.25, 0.25, 0.5}
+	tests := []struct {
+		name     string
+		in       []Backend
+		pressure float64 // Tuning.Pressure
+		want     []float64
+		wantNote string
+	}{
+		{"absent is not zero", with(-1, -1, -1), 1, none, ""},
+		{"measured zero", with(0, 0, 0), 1, none, ""},
+		{"kappa 0 ignores it", with(0.9, 0.9, 0.9), 0, none, ""},
+		// S = 0.05, 0.05, 0.1 against a demand of 0.9: proportional to S.
+		{"uniform and high: proportional", with(0.9, 0.9, 0.9), 1, proportional, ""},
+		// S = 0.25, 0.25, 0.5 = 1 against a measured demand of 0.9 (planned max(0.9 + 0.25·0.1,
+		// 0.8) = 0.925): h = 0.025, shares (S − h)/0.925.
+		{"uniform and half", with(0.5, 0.5, 0.5), 1, []float64{0.225 / 0.925, 0.225 / 0.925, 0.475 / 0.925}, ""},
+		// Only c is pressed: S = 0.5, 0.5, 0.5, all alike.
+		{"one pressed backend loses its edge", with(-1, -1, 0.5), 1, []float64{1.0 / 3, 1.0 / 3, 1.0 / 3}, ""},
+		// κ = 0.5 on a pressure of 1 is a pressure of 0.5.
+		{"kappa scales", with(1, 1, 1), 0.5, []float64{0.225 / 0.925, 0.225 / 0.925, 0.475 / 0.925}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tun := headroomOnly()
+			tun.Pressure = tt.pressure
+			r := compute(tt.in, tun)
+			got := shares(r)
+			for i := range got {
+				if math.Abs(got[i]-tt.want[i]) > 2e-3 {
+					t.Fatalf("shares %.4f, want %.4f", got, tt.want)
+				}
+			}
+			for i, e := range r.Backends {
+				wantP := 0.0
+				if tt.in[i].HasPressure {
+					wantP = tt.pressure * tt.in[i].CPUPressure
+				}
+				if math.Abs(e.Pressure-wantP) > 1e-12 || math.Abs(e.Headroom-e.C*max(e.Avail*(1-wantP)-e.Own, 0)) > 1e-12 {
+					t.Fatalf("%s: explanation pressure %v headroom %v, want %v and C·(avail·(1 − p) − own)", e.Name, e.Pressure, e.Headroom, wantP)
+				}
+			}
+		})
 	}
 }
 

@@ -118,6 +118,11 @@ type Tuning struct {
 	// a small difference of noisy sums, and taking all of it at face value overloads the
 	// biggest backend whenever the demand was measured low.
 	PlanMargin float64 `toml:"plan_margin"`
+	// Pressure is how much of a backend's CPU pressure (PSI "some", when its report carries
+	// it) the headroom policy takes off the capacity it counts as available, in [0,1]:
+	// S = C·(1 − (b − u))·(1 − Pressure·p). Default 1; 0 ignores pressure. See
+	// docs/weights.md, "CPU pressure".
+	Pressure float64 `toml:"pressure"`
 }
 
 // DefaultTuning returns the defaults, drawn from the seeds: LS from CPU and memory with a
@@ -143,6 +148,7 @@ func DefaultTuning() Tuning {
 		MaxCapacityRatio: 4,
 		PlanLoad:         0.8,
 		PlanMargin:       0.25,
+		Pressure:         1,
 	}
 }
 
@@ -215,6 +221,9 @@ func (t Tuning) Validate() []error {
 	}
 	if !(t.PlanMargin >= 0 && t.PlanMargin < 1) {
 		bad("plan_margin", "%v outside [0,1)", t.PlanMargin)
+	}
+	if !(t.Pressure >= 0 && t.Pressure <= 1) {
+		bad("pressure", "%v outside [0,1]", t.Pressure)
 	}
 	if !(t.MaxCapacityRatio >= 1 && t.MaxCapacityRatio <= 1000) {
 		bad("max_capacity_ratio", "%v outside [1,1000]", t.MaxCapacityRatio)

@@ -129,6 +129,7 @@ func (s *service) compute(states map[string]*collector.State, periodic bool) (ap
 			in.CPU, in.Mem, in.Net, in.Conns = st.CPU, st.Mem, st.Net, st.Conns
 			in.CPUCount, in.MemBytes = st.CPUCount, st.MemBytes
 			in.ServiceCPU, in.HasServiceCPU = st.Signals.ServiceCPU, st.Signals.HasServiceCPU
+			in.CPUPressure, in.HasPressure = st.Signals.CPUPressure, st.Signals.HasPressure
 		}
 		s.in[j] = in
 	}
