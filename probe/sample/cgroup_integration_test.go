@@ -139,6 +139,18 @@ func TestCgroupSamplersReal(t *testing.T) {
 		t.Logf("host cpu pressure %.3f", pv.CPUPressure)
 	}
 	stopBurner()
+	// The bandwidth timer outlives the burner by a period or two, and the cgroup's runqueue,
+	// throttled when the burner was killed, counts one more throttled period when the timer
+	// releases it: wait until two samples 150 ms apart see no throttled period (the timer has
+	// gone idle), then judge a whole idle second.
+	if err := pollUntil(5*time.Second, func() bool {
+		_, _ = thr.Sample(ctx)
+		time.Sleep(150 * time.Millisecond)
+		tv, err := thr.Sample(ctx)
+		return err == nil && tv.Throttled == 0
+	}); err != nil {
+		t.Fatalf("throttling did not stop after the burner: %v", err)
+	}
 	_, _ = thr.Sample(ctx)
 	idle := measure(time.Second)
 	if tv, err := thr.Sample(ctx); err != nil || tv.Throttled != 0 {
@@ -502,4 +514,15 @@ func TestRereadRemovedCgroup(t *testing.T) {
 	if b, err := r.Read(); err != nil || len(b) == 0 {
 		t.Fatalf("cgroup created again: %q %v", b, err)
 	}
+}
+
+// pollUntil calls cond until it holds or limit passes.
+func pollUntil(limit time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("condition not met within %v", limit)
+		}
+	}
+	return nil
 }
