@@ -490,7 +490,8 @@ func FuzzCompute(f *testing.F) {
 // Under headroom, a move inside the dead-band is a rewrite when it changes a backend's spare
 // CPU by more than half of what it has, and not otherwise.
 func TestDeadBandSpareCapacity(t *testing.T) {
-	tun := DefaultTuning() // headroom, dead-band 20 of 1000
+	tun := DefaultTuning() // headroom
+	tun.DeadBand = 0.02    // 20 of 1000: the 12-unit moves below are inside it
 	be := func(w uint16, own, avail float64) Explanation {
 		return Explanation{Weight: w, Own: own, Avail: avail}
 	}

@@ -97,7 +97,10 @@ type Tuning struct {
 	// WarmupStart is the fraction of its computed weight a warming backend starts at; default 0.5.
 	WarmupStart float64 `toml:"warmup_start"`
 	// DeadBand: a new weight vector is worth a switch rewrite only if some bucket moves by more
-	// than this fraction of Total (or a backend joins or leaves); default 0.02.
+	// than this fraction of Total (or a backend joins or leaves); default 0.01. Damping
+	// approaches a target from one side and stops inside the band, so the split sits up to a
+	// band short of its target: 0.02 cost 1 % of p99 in the simulator's noisy-neighbour
+	// scenario at 80 % load, for 2 rewrites an hour instead of 27 (docs/benchmarks.md).
 	DeadBand float64 `toml:"dead_band"`
 	// MaxStep is the largest change of any backend's share per update, as a fraction of 1;
 	// default 0.2; 1 disables the limit. Joins and evictions are never delayed by it.
@@ -141,7 +144,7 @@ func DefaultTuning() Tuning {
 		Floor:       0.01,
 		Warmup:      60 * time.Second,
 		WarmupStart: 0.5,
-		DeadBand:    0.02,
+		DeadBand:    0.01,
 		MaxStep:     0.2,
 		Panic:       PanicLastGood,
 
