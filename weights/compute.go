@@ -380,7 +380,7 @@ func Compute(in []Backend, t Tuning, out *Result) {
 			}
 			if t.Policy == PolicyHeadroom {
 				e.Own, e.Avail, e.Pressure = x.own, x.avail, x.press
-				e.Headroom = x.c * max(x.avail*(1-x.press)-x.own, 0)
+				e.Headroom = max(x.supply()-x.c*x.own, 0)
 			}
 		}
 		exp[i] = e

@@ -61,28 +61,8 @@ func main() {
 			b.policies = append(b.policies, p)
 		}
 	}
-	for _, m := range strings.Split(*margins, ",") {
-		if m = strings.TrimSpace(m); m == "" {
-			continue
-		}
-		v, err := strconv.ParseFloat(m, 64)
-		if err != nil || !(v >= 0 && v < 1) {
-			fmt.Fprintf(os.Stderr, "bench: -plan-margins: %q is not a number in [0,1)\n", m)
-			os.Exit(2)
-		}
-		b.margins = append(b.margins, m)
-	}
-	for _, m := range strings.Split(*pressures, ",") {
-		if m = strings.TrimSpace(m); m == "" {
-			continue
-		}
-		v, err := strconv.ParseFloat(m, 64)
-		if err != nil || !(v >= 0 && v <= 1) {
-			fmt.Fprintf(os.Stderr, "bench: -pressures: %q is not a number in [0,1]\n", m)
-			os.Exit(2)
-		}
-		b.pressures = append(b.pressures, m)
-	}
+	b.margins = fractions("-plan-margins", *margins, func(v float64) bool { return v >= 0 && v < 1 }, "[0,1)")
+	b.pressures = fractions("-pressures", *pressures, func(v float64) bool { return v >= 0 && v <= 1 }, "[0,1]")
 	for _, l := range strings.Split(*levels, ",") {
 		if l = strings.TrimSpace(l); l == "" {
 			continue
@@ -190,4 +170,22 @@ func (b *bench) start(o scenario.Options) (*scenario.Scenario, func(), error) {
 		os.Remove(logf.Name())
 		os.RemoveAll(dir)
 	}, nil
+}
+
+// fractions splits a comma-separated flag value into its numbers, kept as written (they go
+// into the controller's TOML as they are), and exits naming the flag on one outside want.
+func fractions(flagName, list string, ok func(float64) bool, want string) []string {
+	var out []string
+	for _, m := range strings.Split(list, ",") {
+		if m = strings.TrimSpace(m); m == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(m, 64)
+		if err != nil || !ok(v) {
+			fmt.Fprintf(os.Stderr, "bench: %s: %q is not a number in %s\n", flagName, m, want)
+			os.Exit(2)
+		}
+		out = append(out, m)
+	}
+	return out
 }
