@@ -97,6 +97,12 @@ func TestLabDemo(t *testing.T) {
 	if code != 0 || !strings.Contains(upOut, "== story done") {
 		t.Fatalf("lab.sh up: exit %d, no story done line", code)
 	}
+	// Every check of the story must hold: a newcomer's first screen that says "did not hold"
+	// says the product failed.
+	if i := strings.Index(upOut, "== story done"); !strings.Contains(upOut[i:], "checks held") {
+		line, _, _ := strings.Cut(upOut[i:], "\n")
+		t.Errorf("the story's checks: %s", line)
+	}
 	stateData, err := os.ReadFile(filepath.Join(labStateDir, "state.json"))
 	if err != nil {
 		t.Fatalf("lab up, but no state file: %v", err)

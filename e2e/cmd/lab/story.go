@@ -297,8 +297,11 @@ wait:
 		return b.AppliedWeight > 0
 	})
 	st.check(back, fmt.Sprintf("%s back %v after the restart", evictBackend, time.Since(restartAt).Round(100*time.Millisecond)))
-	st.say("  its first weight: %d, state %s, warm-up factor %.2f", first.AppliedWeight, first.State, first.Explanation.Warmup)
+	st.say("  its first applied weight: %d (the controller's scale; the switch shows slots of its table), state %s, warm-up factor %.2f", first.AppliedWeight, first.State, first.Explanation.Warmup)
 	pollCtx(ctx, 3*time.Second, 100*time.Millisecond, func() bool { _, err := s.InSync(); return err == nil })
+	// The switch's slots once it holds that first weight: the checks below compare slots
+	// with slots (the applied weight is on the controller's 1,000 scale, the buckets on 256).
+	firstSlots := weights()[evictBackend]
 	st.dumpGroups(s)
 	st.say("  warming up (dump-groups, every second):")
 	var last scenario.BackendView
@@ -316,12 +319,12 @@ wait:
 	final := settle(ctx, s, 6*time.Second)
 	st.dumpGroups(s)
 	st.table(s)
-	ratio := float64(first.AppliedWeight) / max(float64(final[evictBackend]), 1)
+	ratio := float64(firstSlots) / max(float64(final[evictBackend]), 1)
 	st.check(first.State == "warming" && first.Explanation.Warmup >= 0.5 && first.Explanation.Warmup <= 0.75,
-		fmt.Sprintf("%s came back warming, at about half weight: factor %.2f, first weight %d, %d once warm (%.2f of it)",
-			evictBackend, first.Explanation.Warmup, first.AppliedWeight, final[evictBackend], ratio))
-	st.check(last.State == "up" && final[evictBackend] > first.AppliedWeight,
-		fmt.Sprintf("%s back to full weight after warm-up: %d", evictBackend, final[evictBackend]))
+		fmt.Sprintf("%s came back warming, at about half weight: factor %.2f, first %d slots, %d once warm (%.2f of it)",
+			evictBackend, first.Explanation.Warmup, firstSlots, final[evictBackend], ratio))
+	st.check(last.State == "up" && final[evictBackend] > firstSlots,
+		fmt.Sprintf("%s back to full weight after warm-up: %d slots, from %d", evictBackend, final[evictBackend], firstSlots))
 
 	st.step("6. keep watching")
 	st.say("the group:            ovs-ofctl -O OpenFlow13 dump-groups unix:%s", s.Bridge.Mgmt())
