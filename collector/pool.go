@@ -13,6 +13,7 @@ import (
 	"flowweight/weights"
 
 	"flowweight/internal/fraction"
+	"flowweight/internal/health"
 )
 
 // Config tunes the state machine; see controller.toml's [collector] for the defaults.
@@ -27,6 +28,11 @@ type Config struct {
 	// OnTransition, if set, sees every state change (metrics, the dashboard's event list).
 	// It runs with the pool locked: it must not call back into the Pool.
 	OnTransition func(Transition)
+	// SlowEvictAfter is how long a busy backend may go on answering every health check late
+	// before it is taken out anyway, and then only while fewer than half of the live
+	// backends are slow (an outlier, not the pool's load); default DefaultSlowEvictAfter.
+	// See check: a late answer from a busy backend is load, not death.
+	SlowEvictAfter time.Duration
 	// TombstoneGrace is how long SetBackends keeps a removed backend's whole state (health
 	// machine, EWMAs, drain) so that a backend put back by a later reload resumes where it was
 	// instead of starting unknown; default DefaultTombstoneGrace. At most MaxTombstones are kept.
@@ -36,6 +42,7 @@ type Config struct {
 // Bounds on removed backends' kept state: a file that flaps between two versions keeps its
 // backends warm, and a long run of renames cannot grow memory without limit.
 const (
+	DefaultSlowEvictAfter = 30 * time.Second
 	DefaultTombstoneGrace = 10 * time.Minute
 	MaxTombstones         = 1024
 )
@@ -126,6 +133,10 @@ type Health struct {
 	Status  int           // HTTP status, 0 when there was no response
 	Latency time.Duration // of the check
 	Err     string        // why it failed, empty when OK
+	// Timeout says the service did not answer within the check's timeout (health.TimedOut
+	// of Err, for both the probe's checks and the collector's own): on a busy backend that
+	// is load, which the weights answer, not death, which eviction answers.
+	Timeout bool
 }
 
 // State is the immutable view of one backend that Snapshot returns.
@@ -142,11 +153,17 @@ type State struct {
 	// Signals holds the optional signals of the latest sample, ServiceCPU smoothed like CPU.
 	// A signal the latest sample lacked is absent, whatever earlier ones said: a stale
 	// pidfile must not leave the weighting on a value from before.
-	Signals       Signals
-	LastReport    time.Time // zero when none yet
-	LastHealth    Health
-	ConsecFail    int
-	ConsecOK      int
+	Signals    Signals
+	LastReport time.Time // zero when none yet
+	LastHealth Health
+	ConsecFail int
+	ConsecOK   int
+	// Slow says the backend's health checks time out while it is busy: it stays in service
+	// (its weight answers its load) until RiseThreshold checks in a row pass again.
+	// ConsecSlow counts those late checks in a row, since SlowSince.
+	Slow          bool
+	ConsecSlow    int
+	SlowSince     time.Time
 	ProbeDrain    bool // the backend itself asked to be drained
 	OperatorDrain bool // drained through the API
 	Reports       uint64
@@ -194,6 +211,9 @@ func NewPool(cfg Config) *Pool {
 	if cfg.TombstoneGrace <= 0 {
 		cfg.TombstoneGrace = DefaultTombstoneGrace
 	}
+	if cfg.SlowEvictAfter <= 0 {
+		cfg.SlowEvictAfter = DefaultSlowEvictAfter
+	}
 	return &Pool{cfg: cfg, backends: map[string]*backend{}, tombs: map[string]tombstone{}}
 }
 
@@ -204,6 +224,9 @@ func (p *Pool) Reconfigure(cfg Config) {
 	cfg.Now, cfg.Logger, cfg.OnTransition = p.cfg.Now, p.cfg.Logger, p.cfg.OnTransition
 	if cfg.TombstoneGrace <= 0 {
 		cfg.TombstoneGrace = DefaultTombstoneGrace
+	}
+	if cfg.SlowEvictAfter <= 0 {
+		cfg.SlowEvictAfter = DefaultSlowEvictAfter
 	}
 	p.cfg = cfg
 }
@@ -329,6 +352,7 @@ func (p *Pool) Accept(r *report.Report, from netip.AddrPort) {
 	p.observe(b, now, Sample{CPUUtil: r.CPUUtil, MemUtil: r.MemUtil, NetUtil: r.NetUtil, Conns: float64(r.Conns),
 		CPUCount: r.CPUCount, MemBytes: float64(r.MemBytes), HasCPU: true, Signals: SignalsOf(r)})
 	h := Health{OK: r.Flags&report.FlagHealthOK != 0, Status: int(r.HealthStatus), Latency: r.HealthLatency, Err: r.HealthError}
+	h.Timeout = !h.OK && h.Status == 0 && health.TimedOut(h.Err)
 	p.check(b, now, h)
 }
 
@@ -419,16 +443,47 @@ func (p *Pool) observe(b *backend, now time.Time, s Sample) {
 
 // check runs the health machine: unknown -> warming on the first good check; fail_threshold
 // failures in a row -> down; rise_threshold successes in a row -> warming again.
+//
+// Busy is not dead. A check that timed out on a backend that is carrying load (busy) queued
+// behind real work: it is a load signal, and counting it as a failure evicts a healthy
+// backend exactly when the pool needs it, moves its traffic onto the others, and makes them
+// late too (the cascade measured at 80 % load, docs/weights.md "Busy is not dead"). Such a
+// check marks the backend Slow and counts neither way; what proves death still evicts in
+// fail_threshold checks: a refused or reset connection, a bad status or body, a check that
+// times out on an idle backend, and a probe gone (stale). A backend that answers no check
+// at all for SlowEvictAfter while busy is taken out only as an outlier: while fewer than
+// half of the live backends are slow, since a pool that is slow everywhere is overloaded,
+// and evicting from it only concentrates the load (Envoy's ejection cap, for the same reason).
 func (p *Pool) check(b *backend, now time.Time, h Health) {
 	b.st.LastHealth = h
-	if h.OK {
+	slow := !h.OK && h.Timeout && busy(&b.st)
+	switch {
+	case h.OK:
 		b.st.ConsecOK++
-		b.st.ConsecFail = 0
-	} else {
-		b.st.ConsecFail++
+		b.st.ConsecFail, b.st.ConsecSlow = 0, 0
+		if b.st.Slow && b.st.ConsecOK >= p.cfg.RiseThreshold {
+			b.st.Slow = false
+		}
+	case slow:
+		if b.st.ConsecSlow == 0 {
+			b.st.SlowSince = now
+		}
+		b.st.ConsecSlow++
 		b.st.ConsecOK = 0
+		b.st.Slow = true
+	default:
+		b.st.ConsecFail++
+		b.st.ConsecOK, b.st.ConsecSlow = 0, 0
 	}
 	reason := ""
+	if slow && b.health.Live() && now.Sub(b.st.SlowSince) >= p.cfg.SlowEvictAfter && p.slowOutlier() {
+		b.health = weights.StatusDown
+		b.st.ConsecFail = p.cfg.FailThreshold
+		reason = "no health check answered for " + now.Sub(b.st.SlowSince).Round(time.Millisecond).String() +
+			" while busy, and most of the pool is not slow: " + h.Err
+		p.settle(b, now, reason)
+		return
+	}
 	switch b.health {
 	case weights.StatusUnknown:
 		if h.OK {
@@ -451,6 +506,44 @@ func (p *Pool) check(b *backend, now time.Time, h Health) {
 		}
 	}
 	p.settle(b, now, reason)
+}
+
+// Busy thresholds: a backend is carrying load, so that a late health answer may be queueing
+// behind its work, when any of these holds in its smoothed signals. They are low on purpose:
+// the cost of calling an idle hung service busy is SlowEvictAfter instead of fail_threshold
+// checks before it goes, while calling a loaded backend idle evicts it under load.
+const (
+	busyCPU         = 0.5  // of its CPUs (or of the service's own CPU, when reported)
+	busyThrottled   = 0.05 // of CFS periods at the quota
+	busyPressure    = 0.25 // PSI "some"
+	busyConnections = 1    // established connections on the service port
+)
+
+// busy reports whether st's latest signals show load.
+func busy(st *State) bool {
+	if !st.HasMetrics {
+		return false
+	}
+	s := st.Signals
+	return st.CPU >= busyCPU || st.Conns >= busyConnections ||
+		(s.HasServiceCPU && s.ServiceCPU >= busyCPU) ||
+		(s.HasThrottled && s.Throttled >= busyThrottled) ||
+		(s.HasPressure && s.CPUPressure >= busyPressure)
+}
+
+// slowOutlier reports whether fewer than half of the live backends are slow, so that taking
+// one of them out for slowness is removing an outlier, not shedding the pool's load.
+func (p *Pool) slowOutlier() bool {
+	live, slow := 0, 0
+	for _, b := range p.sorted {
+		if b.health.Live() && !b.stale {
+			live++
+			if b.st.Slow {
+				slow++
+			}
+		}
+	}
+	return 2*slow < live
 }
 
 // resetMetricsKeepLast forgets the smoothed history of a recovering backend (its old load says

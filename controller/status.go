@@ -112,6 +112,10 @@ func printStatus(w io.Writer, services []balancer.ServiceView) {
 				share = float64(b.AppliedWeight) / float64(s.Total)
 			}
 			e := b.Explanation
+			state := b.State
+			if b.Slow {
+				state += ",slow" // late health answers while busy: kept, at a reduced share
+			}
 			own, headroom := "—", "—" // absent, not zero
 			if b.ServiceCPU != nil {
 				own = fmt.Sprintf("%.1f%%", 100**b.ServiceCPU)
@@ -120,7 +124,7 @@ func printStatus(w io.Writer, services []balancer.ServiceView) {
 				headroom = fmt.Sprintf("%.3f", e.Headroom)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%.1f%%\t%.0f\t%.3f\t%.2f\t%.3f\t%s\t%.2f\t%s\t%d\t%.1f%%\t%d\t%.1f%%\t%s\t\n",
-				b.Name, b.State, 100*b.CPU, own, 100*b.Mem, b.Conns, e.LS, e.C, e.AL, headroom, e.Learned, age, b.AppliedWeight, 100*share,
+				b.Name, state, 100*b.CPU, own, 100*b.Mem, b.Conns, e.LS, e.C, e.AL, headroom, e.Learned, age, b.AppliedWeight, 100*share,
 				b.Slots, 100*b.RealisedShare, b.Signals)
 		}
 		tw.Flush()

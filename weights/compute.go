@@ -63,9 +63,13 @@ type Backend struct {
 	// (Tuning.Pressure): a CPU others queue for is not one our requests can have at once.
 	CPUPressure float64
 	HasPressure bool
-	Learned     float64 // learned capacity factor from the previous Result; 0 means 1
-	PrevShare   float64 // Explanation.Full of the previous Result; 0 when it had none
-	PrevWeight  uint16  // weight applied last time; used by the panic rule
+	// Slow says the backend's health checks time out while it is busy (the collector's
+	// "busy is not dead"): it keeps serving, at SlowShare of its policy's target share,
+	// unless half or more of the live pool is slow too (then it is the pool's load).
+	Slow       bool
+	Learned    float64 // learned capacity factor from the previous Result; 0 means 1
+	PrevShare  float64 // Explanation.Full of the previous Result; 0 when it had none
+	PrevWeight uint16  // weight applied last time; used by the panic rule
 }
 
 // Explanation says how one backend's weight came about. Shares sum to 1 over live backends.
@@ -99,6 +103,8 @@ type Explanation struct {
 	// Tuning.Pressure; absent when the report carried none.
 	Pressure float64 `json:"pressure,omitempty"`
 	Used     string  `json:"used,omitempty"`
+	// Slow is set when the target share was cut to SlowShare for late health answers.
+	Slow bool `json:"slow,omitempty"`
 }
 
 // Clamp records a self-reported capacity that was bounded (docs/weights.md, "Bounded
@@ -144,7 +150,7 @@ type work struct {
 	own, avail                                              float64 // headroom policy: the service's CPU, 1 − neighbour
 	press                                                   float64 // headroom policy: Tuning.Pressure × CPU pressure
 	weight                                                  uint16
-	live, warming, metrics, svc                             bool
+	live, warming, metrics, svc, slow                       bool
 	note                                                    uint8
 }
 
@@ -185,7 +191,7 @@ func Compute(in []Backend, t Tuning, out *Result) {
 	for i := range in {
 		b := &in[i]
 		w[i] = work{learned: orOne(b.Learned), warm: 1, live: b.Status.Live(), warming: b.Status == StatusWarming,
-			metrics: b.HasMetrics, prev: b.PrevShare}
+			metrics: b.HasMetrics, prev: b.PrevShare, slow: b.Slow}
 		if w[i].live {
 			live++
 		}
@@ -337,6 +343,8 @@ func Compute(in []Backend, t Tuning, out *Result) {
 		sumS += s
 	}
 
+	sumS = slowdown(w, live, sumS)
+
 	// Damping: move from the previous share toward the target by Gain, in log space.
 	damp := dynamic && t.Gain < 1
 	sumD := 0.0
@@ -371,6 +379,7 @@ func Compute(in []Backend, t Tuning, out *Result) {
 			e.Target, e.Damped, e.Full = x.target, x.damped, x.full
 			e.Final = float64(x.weight) / float64(total)
 			e.Note = notes[x.note]
+			e.Slow = x.slow
 			e.Clamp = out.clamp[i]
 			if asked {
 				e.Used = "cpu"

@@ -125,7 +125,7 @@ func (s *service) compute(states map[string]*collector.State, periodic bool) (ap
 			in.PrevWeight = s.applied[j]
 		}
 		if st != nil {
-			in.Status, in.WarmupElapsed, in.HasMetrics = st.Status, st.WarmupElapsed, st.HasMetrics
+			in.Status, in.WarmupElapsed, in.HasMetrics, in.Slow = st.Status, st.WarmupElapsed, st.HasMetrics, st.Slow
 			in.CPU, in.Mem, in.Net, in.Conns = st.CPU, st.Mem, st.Net, st.Conns
 			in.CPUCount, in.MemBytes = st.CPUCount, st.MemBytes
 			in.ServiceCPU, in.HasServiceCPU = st.Signals.ServiceCPU, st.Signals.HasServiceCPU

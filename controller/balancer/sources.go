@@ -9,6 +9,7 @@ import (
 	"flowweight/collector"
 	"flowweight/collector/snmp"
 	"flowweight/controller/config"
+	"flowweight/internal/health"
 )
 
 // snmpSource polls one backend's snmpd and checks its health from the collector (a check of
@@ -115,7 +116,8 @@ func (b *Balancer) runSNMP(ctx context.Context, be snmpHost, tm snmpTiming) {
 			return // stopping: a check cut short says nothing about the backend
 		}
 		pace.checked(r.OK)
-		b.pool.CheckResult(be.Name, collector.Health{OK: r.OK, Status: int(r.Status), Latency: r.Latency, Err: r.Err})
+		b.pool.CheckResult(be.Name, collector.Health{OK: r.OK, Status: int(r.Status), Latency: r.Latency, Err: r.Err,
+			Timeout: !r.OK && r.Status == 0 && health.TimedOut(r.Err)})
 	}
 	for {
 		if pace.step(time.Now()) {

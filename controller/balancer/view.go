@@ -34,19 +34,22 @@ type ServiceView struct {
 
 // BackendView is one backend: its state, smoothed metrics and the explanation of its weight.
 type BackendView struct {
-	Name            string              `json:"name"`
-	IP              string              `json:"ip"`
-	Port            int                 `json:"port"`
-	Source          string              `json:"source"`
-	State           string              `json:"state"`
-	StateSince      time.Time           `json:"state_since"`
-	CPU             float64             `json:"cpu"`
-	Mem             float64             `json:"mem"`
-	Conns           float64             `json:"conns"`
-	CPUCount        float64             `json:"cpu_count"`
-	MemBytes        float64             `json:"mem_bytes"`
-	LastReportAge   float64             `json:"last_report_age_seconds"` // -1 when none yet
-	Health          string              `json:"health"`
+	Name          string    `json:"name"`
+	IP            string    `json:"ip"`
+	Port          int       `json:"port"`
+	Source        string    `json:"source"`
+	State         string    `json:"state"`
+	StateSince    time.Time `json:"state_since"`
+	CPU           float64   `json:"cpu"`
+	Mem           float64   `json:"mem"`
+	Conns         float64   `json:"conns"`
+	CPUCount      float64   `json:"cpu_count"`
+	MemBytes      float64   `json:"mem_bytes"`
+	LastReportAge float64   `json:"last_report_age_seconds"` // -1 when none yet
+	Health        string    `json:"health"`
+	// Slow: the backend's health checks time out while it is busy; it serves at a reduced
+	// share instead of being evicted (docs/weights.md, "Busy is not dead").
+	Slow            bool                `json:"slow"`
 	ProbeDrain      bool                `json:"probe_drain"`
 	OperatorDrain   bool                `json:"operator_drain"`
 	ThroughputBps   float64             `json:"throughput_bytes_per_second"`
@@ -159,7 +162,7 @@ func (b *Balancer) servicesView() []ServiceView {
 				if !st.LastReport.IsZero() {
 					bv.LastReportAge = now.Sub(st.LastReport).Seconds()
 				}
-				bv.ProbeDrain, bv.OperatorDrain = st.ProbeDrain, st.OperatorDrain
+				bv.ProbeDrain, bv.OperatorDrain, bv.Slow = st.ProbeDrain, st.OperatorDrain, st.Slow
 				signalsView(&bv, st)
 				switch {
 				case st.LastHealth.OK:

@@ -1,0 +1,30 @@
+package weights
+
+import "testing"
+
+// TestSlowShare: a slow backend keeps SlowShare of its target while fewer than half of the
+// live pool are slow; a pool slow everywhere (overload) keeps its split.
+func TestSlowShare(t *testing.T) {
+	static := func() Tuning { t := cpuOnly(); t.Policy = PolicyStatic; return t }()
+	slow := func(b Backend) Backend { b.Slow = true; return b }
+	for _, tc := range []struct {
+		name     string
+		in       []Backend
+		want     []uint16
+		wantSlow []bool
+	}{
+		{"none slow", []Backend{up("a", .5, 1), up("b", .5, 1), up("c", .5, 2)}, []uint16{250, 250, 500}, []bool{false, false, false}},
+		{"one of three slow: half its share", []Backend{slow(up("a", .5, 1)), up("b", .5, 1), up("c", .5, 2)}, []uint16{143, 286, 571}, []bool{true, false, false}},
+		{"two of three slow: the pool's load", []Backend{slow(up("a", .5, 1)), slow(up("b", .5, 1)), up("c", .5, 2)}, []uint16{250, 250, 500}, []bool{false, false, false}},
+		{"slow but down: not counted", []Backend{slow(up("a", .5, 1)), {Name: "b", Status: StatusDown, Slow: true}, up("c", .5, 1), up("d", .5, 1)}, []uint16{200, 0, 400, 400}, []bool{true, false, false, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := compute(tc.in, static)
+			for i, e := range r.Backends {
+				if e.Weight != tc.want[i] || e.Slow != tc.wantSlow[i] {
+					t.Fatalf("%s: weight %d slow %v, want %d %v (all %+v)", e.Name, e.Weight, e.Slow, tc.want[i], tc.wantSlow[i], r.Backends)
+				}
+			}
+		})
+	}
+}
