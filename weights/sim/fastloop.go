@@ -1,0 +1,107 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"flowweight/weights"
+)
+
+// The fast-loop table asks how often weights computed from work in flight must be
+// recomputed to come near per-request least connections (what HAProxy's leastconn does), in
+// the lab's shape: three single-server backends of 0.125, 0.25 and 0.5 core, jobs of 2 ms of
+// CPU on average, Poisson arrivals. It is the simulator's side of the lab's finding that at
+// 80 % load a proxy's weighted leastconn gave a p99 of about 100 ms, a fixed split about
+// 1 s, and flowweight's 1 Hz loop seconds (docs/weights.md, "Busy is not dead").
+var (
+	// FastLoopPool is the lab's pool: speeds in cores, a job's mean size in core-seconds.
+	FastLoopPool = []Backend{{Name: "be1", Speed: 0.125, Declared: 0.125}, {Name: "be2", Speed: 0.25, Declared: 0.25},
+		{Name: "be3", Speed: 0.5, Declared: 0.5}}
+	// FastLoopPeriods are the update periods tried, each with a report every period.
+	FastLoopPeriods = []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond,
+		100 * time.Millisecond, time.Second}
+	// FastLoopLoads are the offered loads.
+	FastLoopLoads = []float64{0.4, 0.8, 0.95}
+)
+
+// fastLoopJobSize is the mean job size: 2 ms of one core.
+const fastLoopJobSize = 0.002
+
+// FastLoopRow is one policy (and period) at one load, over every seed.
+type FastLoopRow struct {
+	Load   float64
+	Label  string
+	Period time.Duration // 0 for per-request and fixed dispatch
+	Runs   []Result
+}
+
+// FastLoopTuning is least_conn on work in flight with nothing slowing it: no smoothing, no
+// damping, no dead-band or step limit, so the table measures the period alone.
+func FastLoopTuning() weights.Tuning {
+	t := weights.DefaultTuning()
+	t.Policy = weights.PolicyLeastConn
+	t.Load = weights.Load{CPU: 1}
+	t.Capacity = weights.Capacity{CPU: 1}
+	t.Alpha, t.Gain, t.DeadBand, t.MaxStep = 1, 1, 0, 1
+	return t
+}
+
+// FastLoop runs the table: per load, per-request least connections, the oracle fixed split,
+// and weights.PolicyLeastConn recomputed every FastLoopPeriods.
+func FastLoop(o TableOptions) ([]FastLoopRow, error) {
+	o.defaults()
+	var rows []FastLoopRow
+	var cfgs []Config
+	add := func(load float64, label string, period time.Duration, c Config) {
+		rows = append(rows, FastLoopRow{Load: load, Label: label, Period: period})
+		for _, seed := range o.Seeds {
+			c.Backends, c.Load, c.MeanSize, c.Jobs, c.Seed, c.OVSSlots = FastLoopPool, load, fastLoopJobSize, o.Jobs, seed, o.OVSSlots
+			c.Warmup = 30 * time.Second
+			cfgs = append(cfgs, c)
+		}
+	}
+	for _, load := range FastLoopLoads {
+		add(load, "least connections, per request", 0, Config{Policy: LeastConn})
+		add(load, "oracle fixed split", 0, Config{Policy: Oracle})
+		for _, p := range FastLoopPeriods {
+			add(load, "least_conn weights every "+p.String(), p, Config{Policy: WeightsLeastConn, Tuning: FastLoopTuning(), Sample: p, Update: p})
+		}
+	}
+	rs, err := RunAll(cfgs)
+	if err != nil {
+		return nil, err
+	}
+	k := len(o.Seeds)
+	for i := range rows {
+		rows[i].Runs = rs[i*k : (i+1)*k]
+	}
+	return rows, nil
+}
+
+// WriteFastLoop prints the table: p99 and its ratio to per-request least connections.
+func WriteFastLoop(w io.Writer, rows []FastLoopRow) {
+	fmt.Fprintln(w, "| load | dispatch | mean ms | p99 ms | p99 / per-request least connections | rewrites per second |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|")
+	var ref float64
+	for _, r := range rows {
+		p := meanOf(r.Runs, func(x Result) float64 { return x.P99 })
+		if r.Label == "least connections, per request" {
+			ref = p
+		}
+		rw := "—"
+		if r.Period > 0 {
+			rw = fmt.Sprintf("%.1f", meanOf(r.Runs, func(x Result) float64 { return float64(x.Rewrites) / x.Window }))
+		}
+		fmt.Fprintf(w, "| %.0f %% | %s | %.1f | %.1f | %.2f | %s |\n", 100*r.Load, r.Label,
+			1000*meanOf(r.Runs, func(x Result) float64 { return x.Mean }), 1000*p, p/ref, rw)
+	}
+}
+
+func meanOf(rs []Result, f func(Result) float64) float64 {
+	var s float64
+	for _, r := range rs {
+		s += f(r)
+	}
+	return s / float64(max(len(rs), 1))
+}
