@@ -158,3 +158,41 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// TestInFlightReports: an in-flight report sets the count and proves the probe alive, and
+// changes neither the smoothed load nor the health machine; ReadInFlight ages it out.
+func TestInFlightReports(t *testing.T) {
+	c, p, tr := upPool3(t)
+	before, _ := p.Get("a")
+	r := lateRep("a", true, 0, "GET http://127.0.0.1:8080/healthz: connect: connection refused")
+	r.Conns = 17
+	r.Signals |= report.SignalInFlight
+	for range 5 { // five failing-looking in-flight reports: not health checks
+		c.add(50 * time.Millisecond)
+		p.Accept(r, from)
+	}
+	st, _ := p.Get("a")
+	if st.Status != weights.StatusUp || st.ConsecFail != 0 || st.CPU != before.CPU || st.Conns != before.Conns || len(*tr) != 0 {
+		t.Fatalf("in-flight reports moved state: %+v (before %+v), transitions %+v", st, before, *tr)
+	}
+	if st.InFlight != 17 || !st.InFlightAt.Equal(c.now()) || !st.LastReport.Equal(c.now()) {
+		t.Fatalf("in flight %v at %v, last report %v; want 17 at %v", st.InFlight, st.InFlightAt, st.LastReport, c.now())
+	}
+	got := p.ReadInFlight(nil, []string{"a", "b", "nope"}, 100*time.Millisecond)
+	if len(got) != 3 || !got[0].OK || got[0].N != 17 || got[1].OK || got[2].OK {
+		t.Fatalf("ReadInFlight %+v", got)
+	}
+	c.add(101 * time.Millisecond)
+	if got := p.ReadInFlight(nil, []string{"a"}, 100*time.Millisecond); got[0].OK {
+		t.Fatalf("a reading older than maxAge: %+v", got)
+	}
+	// A probe whose full reports stopped is stale after stale_after, in-flight reports or not?
+	// No: in-flight reports prove it alive; it stays up on its last health check.
+	for range 20 {
+		c.add(time.Second)
+		p.Accept(r, from)
+	}
+	if got := status(t, p, "a"); got != weights.StatusUp {
+		t.Fatalf("with in-flight reports flowing: %v", got)
+	}
+}

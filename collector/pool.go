@@ -169,6 +169,11 @@ type State struct {
 	Reports       uint64
 	LateReports   uint64         // push reports that arrived after a newer one of the same boot, counted only
 	From          netip.AddrPort // where the last push report came from
+	// InFlight is the work in flight (connections on the service ports) of the latest
+	// in-flight report (report.SignalInFlight), counted at InFlightAt; zero time: none yet.
+	// It is not smoothed: the fast loop wants the queue as it is now (weights.FollowInFlight).
+	InFlight   float64
+	InFlightAt time.Time
 }
 
 type backend struct {
@@ -341,6 +346,16 @@ func (p *Pool) Accept(r *report.Report, from netip.AddrPort) {
 	now := p.cfg.Now()
 	b.st.From = from
 	b.st.ProbeDrain = r.Flags&report.FlagDrain != 0
+	if r.Signals&report.SignalInFlight != 0 && r.Flags&report.FlagLeaving == 0 {
+		// Between full reports: only the count is new. It proves the probe alive, and it
+		// carries the drain flag as it is now; health and load wait for the next full report.
+		b.st.LastReport = now
+		b.st.Reports++
+		b.st.InFlight, b.st.InFlightAt = float64(r.Conns), now
+		// A stale backend stays stale: only a full report (its health) brings it back.
+		p.settle(b, now, "")
+		return
+	}
 	if r.Flags&report.FlagLeaving != 0 {
 		// A clean shutdown: stop sending new connections now rather than after stale_after.
 		b.st.LastReport = now
@@ -354,6 +369,25 @@ func (p *Pool) Accept(r *report.Report, from netip.AddrPort) {
 	h := Health{OK: r.Flags&report.FlagHealthOK != 0, Status: int(r.HealthStatus), Latency: r.HealthLatency, Err: r.HealthError}
 	h.Timeout = !h.OK && h.Status == 0 && health.TimedOut(h.Err)
 	p.check(b, now, h)
+}
+
+// ReadInFlight appends, for each of names, its latest in-flight count if it is younger than
+// maxAge (OK false otherwise, and for unknown names) to dst: the fast loop's read, one lock
+// for the whole pool instead of a Snapshot's copy of every state.
+func (p *Pool) ReadInFlight(dst []weights.InFlight, names []string, maxAge time.Duration) []weights.InFlight {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.Now()
+	for _, n := range names {
+		var f weights.InFlight
+		if b, ok := p.backends[n]; ok && !b.st.InFlightAt.IsZero() {
+			if age := now.Sub(b.st.InFlightAt); age >= 0 && age <= maxAge {
+				f = weights.InFlight{N: b.st.InFlight, OK: true}
+			}
+		}
+		dst = append(dst, f)
+	}
+	return dst
 }
 
 // Observe ingests metrics from a source without health (an SNMP poll).

@@ -40,11 +40,16 @@ const (
 	SignalThrottled                          // Throttled is set
 	SignalServiceCPU                         // ServiceCPU is set
 	SignalHealthLatency                      // HealthLatency is a measured health-check time
+	// SignalInFlight marks an in-flight report: Conns was counted just now, as the work in
+	// flight, for the controller's fast loop; every other field repeats the probe's last full
+	// report and is not a new sample (the collector takes Conns and the drain flag from it,
+	// and nothing else). Probes send them between full reports (docs/push-protocol.md).
+	SignalInFlight
 
-	knownSignals = SignalCPUPressure | SignalPressureCgroup | SignalThrottled | SignalServiceCPU | SignalHealthLatency
+	knownSignals = SignalCPUPressure | SignalPressureCgroup | SignalThrottled | SignalServiceCPU | SignalHealthLatency | SignalInFlight
 )
 
-var signalNames = [...]string{"cpu_pressure", "pressure_cgroup", "throttled", "service_cpu", "health_latency"}
+var signalNames = [...]string{"cpu_pressure", "pressure_cgroup", "throttled", "service_cpu", "health_latency", "in_flight"}
 
 // String lists the bits of s by name, comma-separated ("cpu_pressure,throttled"), unknown
 // bits as one hex number; "none" for 0. The names are the ones docs/push-protocol.md uses.

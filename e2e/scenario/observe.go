@@ -39,6 +39,7 @@ type BackendView struct {
 	CPUCount       float64     `json:"cpu_count"`
 	LastReportAge  float64     `json:"last_report_age_seconds"`
 	Health         string      `json:"health"`
+	Slow           bool        `json:"slow"`
 	OperatorDrain  bool        `json:"operator_drain"`
 	ComputedWeight uint16      `json:"computed_weight"`
 	AppliedWeight  uint16      `json:"applied_weight"`

@@ -67,6 +67,11 @@ func FastLoop(o TableOptions) ([]FastLoopRow, error) {
 		for _, p := range FastLoopPeriods {
 			add(load, "least_conn weights every "+p.String(), p, Config{Policy: WeightsLeastConn, Tuning: FastLoopTuning(), Sample: p, Update: p})
 		}
+		add(load, "headroom every 1s", time.Second, Config{Policy: Headroom, ServiceCPU: true, Sample: time.Second, Update: time.Second})
+		for _, p := range FastLoopPeriods[:4] {
+			add(load, "headroom every 1s, in flight every "+p.String(), p, Config{Policy: Headroom, ServiceCPU: true,
+				Sample: time.Second, Update: time.Second, InFlight: p})
+		}
 	}
 	rs, err := RunAll(cfgs)
 	if err != nil {

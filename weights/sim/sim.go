@@ -120,6 +120,10 @@ type Config struct {
 	// Fixed is the split of policy Fixed, one weight per backend.
 	Fixed  []float64
 	Update time.Duration // controller update period, a multiple of Sample; default 5s
+	// InFlight, when > 0, is the fast loop's period (weights.FollowInFlight): every InFlight
+	// the dispatcher's weights become the last update's corrected by each backend's jobs in
+	// the system at that moment (the work in flight a probe counts). Weight policies only.
+	InFlight time.Duration
 	// OVSSlots quantises weighted dispatch like Open vSwitch's select group (see slots.go).
 	OVSSlots bool
 	Steps    []Step
@@ -225,6 +229,9 @@ func (c Config) Validate() error {
 	if c.Sample <= 0 {
 		bad("sample: %v must be positive", c.Sample)
 	}
+	if c.InFlight < 0 || (c.InFlight > 0 && c.Policy.weightsPolicy() == "") {
+		bad("in_flight: %v needs a weights policy and a period >= 0", c.InFlight)
+	}
 	if c.Update <= 0 || c.Update%c.Sample != 0 {
 		bad("update: %v must be a positive multiple of sample %v", c.Update, c.Sample)
 	}
@@ -288,6 +295,11 @@ type sim struct {
 	resp     []float64 // response times of measured jobs
 	lastT    float64
 	nSamples int
+	// The fast loop (Config.InFlight): its result, weights and writes in the window.
+	fast       weights.Result
+	fastW      []uint16 // in force
+	fastNext   []uint16
+	fastWrites int
 }
 
 func newSim(cfg *Config) *sim {
@@ -332,12 +344,22 @@ func (s *sim) run() {
 	s.resp = make([]float64, 0, s.cfg.Jobs)
 	t := 0.0
 	next := s.sample // end of the current sample interval
+	fast := s.cfg.InFlight.Seconds()
+	nextFast := math.Inf(1)
+	if fast > 0 {
+		nextFast = fast
+	}
 	for range s.cfg.Jobs {
 		t += s.arrive.ExpFloat64() / s.lambda
 		z := s.size()
-		for next <= t {
-			s.tick(next)
-			next += s.sample
+		for next <= t || nextFast <= t {
+			if next <= nextFast {
+				s.tick(next)
+				next += s.sample
+				continue
+			}
+			s.follow(nextFast)
+			nextFast += fast
 		}
 		i := s.disp.choose(t)
 		f := s.bs[i].serve(t, z)
@@ -361,6 +383,29 @@ func (s *sim) tick(at float64) {
 		if s.pipe.update(at, s, at > s.warm) {
 			s.disp.setWeights(s.pipe.applied)
 		}
+	}
+}
+
+// follow is one fast-loop step at time at: the last update's weights corrected by the jobs
+// each backend has in the system now.
+func (s *sim) follow(at float64) {
+	if s.pipe == nil || s.pipe.applied == nil {
+		return
+	}
+	n := make([]weights.InFlight, len(s.bs))
+	for i, b := range s.bs {
+		n[i] = weights.InFlight{N: float64(b.inSystem(at)), OK: true}
+	}
+	weights.FollowInFlight(&s.pipe.res, n, &s.fast)
+	w := s.fast.Weights(s.fastNext[:0])
+	s.fastNext = w
+	if slices.Equal(w, s.fastW) {
+		return
+	}
+	s.fastW = append(s.fastW[:0], w...)
+	s.disp.setWeights(s.fastW)
+	if at > s.warm {
+		s.fastWrites++
 	}
 }
 
@@ -394,7 +439,7 @@ func (s *sim) result() Result {
 		r.Throughput = float64(done) / r.Window
 	}
 	if p := s.pipe; p != nil {
-		r.Rewrites, r.RewritesTotal, r.Updates = p.rewritesWindow, p.rewrites, p.updatesWindow
+		r.Rewrites, r.RewritesTotal, r.Updates = p.rewritesWindow+s.fastWrites, p.rewrites+s.fastWrites, p.updatesWindow
 		r.FinalShares = shares(p.applied)
 		if p.shareTime != nil {
 			r.MeanShares = make([]float64, len(p.shareTime))

@@ -1,0 +1,70 @@
+package weights
+
+import (
+	"math"
+	"testing"
+)
+
+func TestFollowInFlight(t *testing.T) {
+	static := func() Tuning { t := cpuOnly(); t.Policy = PolicyStatic; return t }()
+	base := compute([]Backend{up("a", .5, 1), up("b", .5, 2), up("c", .5, 4), {Name: "d", Status: StatusDown}}, static)
+	baseW := base.Weights(nil) // 143 286 571 0
+	in := func(ns ...float64) []InFlight {
+		out := make([]InFlight, len(ns))
+		for i, n := range ns {
+			out[i] = InFlight{N: n, OK: !math.IsNaN(n)}
+		}
+		return out
+	}
+	nan := math.NaN()
+	for _, tc := range []struct {
+		name string
+		n    []InFlight
+		want []uint16
+	}{
+		{"no readings: the slow weights", nil, baseW},
+		{"idle pool: the slow weights", in(0, 0, 0, 0), baseW},
+		{"equal queues: the slow weights", in(5, 5, 5, 5), baseW},
+		{"the big backend queued: it gives some up", in(1, 1, 7, 0), []uint16{250, 500, 250, 0}},
+		{"one unknown keeps its share", in(nan, 3, 0, 0), []uint16{143, 95, 762, 0}},
+		// A hostile or broken count cannot take a backend to 0 or to all of it: its factor
+		// is at most 4 either way, so against another backend its share moves at most 16x.
+		{"a huge count: a quarter, not 0", in(4e9, 0, 0, 0), []uint16{35, 322, 643, 0}},
+		{"an empty queue among long ones: bounded", in(0, 1000, 1000, 0), []uint16{727, 91, 182, 0}},
+		{"negative counts count as 0", in(-5, 0, 0, 0), baseW},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out Result
+			FollowInFlight(base, tc.n, &out)
+			got := out.Weights(nil)
+			sum := 0
+			for i, w := range got {
+				sum += int(w)
+				if (baseW[i] == 0) != (w == 0) {
+					t.Fatalf("liveness changed: %v from %v", got, baseW)
+				}
+			}
+			if sum != base.Total {
+				t.Fatalf("sum %d, want %d: %v", sum, base.Total, got)
+			}
+			for i := range got {
+				if d := int(got[i]) - int(tc.want[i]); d < -1 || d > 1 {
+					t.Fatalf("weights %v, want %v (±1)", got, tc.want)
+				}
+			}
+			if base.Weights(nil)[0] != baseW[0] {
+				t.Fatal("base changed")
+			}
+		})
+	}
+}
+
+func TestFollowInFlightDoesNotAllocateWhenReused(t *testing.T) {
+	base := compute([]Backend{up("a", .5, 1), up("b", .5, 2), up("c", .5, 4)}, cpuOnly())
+	n := []InFlight{{N: 3, OK: true}, {N: 1, OK: true}, {N: 9, OK: true}}
+	var out Result
+	FollowInFlight(base, n, &out)
+	if a := testing.AllocsPerRun(100, func() { FollowInFlight(base, n, &out) }); a != 0 {
+		t.Fatalf("%v allocations per call", a)
+	}
+}
