@@ -155,10 +155,22 @@ func (b *Balancer) poolConfig(cfg *config.Config) collector.Config {
 		Now: b.now, Logger: b.log, OnTransition: b.transition}
 }
 
+// transition counts every state change; it lists and kicks an early update only for those
+// within the backend's log budget (collector.TransitionBurst): a probe flapping its drain flag
+// at report rate must not fill the event list or replan at report rate. A quiet change is
+// picked up by the next periodic update.
 func (b *Balancer) transition(t collector.Transition) {
-	b.events.add(Event{Time: t.Time, Backend: t.Backend, Kind: "state",
-		Text: fmt.Sprintf("%s -> %s: %s", t.From, t.To, t.Reason)})
-	b.metrics.transitions.WithLabelValues(t.To.String()).Inc()
+	if !t.Catchup {
+		b.metrics.transitions.WithLabelValues(t.To.String()).Inc()
+	}
+	if t.Quiet {
+		return
+	}
+	text := fmt.Sprintf("%s -> %s: %s", t.From, t.To, t.Reason)
+	if t.Suppressed > 0 && !t.Catchup {
+		text += fmt.Sprintf(" (%d earlier changes not listed)", t.Suppressed)
+	}
+	b.events.add(Event{Time: t.Time, Backend: t.Backend, Kind: "state", Text: text})
 	select {
 	case b.kick <- struct{}{}:
 	default:
