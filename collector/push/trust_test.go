@@ -279,3 +279,27 @@ func TestProtected(t *testing.T) {
 		t.Error("a forgotten backend's /64 is still protected")
 	}
 }
+
+// TestOwnAddressNoAllocs: verifying, or shedding past its budget, a datagram forged from a
+// backend's own address allocates nothing between log lines.
+func TestOwnAddressNoAllocs(t *testing.T) {
+	s, err := New(Config{Listen: "127.0.0.1:0", KeyFor: keyFor, Now: func() time.Time { return testEpoch },
+		BackendFailBurst: 300}, &nopSink{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addr := netip.MustParseAddr("127.0.0.5")
+	s.SetBackendAddrs(map[string][]netip.Addr{"a": {addr}})
+	from := netip.AddrPortFrom(addr, 4000)
+	s.handle(mkDatagram(t, "a", 1, testEpoch, keyA), from)
+	forged := forgedFor(t, "a", 2)
+	for _, name := range []string{"verified", "shed"} { // the budget of 300 is spent by the second
+		if n := testing.AllocsPerRun(200, func() { s.handle(forged, from) }); n != 0 {
+			t.Errorf("%s: %v allocs per datagram, want 0", name, n)
+		}
+	}
+	if s.Rejected()[ReasonShed] == 0 {
+		t.Error("the shed case shed nothing")
+	}
+}
