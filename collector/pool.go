@@ -25,8 +25,10 @@ type Config struct {
 	Alpha         float64       // EWMA factor for utilisations and connections
 	Now           func() time.Time
 	Logger        *slog.Logger
-	// OnTransition, if set, sees every state change (metrics, the dashboard's event list).
-	// It runs with the pool locked: it must not call back into the Pool.
+	// OnTransition, if set, sees every state change (metrics, the dashboard's event list),
+	// with Quiet set on those over the backend's log budget (TransitionBurst), and the
+	// catch-up lines that end a quiet run (Catchup). It runs with the pool locked: it must not
+	// call back into the Pool.
 	OnTransition func(Transition)
 	// SlowEvictAfter is how long a busy backend may go on answering every health check late
 	// before it is taken out anyway, and then only while fewer than half of the live
@@ -53,12 +55,20 @@ type tombstone struct {
 	at time.Time
 }
 
-// Transition is one state change of one backend, logged once.
+// Transition is one state change of one backend, logged once unless Quiet.
 type Transition struct {
 	Time     time.Time
 	Backend  string
 	From, To weights.Status
 	Reason   string
+	// Quiet: the backend's log budget (TransitionBurst, TransitionEvery) is spent; the change
+	// is not logged, and should be counted rather than listed or acted on at once.
+	Quiet bool
+	// Suppressed is how many quiet changes of the backend came before this logged one.
+	Suppressed uint64
+	// Catchup: not a change but the end of a quiet run: From is the state last logged, To
+	// the state now (possibly the same).
+	Catchup bool
 }
 
 // Sample is one measurement of a backend from any source.
@@ -192,6 +202,7 @@ type backend struct {
 	applied      bool
 	appliedNonce uint64
 	appliedSeq   uint64
+	budget       transitionBudget // of logged state changes (translog.go)
 }
 
 // Pool holds every configured backend's state. Its methods are safe for concurrent use.
@@ -619,6 +630,7 @@ func (p *Pool) tick(now time.Time) {
 			continue
 		}
 		p.settle(b, now, "")
+		p.catchUp(b, now)
 	}
 }
 
@@ -649,10 +661,7 @@ func (p *Pool) settle(b *backend, now time.Time, reason string) {
 	}
 	t := Transition{Time: now, Backend: b.st.Name, From: b.st.Status, To: next, Reason: reason}
 	b.st.Status, b.st.Since = next, now
-	p.cfg.Logger.Info("backend state", "backend", t.Backend, "from", t.From.String(), "to", t.To.String(), "reason", t.Reason)
-	if p.cfg.OnTransition != nil {
-		p.cfg.OnTransition(t)
-	}
+	p.emit(b, t)
 }
 
 // Snapshot applies Tick and returns every backend's state, sorted by name, appended to dst.

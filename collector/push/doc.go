@@ -5,9 +5,10 @@
 // It owns the sockets and the read loops, as gobgp's FSM owns the socket and
 // leaves bytes to the codec, and with them what protects the loops from
 // floods: the per-source failure budget (a fixed table of token buckets),
-// the socket filter's drop list of flooding sources (Linux), and, per
-// configured backend, the address of its last accepted report. Per-backend
-// replay state is report.Guard's. It computes nothing from the values, and
+// the socket filter's drop list of flooding sources (Linux), and each
+// backend's own addresses (configured, SetBackendAddrs, or of its last
+// accepted report), which neither sheds nor lists, with a failure budget of
+// their own (trust.go). Per-backend replay state is report.Guard's. It computes nothing from the values, and
 // must not import the controller or weights packages.
 //
 // One read loop is bound by a core: a system call per datagram cost more

@@ -25,7 +25,6 @@ type dropList struct {
 	broken  bool // the kernel refused a filter; stop trying
 	entries []dropEntry
 	next    int64 // earliest until, unix ns; 0 = empty
-	spared  netip.Addr
 	scratch []netip.Addr
 }
 
@@ -39,16 +38,17 @@ func (d *dropList) listed(a netip.Addr) bool {
 }
 
 // dropSource lists a unless the list is full, the kernel cannot filter, or
-// a is a probe's address (isGoodAddr).
+// a is protected: a backend's own address, or an IPv6 address in the same
+// /64 as one (the filter drops whole /64s), whose flood, forged or from a
+// neighbour, must not silence the probe.
 func (s *Server) dropSource(a netip.Addr, now time.Time) {
+	if s.protected(a) {
+		return
+	}
 	s.dropMu.Lock()
 	defer s.dropMu.Unlock()
 	d := &s.drops
-	if d.broken || len(d.entries) >= MaxKernelDrops || a == d.spared || d.listed(a) {
-		return
-	}
-	if s.isGoodAddr(a) {
-		d.spared = a // a forged flood from a probe's address: do not scan again per datagram
+	if d.broken || len(d.entries) >= MaxKernelDrops || d.listed(a) {
 		return
 	}
 	until := now.Add(KernelDropFor).UnixNano()
@@ -113,16 +113,22 @@ func (s *Server) installDrops(now time.Time) {
 	s.kernelListed.Store(int64(len(d.entries)))
 }
 
-// isGoodAddr reports whether a is where some backend's last accepted report
-// came from: that address is never dropped by the kernel, where a forged
-// flood from it would otherwise silence the probe.
-func (s *Server) isGoodAddr(a netip.Addr) bool {
-	s.goodMu.RLock()
-	defer s.goodMu.RUnlock()
-	for _, g := range s.good {
-		if g == a {
-			return true
+// unlistProtected takes off the list every source that has become
+// protected (SetBackendAddrs: a backend added, or its address changed).
+func (s *Server) unlistProtected(now time.Time) {
+	s.dropMu.Lock()
+	defer s.dropMu.Unlock()
+	d := &s.drops
+	n := len(d.entries)
+	d.entries = slices.DeleteFunc(d.entries, func(e dropEntry) bool { return s.protected(e.addr) })
+	if len(d.entries) == n || d.broken {
+		return
+	}
+	d.next = 0
+	for _, e := range d.entries {
+		if d.next == 0 || e.until < d.next {
+			d.next = e.until
 		}
 	}
-	return false
+	s.installDrops(now)
 }

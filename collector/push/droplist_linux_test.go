@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"flowweight/collector/report"
 )
 
 // TestKernelDropList checks the socket filter on a real loopback socket: a
@@ -98,5 +100,68 @@ func TestKernelDropListIPv6(t *testing.T) {
 			continue
 		}
 		waitDrops(t, s, before+1)
+	}
+}
+
+// TestKernelDropListSparesBackendAddress is the review's finding through a
+// real socket: after a controller restart (no report of the probe accepted
+// yet), 150 datagrams forged from the probe's configured address put it on
+// the kernel drop list, and the probe's next 20 signed reports never
+// reached the read loop. Its configured address is never listed.
+func TestKernelDropListSparesBackendAddress(t *testing.T) {
+	sink := newStreamSink(nil, 20)
+	s, err := New(Config{Listen: "127.0.0.1:0", KeyFor: keyFor, Now: func() time.Time { return testEpoch }, Readers: 1}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := netip.MustParseAddr("127.0.0.5")
+	s.SetBackendAddrs(map[string][]netip.Addr{"a": {probe}})
+	defer serve(t, s)()
+	dial := func() *net.UDPConn {
+		c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(probe, 0)), s.Addr().(*net.UDPAddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	forger, genuine := dial(), dial()
+	for i := range 150 {
+		if _, err := forger.Write(forgedFor(t, "a", uint64(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The socket is a FIFO with one reader: once a marker from the forger is
+	// handled, the forged datagrams were too.
+	waitFor(t, func() bool {
+		_, _ = forger.Write(make([]byte, 10)) // truncated: counted, and charged like the rest
+		return s.Rejected()[report.ReasonTruncated] > 0
+	})
+	for seq := uint64(1); seq <= 20; seq++ {
+		if _, err := genuine.Write(mkDatagram(t, "a", seq, testEpoch, keyA)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-sink.done:
+	case <-time.After(5 * time.Second):
+		drops, _ := s.KernelDrops()
+		t.Fatalf("%d of the probe's 20 reports accepted within 5 s (kernel drops %d, listed %d, rejected %v)",
+			sink.n.Load(), drops, s.kernelListed.Load(), s.Rejected())
+	}
+	if n := s.kernelListed.Load(); n != 0 {
+		t.Errorf("kernel drop list holds %d sources, want none: the only sender is the probe's address", n)
+	}
+}
+
+// waitFor polls cond until it holds, failing after 5 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5 s")
+		}
+		time.Sleep(time.Millisecond) // polling the condition, not waiting a fixed time
 	}
 }

@@ -36,6 +36,7 @@ type sourceLimit struct {
 	seed    maphash.Seed
 	rate    float64 // tokens per nanosecond
 	burst   float64
+	exact   bool // key IPv6 sources by the whole address, not the /64 (backendLimit)
 	buckets [limitBuckets]bucket
 }
 
@@ -56,6 +57,9 @@ func (l *sourceLimit) slots(a netip.Addr) (*bucket, *bucket) {
 	} else {
 		b := a.As16()
 		k = b[:8]
+		if l.exact {
+			k = b[:]
+		}
 	}
 	h := maphash.Bytes(l.seed, k)
 	return &l.buckets[h&(limitBuckets-1)], &l.buckets[(h>>32)&(limitBuckets-1)]

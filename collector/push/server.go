@@ -54,14 +54,22 @@ type Config struct {
 	// Logger receives rate-limited rejection lines. Default: discard.
 	Logger *slog.Logger
 	// SourceFailRate and SourceFailBurst bound the datagrams a source
-	// address may have refused (any reason) before the rest are shed
-	// unread: a token bucket per source, SourceFailBurst deep, refilled at
-	// SourceFailRate a second. Defaults: DefaultSourceFailRate,
-	// DefaultSourceFailBurst. A source's datagrams for a backend whose last
-	// accepted report came from that address are never shed, so a probe
-	// keeps flowing even when a flooder forges its address.
+	// address (IPv4, or IPv6 /64) may have refused (any reason) before the
+	// rest are shed unread: a token bucket per source, SourceFailBurst
+	// deep, refilled at SourceFailRate a second. Defaults:
+	// DefaultSourceFailRate, DefaultSourceFailBurst. A backend's datagrams
+	// from one of its own addresses (SetBackendAddrs, or its last accepted
+	// report's) are never shed by it, so a probe keeps flowing when a
+	// flooder forges its address or shares its /64; see trust.go.
 	SourceFailRate  float64
 	SourceFailBurst int
+	// BackendFailRate and BackendFailBurst bound the failed verifications a
+	// backend's own address may cost for that backend (a token bucket per
+	// exact address): past them only datagrams carrying the backend's live
+	// boot are verified. Defaults: DefaultBackendFailRate,
+	// DefaultBackendFailBurst.
+	BackendFailRate  float64
+	BackendFailBurst int
 	// Readers is how many goroutines read and verify datagrams at once.
 	// One reader is bound by one core (a system call per batch of
 	// datagrams and an HMAC per datagram), so more readers than cores gain
@@ -102,8 +110,10 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	limit *sourceLimit // locks itself
-	drops dropList     // under dropMu; see droplist.go
+	limit        *sourceLimit // locks itself
+	backendLimit *sourceLimit // failures of backends' own addresses, by exact address; trust.go
+	trust        atomic.Pointer[trustSet]
+	drops        dropList // under dropMu; see droplist.go
 	// dropMu guards drops; dropNext mirrors drops.next so the readers check
 	// for expired entries without the lock.
 	dropMu   sync.Mutex
@@ -120,11 +130,15 @@ type Server struct {
 	orderSeed maphash.Seed
 	order     [orderStripes]paddedMutex
 
-	// good maps a backend id to the address of its last accepted report:
-	// only authenticated ids enter, so it holds at most the configured
-	// backends. Written by the readers, deleted from by Forget.
-	goodMu sync.RWMutex
-	good   map[string]netip.Addr
+	// good maps a backend id to its last accepted report's address and
+	// boot (trust.go): only authenticated or configured ids enter, so it
+	// holds at most the configured backends. goodAddrs and goodNets count
+	// the addresses, and IPv6 /64s, it holds. Written by the readers and
+	// RestoreReplayMarks, deleted from by Forget.
+	goodMu    sync.RWMutex
+	good      map[string]*goodEntry
+	goodAddrs map[netip.Addr]int
+	goodNets  map[[8]byte]int
 
 	rejected   [slotShed + 1]atomic.Uint64
 	readErrors atomic.Uint64
@@ -206,8 +220,16 @@ func New(cfg Config, sink Sink) (*Server, error) {
 	if cfg.SourceFailBurst <= 0 {
 		cfg.SourceFailBurst = DefaultSourceFailBurst
 	}
+	if cfg.BackendFailRate <= 0 {
+		cfg.BackendFailRate = DefaultBackendFailRate
+	}
+	if cfg.BackendFailBurst <= 0 {
+		cfg.BackendFailBurst = DefaultBackendFailBurst
+	}
 	s := &Server{cfg: cfg, sink: sink, conns: conns, guard: g, readBatch: defaultReadBatch, orderSeed: maphash.MakeSeed(),
-		limit: newSourceLimit(cfg.SourceFailRate, cfg.SourceFailBurst), good: map[string]netip.Addr{}}
+		limit: newSourceLimit(cfg.SourceFailRate, cfg.SourceFailBurst), backendLimit: newSourceLimit(cfg.BackendFailRate, cfg.BackendFailBurst),
+		good: map[string]*goodEntry{}, goodAddrs: map[netip.Addr]int{}, goodNets: map[[8]byte]int{}}
+	s.backendLimit.exact = true
 	for i := range cfg.Readers {
 		s.readers = append(s.readers, &reader{s: s, conn: conns[i%len(conns)], opener: report.Opener{Brief: true}})
 	}
@@ -301,7 +323,8 @@ func (s *Server) handle(b []byte, from netip.AddrPort) { s.readers[0].handle(b, 
 // Cheapest first: framing needs no key and allocates nothing; a source
 // that has spent its failure budget is then shed before the key lookup and
 // the HMAC; failures allocate nothing either (the opener is Brief) unless a
-// log line is due.
+// log line is due. A datagram for a backend from one of its own addresses
+// is judged by that address's budget instead (trust.go).
 //
 // now is when the datagram was read; the datagrams of one batch share it,
 // which saves a clock read per datagram and differs by microseconds.
@@ -309,15 +332,22 @@ func (r *reader) handle(b []byte, from netip.AddrPort, now time.Time) {
 	s := r.s
 	src := from.Addr()
 	s.expireDrops(now)
+	t := now.UnixNano()
 	id, reason := report.Frame(b)
 	if reason != "" {
 		s.refuse(reasonIndex(reason), now, b, from)
-		if !s.limit.fail(src, now.UnixNano()) {
+		if !s.limit.fail(src, t) {
 			s.dropSource(src, now)
 		}
 		return
 	}
-	if !s.limit.allow(src, now.UnixNano()) && !s.lastGood(id, src) {
+	own := s.bound(id, src)
+	if own {
+		if !s.ownVerify(id, src, b, t) {
+			s.shed(src, from, now, string(id))
+			return
+		}
+	} else if !s.limit.allow(src, t) {
 		s.shed(src, from, now, string(id))
 		return
 	}
@@ -326,7 +356,7 @@ func (r *reader) handle(b []byte, from netip.AddrPort, now time.Time) {
 		mu := &s.order[maphash.String(s.orderSeed, r.rep.BackendID)&(orderStripes-1)]
 		mu.Lock()
 		if err = s.guard.Check(&r.rep, now); err == nil {
-			s.noteGood(r.rep.BackendID, src)
+			s.noteGood(r.rep.BackendID, src, r.rep.BootNonce, r.rep.Seq)
 			s.sink.Accept(&r.rep, from)
 			r.accepted.Add(1)
 		}
@@ -336,13 +366,17 @@ func (r *reader) handle(b []byte, from netip.AddrPort, now time.Time) {
 		}
 	}
 	s.refuse(reasonIndex(reasonOf(err)), now, b, from)
-	if !s.limit.fail(src, now.UnixNano()) {
+	if own {
+		s.backendLimit.fail(src, t) // never the kernel list: the probe sends from here
+		return
+	}
+	if !s.limit.fail(src, t) {
 		s.dropSource(src, now)
 	}
 }
 
 // shed counts a datagram dropped unread and puts its source on the kernel's
-// drop list.
+// drop list, unless it is a backend's own address (dropSource).
 func (s *Server) shed(src netip.Addr, from netip.AddrPort, now time.Time, id string) {
 	s.rejected[slotShed].Add(1)
 	s.dropSource(src, now)
@@ -354,24 +388,10 @@ func (s *Server) shed(src netip.Addr, from netip.AddrPort, now time.Time, id str
 
 func (s *Server) lastGood(id []byte, src netip.Addr) bool {
 	s.goodMu.RLock()
-	a, ok := s.good[string(id)] // no allocation for the lookup
+	e := s.good[string(id)] // no allocation for the lookup
+	ok := e != nil && e.addr == src
 	s.goodMu.RUnlock()
-	return ok && a == src
-}
-
-// noteGood records src as id's last good address. Called with id's order
-// stripe held, so the check and the write cannot interleave with another
-// reader's for the same id.
-func (s *Server) noteGood(id string, src netip.Addr) {
-	s.goodMu.RLock()
-	a, ok := s.good[id]
-	s.goodMu.RUnlock()
-	if ok && a == src {
-		return
-	}
-	s.goodMu.Lock()
-	s.good[id] = src
-	s.goodMu.Unlock()
+	return ok
 }
 
 // reasonOf is report.ReasonOf without its allocation for the usual case:
@@ -463,9 +483,7 @@ func (s *Server) logLine(slot int, msg string, args ...any) {
 // configuration (see report.Guard.Forget). Safe to call while serving.
 func (s *Server) Forget(backendID string) {
 	s.guard.Forget(backendID)
-	s.goodMu.Lock()
-	delete(s.good, backendID)
-	s.goodMu.Unlock()
+	s.forgetGood(backendID)
 }
 
 // ReplayMarks returns every backend's replay state, for the controller to
@@ -498,7 +516,13 @@ func (s *Server) RestoreReplayMarks(marks map[string]report.Mark) error {
 		}
 		keep[id] = m
 	}
-	return errors.Join(append(errs, s.guard.Restore(keep))...)
+	err := s.guard.Restore(keep)
+	for id, m := range s.guard.Marks() { // what Restore took
+		if len(m.Epochs) > 0 {
+			s.seedEpoch(id, m.Epochs[0].BootNonce, m.Epochs[0].TopSeq)
+		}
+	}
+	return errors.Join(append(errs, err)...)
 }
 
 func markNewest(m report.Mark) int64 {

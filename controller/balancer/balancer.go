@@ -88,6 +88,9 @@ type Balancer struct {
 	// keys maps backend names to push keys. The push server looks one up per datagram, so it
 	// is an immutable map swapped whole by a reload, read without the state lock.
 	keys atomic.Pointer[map[string][]byte]
+	// pushAddrs, under mu, is each probe backend's configured address, which the push server
+	// never sheds or has the kernel drop for others' traffic (push.Server.SetBackendAddrs).
+	pushAddrs map[string][]netip.Addr
 
 	// tls is the OpenFlow listener's current TLS configuration (nil: plain TCP); a reload
 	// replaces it, and the next handshake uses the new one.
@@ -152,10 +155,22 @@ func (b *Balancer) poolConfig(cfg *config.Config) collector.Config {
 		Now: b.now, Logger: b.log, OnTransition: b.transition}
 }
 
+// transition counts every state change; it lists and kicks an early update only for those
+// within the backend's log budget (collector.TransitionBurst): a probe flapping its drain flag
+// at report rate must not fill the event list or replan at report rate. A quiet change is
+// picked up by the next periodic update.
 func (b *Balancer) transition(t collector.Transition) {
-	b.events.add(Event{Time: t.Time, Backend: t.Backend, Kind: "state",
-		Text: fmt.Sprintf("%s -> %s: %s", t.From, t.To, t.Reason)})
-	b.metrics.transitions.WithLabelValues(t.To.String()).Inc()
+	if !t.Catchup {
+		b.metrics.transitions.WithLabelValues(t.To.String()).Inc()
+	}
+	if t.Quiet {
+		return
+	}
+	text := fmt.Sprintf("%s -> %s: %s", t.From, t.To, t.Reason)
+	if t.Suppressed > 0 && !t.Catchup {
+		text += fmt.Sprintf(" (%d earlier changes not listed)", t.Suppressed)
+	}
+	b.events.add(Event{Time: t.Time, Backend: t.Backend, Kind: "state", Text: text})
 	select {
 	case b.kick <- struct{}{}:
 	default:
@@ -182,6 +197,7 @@ func (b *Balancer) install(cfg *config.Config) error {
 		return k, err
 	}
 	var names []string
+	addrs := map[string][]netip.Addr{}
 	for _, s := range cfg.Services {
 		for _, be := range s.Backends {
 			names = append(names, be.Name)
@@ -193,6 +209,9 @@ func (b *Balancer) install(cfg *config.Config) error {
 				return fmt.Errorf("backend %q: %w", be.Name, err)
 			}
 			keys[be.Name] = k
+			if a := be.ParsedIP(); a.IsValid() && !slices.Contains(addrs[be.Name], a) {
+				addrs[be.Name] = append(addrs[be.Name], a)
+			}
 		}
 	}
 	services := make([]*service, len(cfg.Services))
@@ -251,6 +270,10 @@ func (b *Balancer) install(cfg *config.Config) error {
 	}
 	b.notes.Forget(kept)
 	pushsrv := b.pushsrv
+	b.pushAddrs = addrs
+	if pushsrv != nil {
+		pushsrv.SetBackendAddrs(addrs) // under mu, so a reload and Run cannot cross
+	}
 	b.mu.Unlock()
 	b.pool.Reconfigure(b.poolConfig(cfg))
 	added, removed := b.pool.SetBackends(names)
@@ -364,6 +387,7 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 	}
 	b.mu.Lock()
 	b.ofsrv, b.pushsrv, b.ctx = ofsrv, pushsrv, ctx
+	pushsrv.SetBackendAddrs(b.pushAddrs) // before the first datagram: a restart trusts them at once
 	b.mu.Unlock()
 	b.attachReplay(pushsrv)
 	b.metrics.bind(b)

@@ -1,0 +1,56 @@
+package balancer
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"flowweight/collector"
+	"flowweight/collector/report"
+)
+
+// TestStateEventsRateLimited: a probe toggling its drain flag with every report (2,000 in
+// 2 s) changes its backend's state each time and the metrics count each change, but the
+// event list gets collector.TransitionBurst of them and early updates are asked for as
+// many: the rest wait for the periodic update.
+func TestStateEventsRateLimited(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	b, err := New(testConfig(t, ""), Options{Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kicks := 0
+	drainKick := func() {
+		select {
+		case <-b.kick:
+			kicks++
+		default:
+		}
+	}
+	drainKick() // install's
+	kicks = 0
+	const toggles = 2000
+	for i := range toggles + 1 {
+		clk.t = clk.t.Add(time.Millisecond)
+		r := &report.Report{BackendID: "a", BootNonce: 1, Seq: uint64(i + 1), Flags: report.FlagHealthOK,
+			CPUUtil: 0.2, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30, Time: clk.t}
+		if i%2 == 1 {
+			r.Flags |= report.FlagDrain
+		}
+		b.pool.Accept(r, netip.AddrPort{})
+		drainKick()
+	}
+	events := 0
+	for _, e := range b.Events() {
+		if e.Kind == "state" && e.Backend == "a" {
+			events++
+		}
+	}
+	if events != collector.TransitionBurst || kicks != collector.TransitionBurst {
+		t.Errorf("%d state events and %d early updates for %d changes, want %d each", events, kicks, toggles+1, collector.TransitionBurst)
+	}
+	counted := counterValue(t, b.metrics.transitions.WithLabelValues("drained")) + counterValue(t, b.metrics.transitions.WithLabelValues("warming"))
+	if counted != toggles+1 {
+		t.Errorf("transitions counted %v, want all %d", counted, toggles+1)
+	}
+}

@@ -1,0 +1,98 @@
+package balancer
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"flowweight/collector/report"
+)
+
+// TestPushSparesConfiguredAddresses: the push server knows each probe backend's configured
+// address from the start and from every reload, so after a controller restart (no report
+// accepted yet) a flood forged from a backend's address neither sheds its probe's signed
+// reports nor gets the address on the kernel drop list. Loopback addresses stand for the
+// backends' own.
+func TestPushSparesConfiguredAddresses(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef") // testConfig's shared key
+	cfg := testConfig(t, "")
+	cfg.Services[0].Backends[0].IP = "127.0.0.5"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pushAddr, _ := startInProcess(t, b)
+	dst := pushAddr.(*net.UDPAddr)
+	seal := func(id string, seq uint64, k []byte) []byte {
+		r := report.Report{BackendID: id, BootNonce: 7, Seq: seq, Time: time.Now(), Interval: time.Second,
+			Flags: report.FlagHealthOK, CPUUtil: 0.2, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30}
+		d, err := r.AppendSeal(nil, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	attack := func(id, ip string) {
+		t.Helper()
+		dial := func() *net.UDPConn {
+			c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(ip+":0")), dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+		forger, probe := dial(), dial()
+		badBefore := b.PushRejected()[string(report.ReasonBadMAC)]
+		wrong := []byte("a-key-that-is-not-the-probes-key")
+		for i := range 150 {
+			if _, err := forger.Write(seal(id, uint64(i+1), wrong)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The forged datagrams may reach another read loop than the probe's: wait until the
+		// failure budget's worth (100) was handled, as the flood would have been by then.
+		deadline := time.Now().Add(5 * time.Second)
+		for b.PushRejected()[string(report.ReasonBadMAC)]-badBefore < 100 {
+			if time.Now().After(deadline) {
+				t.Fatalf("forged datagrams not handled within 5 s (rejected %v)", b.PushRejected())
+			}
+			time.Sleep(time.Millisecond) // polling the condition, not waiting a fixed time
+		}
+		before, _ := b.Pool().Get(id)
+		for seq := uint64(1); seq <= 20; seq++ {
+			if _, err := probe.Write(seal(id, seq, key)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deadline = time.Now().Add(5 * time.Second)
+		for {
+			st, _ := b.Pool().Get(id)
+			if st.Reports-before.Reports == 20 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("backend %s: %d of its probe's 20 reports accepted within 5 s after 150 forged from %s (rejected %v)",
+					id, st.Reports-before.Reports, ip, b.PushRejected())
+			}
+			time.Sleep(time.Millisecond) // polling the condition, not waiting a fixed time
+		}
+	}
+	attack("a", "127.0.0.5")
+
+	next := testConfig(t, "")
+	next.Collector.KeyFile = b.Config().Collector.KeyFile
+	next.Services[0].Backends[0].IP = "127.0.0.5"
+	next.Services[0].Backends[1].IP = "127.0.0.6" // a reload gives b its address
+	if err := next.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	attack("b", "127.0.0.6")
+}
