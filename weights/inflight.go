@@ -23,40 +23,45 @@ type InFlight struct {
 	OK bool
 }
 
-// FollowInFlight is the fast loop: it corrects the slow loop's result base by work in flight
-// and writes the weights into out (base is not changed; out keeps its buffers across calls,
-// like Compute's). The slow loop (Compute, every update period) says what share each
-// backend can take; work in flight, read at tens of hertz, says where the queues are now.
-// Each live backend's share becomes base·g/ḡ with g = 1/(n+1) and ḡ the base-weighted mean
-// of g over the backends with a reading, bounded to [1/MaxInFlightBoost, MaxInFlightBoost]
-// times its base share: weighted least connections spread over the next period instead of
-// decided per connection. Equal queues (and an idle pool) give exactly the slow shares, so
-// the idle split is the one the slow loop planned for a surge. Backends with weight 0 in base
-// stay at 0, and live ones keep at least 1; the weights sum to base.Total.
+// FollowInFlight is the fast loop: it corrects the weights in force from the slow loop,
+// base, by work in flight and writes the result into out (out keeps its buffers across
+// calls, like Compute's; out.Weights reads them). The slow loop (Compute, every update
+// period) says what share each backend can take; work in flight, read at tens of hertz, says
+// where the queues are now. Each live backend's share becomes base·g/ḡ with g = 1/(n+1) and
+// ḡ the base-weighted mean of g over the backends with a reading, the factor g/ḡ bounded to
+// [1/MaxInFlightBoost, MaxInFlightBoost]: weighted least connections spread over the next
+// period instead of decided per connection. Equal queues (and an idle pool) give exactly the
+// slow weights, so the idle split is the one the slow loop planned for a surge. Backends at 0
+// in base stay at 0, live ones keep at least 1, and the weights sum to base's sum.
 //
 // The simulator's fast-loop table (weights/sim, fwsim -table fastloop) shows why the period
 // matters more than the formula: least connections' weights at 20 ms come within 1.13x of
 // per-request least connections' p99 at 80 % load, at 1 s 31x.
-func FollowInFlight(base *Result, n []InFlight, out *Result) {
-	k := len(base.Backends)
-	out.Backends = append(out.Backends[:0], base.Backends...)
-	out.Total, out.Panic, out.Stepped, out.Fallback, out.live = base.Total, base.Panic, false, base.Fallback, base.live
+func FollowInFlight(base []uint16, n []InFlight, out *Result) {
+	k := len(base)
+	out.Backends = slices.Grow(out.Backends[:0], k)[:k]
 	out.w = slices.Grow(out.w[:0], k)[:k]
+	out.Panic, out.Stepped, out.Fallback = false, false, 0
+	total, live := 0, 0
 	var sumBase, sumG float64
-	for i, e := range base.Backends {
-		out.w[i] = work{live: e.Weight > 0}
-		if e.Weight > 0 && i < len(n) && n[i].OK {
-			share := float64(e.Weight)
-			sumBase += share
-			sumG += share / (max(n[i].N, 0) + 1)
+	for i, w := range base {
+		total += int(w)
+		out.w[i] = work{live: w > 0}
+		if w > 0 {
+			live++
+		}
+		if w > 0 && i < len(n) && n[i].OK {
+			sumBase += float64(w)
+			sumG += float64(w) / (max(n[i].N, 0) + 1)
 		}
 	}
+	out.Total, out.live = total, live
 	meanG := 1.0
 	if sumBase > 0 {
 		meanG = sumG / sumBase
 	}
 	var sum float64
-	for i, e := range base.Backends {
+	for i, w := range base {
 		x := &out.w[i]
 		if !x.live {
 			continue
@@ -66,23 +71,20 @@ func FollowInFlight(base *Result, n []InFlight, out *Result) {
 			f = (1 / (max(n[i].N, 0) + 1)) / meanG
 			f = min(max(f, 1.0/MaxInFlightBoost), MaxInFlightBoost)
 		}
-		x.final = float64(e.Weight) * f
+		x.final = float64(w) * f
 		sum += x.final
 	}
-	if sum <= 0 || math.IsNaN(sum) {
-		for i := range out.w {
-			out.w[i].final = float64(base.Backends[i].Weight)
-		}
-		sum = float64(base.Total)
-	}
-	for i := range out.w {
-		if out.w[i].live {
-			out.w[i].final *= float64(out.Total) / sum
+	for i, w := range base {
+		if x := &out.w[i]; x.live {
+			if sum > 0 && !math.IsNaN(sum) && !math.IsInf(sum, 0) {
+				x.final *= float64(total) / sum
+			} else {
+				x.final = float64(w)
+			}
 		}
 	}
 	round(out.w, out)
 	for i := range out.Backends {
-		out.Backends[i].Weight = out.w[i].weight
-		out.Backends[i].Final = float64(out.w[i].weight) / float64(max(out.Total, 1))
+		out.Backends[i] = Explanation{Weight: out.w[i].weight, Final: float64(out.w[i].weight) / float64(max(total, 1))}
 	}
 }

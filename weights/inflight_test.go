@@ -35,7 +35,7 @@ func TestFollowInFlight(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out Result
-			FollowInFlight(base, tc.n, &out)
+			FollowInFlight(baseW, tc.n, &out)
 			got := out.Weights(nil)
 			sum := 0
 			for i, w := range got {
@@ -52,7 +52,7 @@ func TestFollowInFlight(t *testing.T) {
 					t.Fatalf("weights %v, want %v (±1)", got, tc.want)
 				}
 			}
-			if base.Weights(nil)[0] != baseW[0] {
+			if base.Weights(nil)[0] != baseW[0] || baseW[0] != 143 {
 				t.Fatal("base changed")
 			}
 		})
@@ -60,7 +60,7 @@ func TestFollowInFlight(t *testing.T) {
 }
 
 func TestFollowInFlightDoesNotAllocateWhenReused(t *testing.T) {
-	base := compute([]Backend{up("a", .5, 1), up("b", .5, 2), up("c", .5, 4)}, cpuOnly())
+	base := []uint16{143, 286, 571}
 	n := []InFlight{{N: 3, OK: true}, {N: 1, OK: true}, {N: 9, OK: true}}
 	var out Result
 	FollowInFlight(base, n, &out)

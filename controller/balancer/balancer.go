@@ -403,6 +403,7 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 		b.runHA(ctx)
 	}
 	go b.updateLoop(ctx)
+	go b.followLoop(ctx)
 	<-ctx.Done()
 	err = errors.Join(<-errc, <-errc)
 	b.srcWG.Wait()

@@ -23,6 +23,7 @@ type Metrics struct {
 	arpFaults                           *prometheus.CounterVec
 	barrierRTT                          prometheus.Histogram
 	updateSeconds                       prometheus.Histogram
+	followSeconds                       prometheus.Histogram // fast-loop steps that changed an intent
 	reloads                             *prometheus.CounterVec
 	stateWrites                         *prometheus.CounterVec
 	push                                *pushCollector
@@ -86,6 +87,9 @@ func NewMetrics() *Metrics {
 		updateSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flowweight", Name: "update_duration_seconds",
 			Help:    "Time one update takes from the pool's snapshot to the intent offered to every switch (switch I/O is not in it); it must stay well under update_period.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		followSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flowweight", Name: "follow_duration_seconds",
+			Help: "Duration of fast-loop steps (weighting.in_flight_period) that changed the weights handed to the switches.",
+			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 9)}),
 		push:   &pushCollector{},
 		shares: &shareCollector{},
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "config_reloads_total",
@@ -107,7 +111,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	m.stateWrites.WithLabelValues("ok")
 	m.stateWrites.WithLabelValues("error")
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
-		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.arpFaults, m.barrierRTT, m.updateSeconds, m.push, &ofCollector{m.push}, &haCollector{m.push},
+		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.arpFaults, m.barrierRTT, m.updateSeconds, m.followSeconds, m.push, &ofCollector{m.push}, &haCollector{m.push},
 		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps, m.shares, m.reloads, m.stateWrites,
 		m.serviceCPU, m.headroom, m.fallback} {
 		if err := reg.Register(c); err != nil {
@@ -199,11 +203,11 @@ func (m *Metrics) observeService(s *service) {
 			m.headroom.DeleteLabelValues(s.cfg.Name, name)
 			g.headroom = nil
 		}
-		if s.applied != nil {
+		if out := s.out(); out != nil {
 			if g.applied == nil {
 				g.applied = m.applied.WithLabelValues(s.cfg.Name, name)
 			}
-			g.applied.Set(float64(s.applied[j]))
+			g.applied.Set(float64(out[j]))
 		}
 		for k, st := range stateNames {
 			v := 0.0

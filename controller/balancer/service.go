@@ -29,6 +29,14 @@ type service struct {
 	// read it back, in config order (switchsync.Seeds, taken by Balancer.takeSeedsLocked); nil
 	// when none was read.
 	seed []uint16
+	// The fast loop (follow.go): names are the backends' names in config order; inflight the
+	// counts it last followed; followed the weights it corrected applied to (what the group
+	// holds while it is not nil); fast and followNext its scratch.
+	names      []string
+	inflight   []weights.InFlight
+	followed   []uint16
+	followNext []uint16
+	fast       weights.Result
 }
 
 // adoptSeed starts the service from the weights the switch holds, as if this controller had
@@ -83,6 +91,9 @@ func newService(cfg *config.Config, s *config.Service, i int, old *service) *ser
 		svc.index = uint16(s.GroupID) // stable across reorderings of the file
 	}
 	svc.books = make([]book, len(s.Backends))
+	for _, be := range s.Backends {
+		svc.names = append(svc.names, be.Name)
+	}
 	for j := range svc.books {
 		svc.books[j].thr = weights.NewEWMA(svc.tuning.Alpha)
 	}

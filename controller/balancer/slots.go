@@ -122,13 +122,14 @@ func (c *shareCollector) Collect(ch chan<- prometheus.Metric) {
 	b.mu.Lock()
 	for _, s := range b.services {
 		total := 0
-		for _, w := range s.applied {
+		out := s.out()
+		for _, w := range out {
 			total += int(w)
 		}
 		for j, be := range s.cfg.Backends {
 			share := 0.0
-			if total > 0 && j < len(s.applied) {
-				share = float64(s.applied[j]) / float64(total)
+			if total > 0 && j < len(out) {
+				share = float64(out[j]) / float64(total)
 			}
 			ch <- prometheus.MustNewConstMetric(shareDesc, prometheus.GaugeValue, share, s.cfg.Name, be.Name)
 		}

@@ -73,6 +73,7 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 	}
 	dirty := !periodic || b.dirty
 	b.dirty = false
+	period := b.cfg.Weighting.InFlightPeriod
 	starting := b.now().Sub(b.started) < b.cfg.Collector.StaleAfter
 	for _, s := range b.services {
 		wasHeld := s.hold
@@ -94,13 +95,22 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 			s.applied = s.result.Weights(s.applied[:0])
 			dirty = true
 		}
+		// The fast loop's correction of the new weights, from the same snapshot, so the
+		// switches never see the slow weights alone while it runs (follow.go).
+		if s.follows(standby) && period > 0 {
+			if s.follow(s.inFlightFromStates(states, b.now(), inFlightMaxAge(period))) {
+				dirty = true
+			}
+		} else if s.unfollow() {
+			dirty = true
+		}
 		b.metrics.observeService(s)
 		if periodic {
 			now := b.now()
 			for j, e := range s.result.Backends {
 				w := e.Weight
-				if s.applied != nil {
-					w = s.applied[j]
+				if out := s.out(); out != nil {
+					w = out[j]
 				}
 				b.hist.add(s.cfg.Name+"/"+e.Name, Point{Time: now, Weight: w, AL: e.AL})
 			}
@@ -166,8 +176,8 @@ func (b *Balancer) intentLocked(standby bool) *intent.Intent {
 		for j, be := range s.cfg.Backends {
 			db := dataplane.Backend{Name: be.Name, Index: uint16(j), IP: be.ParsedIP(), Port: uint16(be.Port),
 				MAC: be.ParsedMAC(), SwitchPort: uint32(be.SwitchPort)}
-			if s.applied != nil {
-				db.Weight = s.applied[j]
+			if out := s.out(); out != nil {
+				db.Weight = out[j]
 			}
 			db.OutOfService = db.Weight == 0 && j < len(s.in) && outOfService(s.in[j].Status)
 			is.Backends[j] = db

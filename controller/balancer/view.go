@@ -49,12 +49,18 @@ type BackendView struct {
 	Health        string    `json:"health"`
 	// Slow: the backend's health checks time out while it is busy; it serves at a reduced
 	// share instead of being evicted (docs/weights.md, "Busy is not dead").
-	Slow            bool                `json:"slow"`
-	ProbeDrain      bool                `json:"probe_drain"`
-	OperatorDrain   bool                `json:"operator_drain"`
-	ThroughputBps   float64             `json:"throughput_bytes_per_second"`
-	ComputedWeight  uint16              `json:"computed_weight"`
-	AppliedWeight   uint16              `json:"applied_weight"`
+	Slow           bool    `json:"slow"`
+	ProbeDrain     bool    `json:"probe_drain"`
+	OperatorDrain  bool    `json:"operator_drain"`
+	ThroughputBps  float64 `json:"throughput_bytes_per_second"`
+	ComputedWeight uint16  `json:"computed_weight"`
+	AppliedWeight  uint16  `json:"applied_weight"`
+	// BaseWeight is the slow loop's weight (every update_period, from smoothed load); while
+	// the fast loop runs (Followed), AppliedWeight is it corrected by InFlight, the backend's
+	// work in flight as last read (nil: no fresh count, so it kept its base share).
+	BaseWeight      uint16              `json:"base_weight"`
+	Followed        bool                `json:"followed"`
+	InFlight        *float64            `json:"in_flight"`
 	Explanation     weights.Explanation `json:"explanation"`
 	LearnedCapacity float64             `json:"learned_capacity"`
 	// Share is the backend's share of new connections by the applied weights, 0..1.
@@ -176,8 +182,18 @@ func (b *Balancer) servicesView() []ServiceView {
 				bv.ComputedWeight = s.result.Backends[j].Weight
 				bv.LearnedCapacity = s.result.Backends[j].Learned
 			}
+			if out := s.out(); out != nil {
+				bv.AppliedWeight = out[j]
+			}
 			if s.applied != nil {
-				bv.AppliedWeight = s.applied[j]
+				bv.BaseWeight = s.applied[j]
+			}
+			if j < len(s.inflight) && s.followed != nil {
+				bv.Followed = true
+				if s.inflight[j].OK {
+					n := s.inflight[j].N
+					bv.InFlight = &n
+				}
 			}
 			v.Backends = append(v.Backends, bv)
 		}

@@ -396,7 +396,7 @@ func (s *sim) follow(at float64) {
 	for i, b := range s.bs {
 		n[i] = weights.InFlight{N: float64(b.inSystem(at)), OK: true}
 	}
-	weights.FollowInFlight(&s.pipe.res, n, &s.fast)
+	weights.FollowInFlight(s.pipe.applied, n, &s.fast)
 	w := s.fast.Weights(s.fastNext[:0])
 	s.fastNext = w
 	if slices.Equal(w, s.fastW) {

@@ -1,0 +1,92 @@
+package balancer
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"flowweight/collector/report"
+)
+
+// TestFastLoopFollowsInFlight: between updates the fast loop corrects the applied weights by
+// the in-flight reports, hands the switches an intent with the corrected weights, shows both
+// in the view, and goes back to the slow weights when the counts age out or the policy is a
+// fixed split.
+func TestFastLoopFollowsInFlight(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	b, err := New(testConfig(t, `in_flight_period = "50ms"`), Options{Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := func(id string, inflight int) *report.Report {
+		r := &report.Report{BackendID: id, Flags: report.FlagHealthOK, CPUUtil: 0.5, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30}
+		if inflight >= 0 {
+			r.Conns, r.Signals = uint32(inflight), report.SignalInFlight
+		}
+		return r
+	}
+	for range 2 { // past the 10 s warm-up of testConfig
+		b.pool.Accept(rep("a", -1), netip.AddrPort{})
+		b.pool.Accept(rep("b", -1), netip.AddrPort{})
+		clk.t = clk.t.Add(11 * time.Second)
+	}
+	b.pool.Accept(rep("a", -1), netip.AddrPort{})
+	b.pool.Accept(rep("b", -1), netip.AddrPort{})
+	b.started = clk.t.Add(-time.Hour) // past the start-up hold
+	b.update(context.Background(), true)
+	s := b.services[0]
+	base := append([]uint16(nil), s.applied...)
+	if base == nil || len(s.followed) != 2 || s.followed[0] != base[0] || s.followed[1] != base[1] {
+		t.Fatalf("after the first update, no counts yet: applied %v, followed %v", base, s.followed)
+	}
+	weightsOf := func() []uint16 {
+		in := b.Latest()
+		var w []uint16
+		for _, be := range in.Services[0].Backends {
+			w = append(w, be.Weight)
+		}
+		return w
+	}
+
+	// a has 9 in flight, b 1: a gives share to b, within the bound.
+	b.pool.Accept(rep("a", 9), netip.AddrPort{})
+	b.pool.Accept(rep("b", 1), netip.AddrPort{})
+	b.followOnce(50 * time.Millisecond)
+	got := weightsOf()
+	if !(got[0] < base[0] && got[1] > base[1] && int(got[0])+int(got[1]) == int(base[0])+int(base[1])) {
+		t.Fatalf("followed %v from base %v", got, base)
+	}
+	v := b.Services()[0].Backends
+	if !v[0].Followed || v[0].InFlight == nil || *v[0].InFlight != 9 || v[0].BaseWeight != base[0] || v[0].AppliedWeight != got[0] {
+		t.Fatalf("view %+v", v[0])
+	}
+
+	// A periodic update keeps following (from the same snapshot), so the switch never sees
+	// the slow weights alone.
+	b.update(context.Background(), true)
+	if w := weightsOf(); w[0] >= s.applied[0] {
+		t.Fatalf("after an update: %v, base %v", w, s.applied)
+	}
+
+	// The counts age out: back to the slow weights.
+	clk.t = clk.t.Add(time.Second)
+	b.followOnce(50 * time.Millisecond)
+	if w := weightsOf(); w[0] != s.applied[0] || w[1] != s.applied[1] {
+		t.Fatalf("stale counts still followed: %v, base %v", w, s.applied)
+	}
+
+	// A fixed split is never followed.
+	cfg := testConfig(t, `in_flight_period = "50ms"`+"\npolicy = \"static\"")
+	cfg.Collector.KeyFile = b.Config().Collector.KeyFile
+	if err := b.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	b.update(context.Background(), true)
+	b.pool.Accept(rep("a", 9), netip.AddrPort{})
+	b.pool.Accept(rep("b", 0), netip.AddrPort{})
+	b.followOnce(50 * time.Millisecond)
+	if s := b.services[0]; s.followed != nil {
+		t.Fatalf("static policy followed: %v", s.followed)
+	}
+}
