@@ -88,7 +88,7 @@ func NewMetrics() *Metrics {
 			Help:    "Time one update takes from the pool's snapshot to the intent offered to every switch (switch I/O is not in it); it must stay well under update_period.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		followSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flowweight", Name: "follow_duration_seconds",
-			Help: "Duration of fast-loop steps (weighting.in_flight_period) that changed the weights handed to the switches.",
+			Help:    "Duration of fast-loop steps (weighting.in_flight_period) that changed the weights handed to the switches.",
 			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 9)}),
 		push:   &pushCollector{},
 		shares: &shareCollector{},
