@@ -207,11 +207,14 @@ func runAgent(cfg config.Config, stderr io.Writer) int {
 		FastInterval: cfg.Health.FastInterval,
 		FastRise:     cfg.Health.FastRise,
 	}
+	if inflight := inFlightCounter(cfg); inflight != nil {
+		a.InFlightInterval, a.InFlight = cfg.InFlightInterval, inflight
+	}
 	if checker != nil {
 		a.Health = checker
 	}
 	log.Info("probe started", "collectors", collectors, "interval", cfg.Interval, "scope", cfg.Scope,
-		"service_ports", cfg.ServicePorts, "health_url", cfg.Health.URL, "fast_interval", cfg.Health.FastInterval,
+		"service_ports", cfg.ServicePorts, "in_flight_interval", a.InFlightInterval, "health_url", cfg.Health.URL, "fast_interval", cfg.Health.FastInterval,
 		"agent_check", cfg.AgentCheck.Listen)
 	if err := a.Run(ctx, drain); err != nil {
 		log.Error("probe stopped", "err", err)

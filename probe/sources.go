@@ -52,11 +52,7 @@ func buildSources(cfg config.Config) ([]agent.Source, sample.Cgroup, error) {
 			agent.Source{Name: "cpu_pressure", Sampler: &sample.Pressure{File: sample.HostPressureFile, Scope: sample.ScopeHost}})
 	}
 	if len(cfg.ServicePorts) > 0 {
-		ports := make([]uint16, len(cfg.ServicePorts))
-		for i, p := range cfg.ServicePorts {
-			ports[i] = uint16(p) // validated to 1-65535
-		}
-		conns := sample.NewConns(sample.NewPortSet(ports...))
+		conns := sample.NewConns(servicePorts(cfg))
 		conns.MaxAge = cfg.ConnsInterval
 		srcs = append(srcs, agent.Source{Name: "conns", Sampler: conns})
 	}
@@ -107,3 +103,22 @@ func buildHealth(cfg config.Config) (*health.Checker, error) {
 }
 
 func randFloat() float64 { return rand.Float64() }
+
+// servicePorts is the configured service ports as a set.
+func servicePorts(cfg config.Config) *sample.PortSet {
+	ports := make([]uint16, len(cfg.ServicePorts))
+	for i, p := range cfg.ServicePorts {
+		ports[i] = uint16(p) // validated to 1-65535
+	}
+	return sample.NewPortSet(ports...)
+}
+
+// inFlightCounter is the counter of in-flight reports: its own Conns, which counts at every
+// call (the full reports' counter may reuse a count for conns_interval), or nil when they are
+// off or there are no service ports to count.
+func inFlightCounter(cfg config.Config) sample.Sampler {
+	if cfg.InFlightInterval <= 0 || len(cfg.ServicePorts) == 0 {
+		return nil
+	}
+	return sample.NewConns(servicePorts(cfg))
+}

@@ -89,6 +89,15 @@ type Agent struct {
 	// counts as 1.
 	FastRise int
 
+	// InFlightInterval, when > 0 and InFlight is set, sends an in-flight report
+	// (report.SignalInFlight) this often between full reports: InFlight's connection count
+	// now, with everything else as in the last full report. It feeds the controller's fast
+	// loop (weighting.in_flight_period), which follows the queues at tens of hertz while
+	// load is sampled every Interval. Each costs one connection count: a walk of the
+	// kernel's TCP hash (docs/probe.md, "In-flight reports").
+	InFlightInterval time.Duration
+	InFlight         sample.Sampler
+
 	Stats Stats
 
 	seq      uint64
@@ -105,6 +114,7 @@ type Agent struct {
 	connsVia string          // the last way of counting connections logged
 
 	dueFull    time.Time // when the next sample is due: the start of the last one + nextWait
+	dueFlight  time.Time // when the next in-flight report is due
 	fastLeft   int       // passing checks still to make at FastInterval; 0: normal pace
 	paced      bool      // the last tick was made at the fast pace
 	healthOK   bool      // the last check's result, for logging transitions
@@ -138,8 +148,15 @@ func (a *Agent) Run(ctx context.Context, drain <-chan bool) error {
 	}
 	a.Log.Info("sampling", "signals", provided&^unavailable, "unavailable", unavailable)
 	a.dueFull = a.Clock.Now().Add(a.nextWait())
+	a.dueFlight = a.Clock.Now().Add(a.InFlightInterval)
 	for {
-		timer := a.Clock.After(a.wait())
+		w, flight := a.wait(), false
+		if a.inFlightOn() && a.haveLast {
+			if d := a.dueFlight.Sub(a.Clock.Now()); d < w {
+				w, flight = max(d, 0), true
+			}
+		}
+		timer := a.Clock.After(w)
 		select {
 		case <-ctx.Done():
 			a.leave()
@@ -152,6 +169,10 @@ func (a *Agent) Run(ctx context.Context, drain <-chan bool) error {
 			a.paced = a.fast()
 			a.fullTick(ctx)
 		case <-timer:
+			if flight {
+				a.inFlightTick(ctx)
+				continue
+			}
 			a.pollDrainFile()
 			a.paced = a.fast()
 			if a.paced && a.Clock.Now().Before(a.dueFull) {
@@ -161,6 +182,35 @@ func (a *Agent) Run(ctx context.Context, drain <-chan bool) error {
 			}
 		}
 	}
+}
+
+// inFlightOn reports whether in-flight reports are configured.
+func (a *Agent) inFlightOn() bool {
+	return a.InFlightInterval > 0 && a.InFlight != nil && a.InFlightInterval < a.Interval
+}
+
+// inFlightTick counts the connections and sends them in an in-flight report: the last full
+// report with the count, the drain flag as it is now, and SignalInFlight. A failed count
+// sends nothing (the collector then keeps the backend's slow share; a count is never made
+// up), and is logged at most once a LogEvery.
+func (a *Agent) inFlightTick(ctx context.Context) {
+	start := a.Clock.Now()
+	a.dueFlight = start.Add(a.InFlightInterval)
+	v, err := a.InFlight.Sample(ctx)
+	if err != nil || v.Known&sample.FieldConns == 0 {
+		a.Stats.SampleErrors.Add(1)
+		a.logLimited("in_flight", "in-flight count failed; no in-flight report", "err", err)
+		return
+	}
+	r := a.last
+	r.Conns = v.Conns
+	r.Signals |= report.SignalInFlight
+	r.Flags &^= report.FlagDrain | report.FlagLeaving
+	if a.drained {
+		r.Flags |= report.FlagDrain
+	}
+	r.Time = a.Clock.Now()
+	a.send(&r)
 }
 
 // fastOn reports whether the fast pace is configured.
@@ -248,6 +298,7 @@ func (a *Agent) fullTick(ctx context.Context) {
 	start := a.Clock.Now()
 	a.tick(ctx, true)
 	a.dueFull = start.Add(a.nextWait())
+	a.dueFlight = a.Clock.Now().Add(a.InFlightInterval) // the next in-flight report one interval on
 }
 
 // noteHealth runs the fast pace's state and logs health transitions. A failure (re)starts the

@@ -1,0 +1,53 @@
+package agent
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"flowweight/collector/report"
+	"flowweight/internal/health"
+	"flowweight/probe/sample"
+)
+
+// TestInFlightReports: between full reports every InFlightInterval, an in-flight report with
+// a fresh count, the drain flag as it is now and the last full report's other fields; a
+// failed count sends nothing.
+func TestInFlightReports(t *testing.T) {
+	counts := &script{results: []result{{sample.Values{Known: sample.FieldConns, Conns: 3}, nil}}}
+	h := start(t, func(a *Agent) {
+		a.Jitter = 0
+		a.Health = fakeHealth{health.Result{OK: true, Status: 200, Latency: time.Millisecond}}
+		a.InFlightInterval, a.InFlight = time.Second, counts
+	})
+	// The first full report comes at 5 s; until then no in-flight report (nothing to repeat).
+	if d := <-h.clk.registered; d != 5*time.Second {
+		t.Fatalf("first wait %v, want the interval (no full report yet)", d)
+	}
+	h.clk.advance(5 * time.Second)
+	first := h.recv()
+	if first.Signals&report.SignalInFlight != 0 || first.Conns != 17 {
+		t.Fatalf("full report %+v", first)
+	}
+	counts.set(result{sample.Values{Known: sample.FieldConns, Conns: 41}, nil})
+	for i := 1; i <= 4; i++ {
+		r := h.tick()
+		if r.Signals&report.SignalInFlight == 0 || r.Conns != 41 || r.CPUUtil != first.CPUUtil || r.Seq != first.Seq+uint64(i) ||
+			r.Flags != report.FlagHealthOK || !r.Time.Equal(first.Time.Add(time.Duration(i)*time.Second)) {
+			t.Fatalf("in-flight report %d: %+v", i, r)
+		}
+	}
+	if r := h.tick(); r.Signals&report.SignalInFlight != 0 || r.Conns != 17 {
+		t.Fatalf("the full report at 10 s: %+v", r)
+	}
+	counts.set(result{sample.Values{}, errors.New("sock_diag: boom")})
+	sent := h.a.Stats.Sent.Load()
+	d := <-h.clk.registered
+	h.clk.advance(d) // a failed count: nothing sent
+	if d != time.Second {
+		t.Fatalf("wait %v", d)
+	}
+	if d := <-h.clk.registered; d != time.Second || h.a.Stats.Sent.Load() != sent {
+		t.Fatalf("after a failed count: wait %v, sent %d (was %d)", d, h.a.Stats.Sent.Load(), sent)
+	}
+}
