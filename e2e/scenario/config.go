@@ -22,7 +22,7 @@ func ControllerTOML(o Options, sock, keyFile string, capacities []float64, mode 
 	fmt.Fprintf(&b, "[api]\nlisten = %q\n\n", apiAddrOf(i))
 	fmt.Fprintf(&b, "[collector]\npush_listen = %q\nkey_file = %q\nstale_after = %s\nfail_threshold = %d\nrise_threshold = %d\n\n",
 		pushAddrOf(o, i), keyFile, dur(o.StaleAfter), o.FailThreshold, o.RiseThreshold)
-	w := map[string]string{"warmup": dur(o.Warmup), "dead_band": fmt.Sprint(o.DeadBand)}
+	w := map[string]string{"warmup": dur(o.Warmup), "dead_band": fmt.Sprint(o.DeadBand), "in_flight_period": dur(o.InFlight)}
 	maps.Copy(w, o.Weighting)
 	b.WriteString("[weighting]\n")
 	for _, k := range slices.Sorted(maps.Keys(w)) {
@@ -85,6 +85,8 @@ timeout = %q
 	if o.ProbeFastInterval > 0 {
 		text += fmt.Sprintf("fast_interval = %q\n", o.ProbeFastInterval.String())
 	}
+	// The top-level key goes before [health]: inserted after the service ports.
+	text = strings.Replace(text, "drain_file = ", fmt.Sprintf("in_flight_interval = %q\ndrain_file = ", o.InFlight.String()), 1)
 	if !o.NoServiceCPU {
 		text += fmt.Sprintf("\n[service]\npidfile = %q\n", pidFile)
 	}

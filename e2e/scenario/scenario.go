@@ -83,6 +83,11 @@ type Options struct {
 	FailThreshold, RiseThreshold int
 	// DeadBand is weighting.dead_band; default 0.01.
 	DeadBand float64
+	// InFlight is both the probes' in_flight_interval and the controller's
+	// weighting.in_flight_period: the fast loop (docs/weights.md). Default 0: off, so that
+	// the tests that compare the switch with the applied weights see them settle under
+	// load; the benchmarks and the fast loop's own tests turn it on.
+	InFlight time.Duration
 	// Weighting holds extra [weighting] keys as raw TOML values, e.g. {"policy": `"static"`}.
 	Weighting map[string]string
 	// ExtraTOML is appended to controller.toml verbatim (new tables only).
