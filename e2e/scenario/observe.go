@@ -43,6 +43,9 @@ type BackendView struct {
 	OperatorDrain  bool        `json:"operator_drain"`
 	ComputedWeight uint16      `json:"computed_weight"`
 	AppliedWeight  uint16      `json:"applied_weight"`
+	BaseWeight     uint16      `json:"base_weight"`
+	Followed       bool        `json:"followed"`
+	InFlight       *float64    `json:"in_flight"`
 	Explanation    Explanation `json:"explanation"`
 	// Slots is the backend's part of the switch's select-group slot table, what dump-groups
 	// shows summed over the backend's buckets (docs/dataplane.md, "Exact shares").
