@@ -21,6 +21,10 @@ const MaxInFlightBoost = 4
 type InFlight struct {
 	N  float64
 	OK bool
+	// Failing caps the backend's factor at 1: its last health check failed, and the empty
+	// queue of a backend that refuses or resets connections is not spare capacity (least
+	// connections' black hole: a dead backend answers fastest and would draw the most).
+	Failing bool
 }
 
 // FollowInFlight is the fast loop: it corrects the weights in force from the slow loop,
@@ -31,7 +35,10 @@ type InFlight struct {
 // ḡ the base-weighted mean of g over the backends with a reading, the factor g/ḡ bounded to
 // [1/MaxInFlightBoost, MaxInFlightBoost]: weighted least connections spread over the next
 // period instead of decided per connection. Equal queues (and an idle pool) give exactly the
-// slow weights, so the idle split is the one the slow loop planned for a surge. Backends at 0
+// slow weights, so the idle split is the one the slow loop planned for a surge. A backend
+// whose last health check failed (InFlight.Failing) gets no larger factor than the least
+// favoured other backend: a dead service's queue is empty because it refuses, and least
+// connections would otherwise send it the most until it is evicted. Backends at 0
 // in base stay at 0, live ones keep at least 1, and the weights sum to base's sum.
 //
 // The simulator's fast-loop table (weights/sim, fwsim -table fastloop) shows why the period
@@ -60,16 +67,30 @@ func FollowInFlight(base []uint16, n []InFlight, out *Result) {
 	if sumBase > 0 {
 		meanG = sumG / sumBase
 	}
+	// A failing backend gets no more than the least favoured of the others: its share can
+	// only fall relative to theirs.
+	factor := func(i int) float64 {
+		if i >= len(n) || !n[i].OK {
+			return 1
+		}
+		f := (1 / (max(n[i].N, 0) + 1)) / meanG
+		return min(max(f, 1.0/MaxInFlightBoost), MaxInFlightBoost)
+	}
+	least := math.Inf(1)
+	for i, w := range base {
+		if w > 0 && (i >= len(n) || !n[i].Failing) {
+			least = min(least, factor(i))
+		}
+	}
 	var sum float64
 	for i, w := range base {
 		x := &out.w[i]
 		if !x.live {
 			continue
 		}
-		f := 1.0
-		if i < len(n) && n[i].OK {
-			f = (1 / (max(n[i].N, 0) + 1)) / meanG
-			f = min(max(f, 1.0/MaxInFlightBoost), MaxInFlightBoost)
+		f := factor(i)
+		if i < len(n) && n[i].Failing {
+			f = min(f, least, 1)
 		}
 		x.final = float64(w) * f
 		sum += x.final

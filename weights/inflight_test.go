@@ -32,6 +32,11 @@ func TestFollowInFlight(t *testing.T) {
 		{"a huge count: a quarter, not 0", in(4e9, 0, 0, 0), []uint16{35, 322, 643, 0}},
 		{"an empty queue among long ones: bounded", in(0, 1000, 1000, 0), []uint16{727, 91, 182, 0}},
 		{"negative counts count as 0", in(-5, 0, 0, 0), baseW},
+		{"a failing backend's empty queue draws no more than its base", func() []InFlight {
+			n := in(0, 1000, 1000, 0)
+			n[0].Failing = true
+			return n
+		}(), baseW},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out Result

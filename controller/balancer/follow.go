@@ -69,7 +69,7 @@ func (s *service) inFlightFromStates(states map[string]*collector.State, now tim
 	for j, be := range s.cfg.Backends {
 		if st := states[be.Name]; st != nil && !st.InFlightAt.IsZero() {
 			if age := now.Sub(st.InFlightAt); age >= 0 && age <= maxAge {
-				n[j] = weights.InFlight{N: st.InFlight, OK: true}
+				n[j] = weights.InFlight{N: st.InFlight, OK: true, Failing: st.ConsecFail > 0}
 			}
 		}
 	}
