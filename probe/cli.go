@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"flowweight/collector/report"
+	"flowweight/internal/health"
 	"flowweight/probe/agent"
 	"flowweight/probe/agentcheck"
 	"flowweight/probe/config"
@@ -211,7 +212,7 @@ func runAgent(cfg config.Config, stderr io.Writer) int {
 		a.Health = checker
 	}
 	log.Info("probe started", "collectors", collectors, "interval", cfg.Interval, "scope", cfg.Scope,
-		"service_ports", cfg.ServicePorts, "health_url", cfg.Health.URL, "fast_interval", cfg.Health.FastInterval,
+		"service_ports", cfg.ServicePorts, "health_url", health.RedactURL(cfg.Health.URL), "fast_interval", cfg.Health.FastInterval,
 		"agent_check", cfg.AgentCheck.Listen)
 	if err := a.Run(ctx, drain); err != nil {
 		log.Error("probe stopped", "err", err)

@@ -284,14 +284,16 @@ func (c Config) Validate() error {
 		p.Addf("nic_speed_mbps", "%d is negative (0 reads the speed from sysfs)", c.NICSpeedMbps)
 	}
 	if c.Health.URL != "" {
+		// The URL may hold a password: every message shows it redacted.
 		u, err := url.Parse(c.Health.URL)
+		shown := health.RedactURL(c.Health.URL)
 		switch {
 		case err != nil:
-			p.Add("health.url", err)
+			p.Addf("health.url", "%s", health.RedactError(err, c.Health.URL))
 		case u.Scheme != "http" && u.Scheme != "https":
-			p.Addf("health.url", "%q: scheme must be http or https", c.Health.URL)
+			p.Addf("health.url", "%q: scheme must be http or https", shown)
 		case u.Host == "":
-			p.Addf("health.url", "%q has no host", c.Health.URL)
+			p.Addf("health.url", "%q has no host", shown)
 		}
 	}
 	p.Duration("health.timeout", c.Health.Timeout, MinTimeout, MaxInterval)
