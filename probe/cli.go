@@ -232,7 +232,12 @@ func startAgentCheck(cfg config.AgentCheck, key []byte, next agent.Sender, log *
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent_check.listen: %w", err)
 	}
-	srv := &agentcheck.Server{Log: log}
+	checkers, err := config.ParseCheckers(cfg.Checkers) // validated by Load
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("agent_check.checkers: %w", err)
+	}
+	srv := &agentcheck.Server{Log: log, Checkers: checkers}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -44,6 +44,8 @@ const (
 	MaxBackendIDLen = report.MaxIDLen
 	// MaxCollectors bounds collectors: each is one more datagram per report.
 	MaxCollectors = 8
+	// MaxCheckers bounds agent_check.checkers: a list is checked per connection.
+	MaxCheckers = 64
 )
 
 // idChars are the characters the push protocol allows in a backend id.
@@ -161,6 +163,12 @@ type AgentCheck struct {
 	// FloorPercent is the lowest percentage a healthy, undrained backend is given, so load
 	// alone never takes it out of rotation. 0-100. Default 1.
 	FloorPercent int `toml:"floor_percent"`
+	// Checkers are the addresses HAProxy checks from: IP addresses ("10.0.0.5") or prefixes
+	// ("10.0.0.0/29"), at most MaxCheckers. Of the port's 16 connection slots, 4 are kept
+	// for them, and they are held to no per-source budget; every other source may hold at
+	// most 4 connections at once. Empty: no slot is reserved, only the per-source budget
+	// applies. Default: empty.
+	Checkers []string `toml:"checkers"`
 }
 
 // Health configures the HTTP health check of the local service.
@@ -457,5 +465,10 @@ func (c Config) validateAgentCheck(p *configs.Problems) {
 	}
 	if a.FloorPercent < 0 || a.FloorPercent > 100 {
 		p.Addf("agent_check.floor_percent", "%d is outside 0-100", a.FloorPercent)
+	}
+	if len(a.Checkers) > MaxCheckers {
+		p.Addf("agent_check.checkers", "%d entries, at most %d allowed", len(a.Checkers), MaxCheckers)
+	} else if _, err := ParseCheckers(a.Checkers); err != nil {
+		p.Addf("agent_check.checkers", "%v", err)
 	}
 }
