@@ -177,7 +177,8 @@ type Health struct {
 	// check, and the backend counts as healthy while the probe runs. Default: empty.
 	URL string `toml:"url"`
 	// Timeout bounds the whole check (connect, headers, body); at most Interval.
-	// Default "2s".
+	// Default (also "0s"): the smaller of DefaultHealthTimeout (2 s) and Interval, so that
+	// every allowed interval is valid with it.
 	Timeout time.Duration `toml:"timeout"`
 	// ExpectStatus lists the HTTP status codes that count as healthy: comma-separated codes
 	// or ranges, e.g. "200-399" or "200,204". Default "200-399".
@@ -202,8 +203,17 @@ type Health struct {
 	FastRise int `toml:"fast_rise"`
 }
 
-// Defaults returns the configuration used for every key a file leaves out.
+// Defaults returns the configuration used for every key a file leaves out, with the defaults
+// that depend on other keys (fill) taken for the default interval.
 func Defaults() Config {
+	c := unfilled()
+	c.fill()
+	return c
+}
+
+// unfilled is Defaults before fill: what a file is decoded over, so that fill sees which
+// dependent keys the file left out (they are still 0).
+func unfilled() Config {
 	host, _ := os.Hostname()
 	return Config{
 		BackendID:     host,
@@ -213,7 +223,7 @@ func Defaults() Config {
 		Jitter:        0.1,
 		Scope:         ScopeHost,
 		Health: Health{
-			Timeout:      2 * time.Second,
+			// Timeout is 0 here: fill derives it from Interval (HealthTimeout).
 			ExpectStatus: "200-399",
 			FastInterval: 100 * time.Millisecond,
 			FastRise:     3,
@@ -228,12 +238,35 @@ func Defaults() Config {
 	}
 }
 
-// Load decodes the file at path over Defaults and validates the result.
+// DefaultHealthTimeout is health.timeout's default when interval is at least as long.
+const DefaultHealthTimeout = 2 * time.Second
+
+// fill sets the defaults that depend on other keys: a default must be valid with every
+// allowed value of the keys it is checked against (a 1 s interval once made the 2 s default
+// timeout refuse to start).
+func (c *Config) fill() {
+	if c.Health.Timeout == 0 {
+		c.Health.Timeout = c.HealthTimeout()
+	}
+}
+
+// HealthTimeout is health.timeout's default for c's interval: the smaller of
+// DefaultHealthTimeout and Interval.
+func (c Config) HealthTimeout() time.Duration {
+	if c.Interval > 0 && c.Interval < DefaultHealthTimeout {
+		return c.Interval
+	}
+	return DefaultHealthTimeout
+}
+
+// Load decodes the file at path over the defaults, fills the defaults that depend on other
+// keys and validates the result.
 func Load(path string) (Config, error) {
-	c := Defaults()
+	c := unfilled()
 	if err := configs.DecodeFile(path, &c); err != nil {
 		return Config{}, err
 	}
+	c.fill()
 	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}
