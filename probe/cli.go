@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"flowweight/collector/report"
+	"flowweight/internal/health"
 	"flowweight/probe/agent"
 	"flowweight/probe/agentcheck"
 	"flowweight/probe/config"
@@ -214,7 +215,8 @@ func runAgent(cfg config.Config, stderr io.Writer) int {
 		a.Health = checker
 	}
 	log.Info("probe started", "collectors", collectors, "interval", cfg.Interval, "scope", cfg.Scope,
-		"service_ports", cfg.ServicePorts, "in_flight_interval", a.InFlightInterval, "health_url", cfg.Health.URL, "fast_interval", cfg.Health.FastInterval,
+		"service_ports", cfg.ServicePorts, "in_flight_interval", a.InFlightInterval, "health_url", health.RedactURL(cfg.Health.URL),
+		"fast_interval", cfg.Health.FastInterval,
 		"agent_check", cfg.AgentCheck.Listen)
 	if err := a.Run(ctx, drain); err != nil {
 		log.Error("probe stopped", "err", err)
@@ -234,7 +236,12 @@ func startAgentCheck(cfg config.AgentCheck, key []byte, next agent.Sender, log *
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent_check.listen: %w", err)
 	}
-	srv := &agentcheck.Server{Log: log}
+	checkers, err := config.ParseCheckers(cfg.Checkers) // validated by Load
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("agent_check.checkers: %w", err)
+	}
+	srv := &agentcheck.Server{Log: log, Checkers: checkers}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

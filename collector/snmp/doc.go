@@ -35,6 +35,14 @@
 //     hrProcessorTable at MaxProcessors (8192, Linux's largest NR_CPUS) rows,
 //     each TCP connection table at Target.MaxConnRows (default 100,000)
 //     rows; more is ErrTooManyRows, not a huge CPU or connection count.
+//   - Rows bound no memory (one varbind can carry an OctetString of nearly
+//     64 KiB), so every answer is bounded in bytes too, counted as the text
+//     of each varbind's OID and value: at most MaxVarbindBytes (256) per
+//     varbind, MaxProcessorWalkBytes (1 MiB) per hrProcessorTable walk,
+//     Target.MaxWalkBytes (default 16 MiB) per TCP table walk, and the
+//     scalar GET to one varbind per OID asked. A walk stops at the first
+//     varbind past its budget (no further request), and the poll fails with
+//     ErrTooLarge (or ErrTooManyRows) naming the agent and the OID.
 //   - Values must have their MIB type and range: negative INTEGERs, values
 //     past their type's maximum, hrProcessorLoad over 100, TCP states outside
 //     1..12, memTotalReal of 0 and memAvailReal above memTotalReal are errors.

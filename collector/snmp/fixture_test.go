@@ -124,13 +124,15 @@ func (a *fakeAgent) Get(_ context.Context, oids []string) ([]gosnmp.SnmpPDU, err
 	return out, nil
 }
 
-func (a *fakeAgent) BulkWalk(_ context.Context, root string, max int) ([]gosnmp.SnmpPDU, error) {
+func (a *fakeAgent) BulkWalk(_ context.Context, root string, budget Budget) ([]gosnmp.SnmpPDU, error) {
 	a.calls = append(a.calls, root)
 	if err := a.errs[root]; err != nil {
 		return nil, err
 	}
-	if w := a.walks[root]; len(w) > max && !a.ignoreMax {
-		return nil, ErrTooManyRows
+	if !a.ignoreMax {
+		if err := budget.check(a.walks[root]); err != nil {
+			return nil, err
+		}
 	}
 	return a.walks[root], nil
 }

@@ -104,10 +104,12 @@ type Agent interface {
 	// does not have come back as NoSuchObject/NoSuchInstance varbinds.
 	Get(ctx context.Context, oids []string) ([]gosnmp.SnmpPDU, error)
 	// BulkWalk returns every varbind below root; an absent subtree gives
-	// no varbinds and no error. A subtree with more than max varbinds
-	// stops the walk there with an error wrapping ErrTooManyRows, so a
-	// hostile or broken agent cannot make the poller collect without end.
-	BulkWalk(ctx context.Context, root string, max int) ([]gosnmp.SnmpPDU, error)
+	// no varbinds and no error. A subtree past the budget stops the walk
+	// there, no further request sent, with an error wrapping
+	// ErrTooManyRows (more varbinds) or ErrTooLarge (more bytes, or one
+	// varbind over MaxVarbindBytes), so a hostile or broken agent can make
+	// the poller neither collect without end nor hold huge values.
+	BulkWalk(ctx context.Context, root string, budget Budget) ([]gosnmp.SnmpPDU, error)
 	// Close releases the session.
 	Close() error
 }
@@ -194,11 +196,16 @@ func (p *Poller) Poll(ctx context.Context) (Sample, error) {
 	if err != nil {
 		return Sample{}, p.requestError(scalarStep, err)
 	}
+	// A GET is answered with one varbind per OID asked (RFC 3416); more, or longer ones,
+	// are refused before anything reads them.
+	if err := (Budget{Varbinds: len(scalarOIDs), Bytes: len(scalarOIDs) * MaxVarbindBytes}).check(pdus); err != nil {
+		return Sample{}, fmt.Errorf("snmp %s: %s: %w", p.target.Address, scalarStep, err)
+	}
 	sc, err := parseScalars(pdus)
 	if err != nil {
 		return Sample{}, fmt.Errorf("snmp %s: %w", p.target.Address, err)
 	}
-	pdus, err = p.walk(ctx, processorStep, oidHrProcessorEntry, processorColumns*MaxProcessors, "processors", MaxProcessors)
+	pdus, err = p.walk(ctx, processorStep, oidHrProcessorEntry, Budget{Varbinds: processorColumns * MaxProcessors, Bytes: MaxProcessorWalkBytes}, "processors", MaxProcessors)
 	if err != nil {
 		return Sample{}, err
 	}
@@ -238,7 +245,7 @@ func (p *Poller) Poll(ctx context.Context) (Sample, error) {
 // has no IPv4 listener there, tcpConnectionTable (see tcp.go). ok is false
 // when both tables are empty.
 func (p *Poller) serviceConns(ctx context.Context) (n uint32, source string, ok bool, err error) {
-	pdus, err := p.walk(ctx, tcpConnStep, oidTCPConnState, p.maxConnRows(), "connection rows", p.maxConnRows())
+	pdus, err := p.walk(ctx, tcpConnStep, oidTCPConnState, p.connBudget(), "connection rows", p.maxConnRows())
 	if err != nil {
 		return 0, "", false, err
 	}
@@ -248,7 +255,7 @@ func (p *Poller) serviceConns(ctx context.Context) (n uint32, source string, ok 
 	}
 	var modern *tcpTable
 	if needsConnectionTable(p.ports, legacy) {
-		pdus, err := p.walk(ctx, tcpConnectionStep, oidTCPConnectionState, p.maxConnRows(), "connection rows", p.maxConnRows())
+		pdus, err := p.walk(ctx, tcpConnectionStep, oidTCPConnectionState, p.connBudget(), "connection rows", p.maxConnRows())
 		if err != nil {
 			return 0, "", false, err
 		}
@@ -269,15 +276,27 @@ func (p *Poller) maxConnRows() int {
 	return DefaultMaxConnRows
 }
 
-// walk runs one bounded walk. The bound is checked here too, so an Agent
-// that ignores max cannot slip a huge table past the parsers.
-func (p *Poller) walk(ctx context.Context, step, root string, max int, unit string, bound int) ([]gosnmp.SnmpPDU, error) {
-	pdus, err := p.agent.BulkWalk(ctx, root, max)
-	if err == nil && len(pdus) > max {
-		err = ErrTooManyRows
+// connBudget is the budget of one TCP connection table walk.
+func (p *Poller) connBudget() Budget {
+	b := Budget{Varbinds: p.maxConnRows(), Bytes: p.target.MaxWalkBytes}
+	if b.Bytes == 0 {
+		b.Bytes = DefaultMaxWalkBytes
+	}
+	return b
+}
+
+// walk runs one bounded walk. The budget is checked here too, so an Agent
+// that ignores it cannot slip a huge table past the parsers.
+func (p *Poller) walk(ctx context.Context, step, root string, budget Budget, unit string, bound int) ([]gosnmp.SnmpPDU, error) {
+	pdus, err := p.agent.BulkWalk(ctx, root, budget)
+	if err == nil {
+		err = budget.check(pdus)
 	}
 	if errors.Is(err, ErrTooManyRows) {
-		return nil, fmt.Errorf("snmp %s: %s: %w: more than %d varbinds below %s (bound: %d %s)", p.target.Address, step, ErrTooManyRows, max, root, bound, unit)
+		return nil, fmt.Errorf("snmp %s: %s: %w: more than %d varbinds below %s (bound: %d %s)", p.target.Address, step, ErrTooManyRows, budget.Varbinds, root, bound, unit)
+	}
+	if errors.Is(err, ErrTooLarge) {
+		return nil, fmt.Errorf("snmp %s: %s: %w below %s (bound: %d bytes, %d per varbind)", p.target.Address, step, err, root, budget.Bytes, MaxVarbindBytes)
 	}
 	if err != nil {
 		return nil, p.requestError(step, err)
@@ -379,12 +398,13 @@ func (a *gosnmpAgent) Get(ctx context.Context, oids []string) ([]gosnmp.SnmpPDU,
 	return pkt.Variables, nil
 }
 
-func (a *gosnmpAgent) BulkWalk(ctx context.Context, root string, max int) ([]gosnmp.SnmpPDU, error) {
+func (a *gosnmpAgent) BulkWalk(ctx context.Context, root string, budget Budget) ([]gosnmp.SnmpPDU, error) {
 	a.g.Context = ctx
 	var out []gosnmp.SnmpPDU
+	t := tally{budget: budget}
 	err := a.g.BulkWalk(root, func(p gosnmp.SnmpPDU) error {
-		if len(out) >= max {
-			return ErrTooManyRows // stops the walk: no further requests are sent
+		if err := t.add(p); err != nil {
+			return err // stops the walk: no further requests are sent
 		}
 		out = append(out, p)
 		return nil

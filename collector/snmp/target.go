@@ -49,6 +49,10 @@ type Target struct {
 	// rather than the poller holding an agent's arbitrarily long answer in
 	// memory. 0 means DefaultMaxConnRows.
 	MaxConnRows int
+	// MaxWalkBytes bounds each walk of a TCP connection table in bytes
+	// (VarbindBytes: the text of OIDs and values): rows alone do not bound
+	// memory. More is ErrTooLarge. 0 means DefaultMaxWalkBytes.
+	MaxWalkBytes int
 }
 
 // Validate reports every problem with t at once; each error names the field.
@@ -83,6 +87,9 @@ func (t Target) Validate() error {
 	}
 	if t.MaxConnRows < 0 {
 		errs = append(errs, fmt.Errorf("snmp target: MaxConnRows %d must be >= 0 (0: %d)", t.MaxConnRows, DefaultMaxConnRows))
+	}
+	if t.MaxWalkBytes < 0 {
+		errs = append(errs, fmt.Errorf("snmp target: MaxWalkBytes %d must be >= 0 (0: %d)", t.MaxWalkBytes, DefaultMaxWalkBytes))
 	}
 	if t.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("snmp target: Timeout %v must be > 0", t.Timeout))

@@ -108,14 +108,15 @@ type Collector struct {
 	FailThreshold  int           `toml:"fail_threshold"`  // consecutive failed health checks -> down; default 3
 	RiseThreshold  int           `toml:"rise_threshold"`  // consecutive good checks to come back (into warm-up); default 2
 	PollInterval   time.Duration `toml:"poll_interval"`   // SNMP poll and collector-side health check period; default "5s"
-	HealthTimeout  time.Duration `toml:"health_timeout"`  // collector-side HTTP health check timeout; default "2s"
+	HealthTimeout  time.Duration `toml:"health_timeout"`  // collector-side health check timeout; default (or "0s") the smaller of "2s" and poll_interval
 	ThroughputFrom string        `toml:"throughput_from"` // "switch" (per-backend flow counters, default) or "none"
 
 	// HealthFastInterval is how often the collector re-checks an SNMP backend's health URL
 	// (the URL alone; SNMP is still polled every PollInterval) after a failed check, until
 	// RiseThreshold checks in a row pass: fail_threshold failures then take
 	// (fail_threshold−1) of these rather than of poll intervals (HAProxy's fastinter).
-	// [10ms, poll_interval]; equal to poll_interval switches it off. Default "250ms": the
+	// [10ms, poll_interval]; equal to poll_interval switches it off. Default (or "0s") the
+	// smaller of "250ms" and poll_interval; "250ms" because the
 	// first failure is still poll_interval/2 away on average (2.5 s at the default), so a
 	// faster pace would win little, while each SNMP backend that is down costs the
 	// collector 4 checks a second over the network.
@@ -224,9 +225,12 @@ func LoadData(name string, data []byte) (*Config, error) { return parse(name, da
 
 func parse(name string, data []byte, readFiles bool) (*Config, error) {
 	c := Default()
+	// Left out, these two are derived from poll_interval (derived.go).
+	c.Collector.HealthTimeout, c.Collector.HealthFastInterval = 0, 0
 	if err := configs.Decode(name, data, &c); err != nil {
 		return nil, err
 	}
+	c.Collector.fillCollectorTiming()
 	c.fill()
 	err := c.Validate()
 	if readFiles && err == nil {
@@ -359,7 +363,9 @@ func (c *Config) Validate() error {
 	p.Positive("collector.poll_interval", c.Collector.PollInterval)
 	p.Positive("collector.health_timeout", c.Collector.HealthTimeout)
 	f := c.Collector.HealthFastInterval
-	p.Duration("collector.health_fast_interval", f, MinHealthFastInterval, math.MaxInt64)
+	if f != c.Collector.PollInterval { // equal switches the fast pace off, whatever the interval
+		p.Duration("collector.health_fast_interval", f, MinHealthFastInterval, math.MaxInt64)
+	}
 	if f >= MinHealthFastInterval && f > c.Collector.PollInterval && c.Collector.PollInterval > 0 {
 		p.Addf("collector.health_fast_interval", "%v is longer than poll_interval %v: it is the faster pace after a failed check", f, c.Collector.PollInterval)
 	}

@@ -109,7 +109,7 @@ func validateHealth(p *configs.Problems, bkey string, s *Service, b *Backend) {
 		return
 	case b.Health == nil:
 		if t := schemeOf(b.HealthURL); t != HealthHTTP && t != HealthHTTPS {
-			p.Addf(bkey+".health_url", "%q is not an http(s) URL", b.HealthURL)
+			p.Addf(bkey+".health_url", "%q is not an http(s) URL", health.RedactURL(b.HealthURL))
 		} else if err := checkURL(b.HealthURL, t); err != nil {
 			p.Addf(bkey+".health_url", "%v", err)
 		} else if s.Protocol == "udp" {
@@ -126,7 +126,7 @@ func validateHealth(p *configs.Problems, bkey string, s *Service, b *Backend) {
 		}
 		typ = schemeOf(h.URL)
 		if typ != HealthHTTP && typ != HealthHTTPS {
-			p.Addf(key+".url", "%q is not an http(s) URL", h.URL)
+			p.Addf(key+".url", "%q is not an http(s) URL", health.RedactURL(h.URL))
 			return
 		}
 	}
@@ -155,7 +155,7 @@ func validateHealth(p *configs.Problems, bkey string, s *Service, b *Backend) {
 	if http {
 		if h.URL != "" {
 			if schemeOf(h.URL) != typ {
-				p.Addf(key+".url", "%q: the scheme must be the type, %q", h.URL, typ)
+				p.Addf(key+".url", "%q: the scheme must be the type, %q", health.RedactURL(h.URL), typ)
 			} else if err := checkURL(h.URL, typ); err != nil {
 				p.Addf(key+".url", "%v", err)
 			}
@@ -209,16 +209,18 @@ func payload(p *configs.Problems, key, name, text, hexText string) {
 	}
 }
 
+// checkURL checks a health URL; its errors show the URL with its password redacted, since
+// they are printed and logged.
 func checkURL(raw, scheme string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return err
+		return errors.New(health.RedactError(err, raw))
 	}
 	if u.Scheme != scheme {
-		return fmt.Errorf("%q: scheme must be %s", raw, scheme)
+		return fmt.Errorf("%q: scheme must be %s", health.RedactURL(raw), scheme)
 	}
 	if u.Hostname() == "" {
-		return fmt.Errorf("%q has no host", raw)
+		return fmt.Errorf("%q has no host", health.RedactURL(raw))
 	}
 	return nil
 }

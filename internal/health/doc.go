@@ -8,7 +8,11 @@
 // A check never takes longer than its timeout, so a hanging service cannot stall the probe's
 // reports or the controller's pollers; it returns a Result rather than an error, because
 // "unhealthy" is a measurement, not a failure of the caller. Each Result carries its latency
-// and, when it failed, a reason naming the check and what failed. This package does not log,
+// and, when it failed, a reason naming the check and what failed. A URL's credentials are sent
+// as basic authentication and its password never shows: Checker.URL, every Result.Err and
+// every error of New are redacted (RedactURL), and any text that quotes the URL, as net/http's
+// and net/url's errors do, is scrubbed (Scrub), because the reason travels in reports and in
+// the agent-check reply. This package does not log,
 // knows nothing of the wire format, and imports nothing of the probe or the controller: each
 // caller turns its own configuration into a Spec, TCPSpec or UDPSpec.
 package health

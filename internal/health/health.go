@@ -54,6 +54,8 @@ const MaxHeader = 64 << 10
 
 // Checker checks one URL.
 type Checker struct {
+	// URL is the checked URL as every Result and error shows it: its password, if it has
+	// one, redacted (RedactURL). The password itself goes only into the Authorization header.
 	URL          string
 	Timeout      time.Duration
 	Expect       StatusRanges
@@ -65,6 +67,7 @@ type Checker struct {
 	wire []byte        // req as it goes on the wire, serialised once by New
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	now  func() time.Time
+	raw  string // the URL as configured, password included: scrubbed from every message
 }
 
 // New returns a Checker for h. Each check opens a new connection, sends one GET with
@@ -76,6 +79,17 @@ type Checker struct {
 // are not followed: a 3xx from the local service is an answer to judge, not somewhere else to
 // go. https verifies the certificate against the system roots, as http.Client would.
 func New(h Spec) (*Checker, error) {
+	c, err := build(h)
+	if err != nil {
+		// Every error below may quote the URL; none may show its password.
+		return nil, errors.New(Scrub(RedactError(err, h.URL), h.URL))
+	}
+	return c, nil
+}
+
+// build is New; its errors may hold the raw URL, which New scrubs.
+func build(h Spec) (*Checker, error) {
+	safe := RedactURL(h.URL)
 	expect, err := ParseStatusRanges(h.ExpectStatus)
 	if err != nil {
 		return nil, fmt.Errorf("health.expect_status: %w", err)
@@ -89,8 +103,8 @@ func New(h Spec) (*Checker, error) {
 	}
 	// No TCP keep-alive: it only probes a connection idle for 15 s, and the check's connection
 	// lives for one request within Timeout; turning it on cost four setsockopt calls a check.
-	c := &Checker{URL: h.URL, Timeout: h.Timeout, Expect: expect, BodyContains: h.BodyContains,
-		dial: (&net.Dialer{KeepAlive: -1}).DialContext, now: time.Now}
+	c := &Checker{URL: safe, Timeout: h.Timeout, Expect: expect, BodyContains: h.BodyContains,
+		dial: (&net.Dialer{KeepAlive: -1}).DialContext, now: time.Now, raw: h.URL}
 	port := u.Port()
 	switch u.Scheme {
 	case "http":
@@ -100,18 +114,27 @@ func New(h Spec) (*Checker, error) {
 		c.tls = &tls.Config{ServerName: cmp.Or(h.ServerName, u.Hostname()), MinVersion: tls.VersionTLS12,
 			RootCAs: h.RootCAs, InsecureSkipVerify: h.TLSSkipVerify}
 	default:
-		return nil, fmt.Errorf("health.url %q: scheme must be http or https", h.URL)
+		return nil, fmt.Errorf("health.url %q: scheme must be http or https", safe)
 	}
 	if c.tls == nil && (h.TLSSkipVerify || h.RootCAs != nil || h.ServerName != "") {
-		return nil, fmt.Errorf("health.url %q: TLS options need an https URL", h.URL)
+		return nil, fmt.Errorf("health.url %q: TLS options need an https URL", safe)
 	}
 	if u.Hostname() == "" {
-		return nil, fmt.Errorf("health.url %q has no host", h.URL)
+		return nil, fmt.Errorf("health.url %q has no host", safe)
 	}
 	c.addr = net.JoinHostPort(u.Hostname(), port)
-	c.req, err = http.NewRequest(http.MethodGet, h.URL, nil)
+	// Credentials in the URL are sent as http.Client sends them, as basic authentication;
+	// the request itself carries the URL without them.
+	user := u.User
+	bare := *u
+	bare.User = nil
+	c.req, err = http.NewRequest(http.MethodGet, bare.String(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("health.url: %w", err)
+	}
+	if user != nil {
+		pw, _ := user.Password()
+		c.req.SetBasicAuth(user.Username(), pw)
 	}
 	c.req.Header.Set("User-Agent", "flowweight-probe")
 	c.req.Close = true // "Connection: close"
@@ -129,7 +152,8 @@ func (c *Checker) Check(ctx context.Context) Result {
 	defer cancel()
 	start := c.now()
 	failf := func(status uint16, format string, args ...any) Result {
-		return fail(status, c.now().Sub(start), "GET "+c.URL+": "+fmt.Sprintf(format, args...))
+		// Scrubbed as a whole: a cause from net/http or crypto/tls may quote the URL too.
+		return fail(status, c.now().Sub(start), Scrub("GET "+c.URL+": "+fmt.Sprintf(format, args...), c.raw))
 	}
 	conn, err := c.dial(ctx, "tcp", c.addr)
 	if err != nil {

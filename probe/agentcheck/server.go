@@ -3,9 +3,9 @@ package agentcheck
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,6 +21,10 @@ const (
 	// DefaultTimeout bounds one connection: writing the reply and reading what HAProxy sent
 	// with agent-send. HAProxy's own check timeout is agent-inter (default 2s).
 	DefaultTimeout = 2 * time.Second
+	// DefaultIdleTimeout bounds each wait for the peer after the reply: HAProxy sends its
+	// agent-send string at once and closes as soon as it has read the reply line, so a peer
+	// silent this long is holding a slot, not checking.
+	DefaultIdleTimeout = 500 * time.Millisecond
 	// maxDiscard bounds how much input is read and thrown away per connection (HAProxy sends
 	// only its agent-send string).
 	maxDiscard = 64 << 10
@@ -30,8 +34,13 @@ const (
 type Stats struct {
 	Served   atomic.Uint64 // connections that got a reply
 	NoState  atomic.Uint64 // connections closed without reply: no report built yet
-	Rejected atomic.Uint64 // connections closed at once: MaxConns were being served
-	Errors   atomic.Uint64 // replies that could not be written
+	Rejected atomic.Uint64 // connections closed at once: no slot for them (the three below, and MaxConns reached)
+	// SourceLimited counts connections closed at once because their source held
+	// MaxPerSource connections already; ReservedFull those closed because only the slots
+	// reserved for Checkers were free. Both are part of Rejected.
+	SourceLimited atomic.Uint64
+	ReservedFull  atomic.Uint64
+	Errors        atomic.Uint64 // replies that could not be written
 }
 
 // Server answers each TCP connection with the latest Reply and closes it. Set fills the
@@ -39,7 +48,19 @@ type Stats struct {
 type Server struct {
 	MaxConns int           // connections served at once; default DefaultMaxConns
 	Timeout  time.Duration // per connection; default DefaultTimeout
-	Log      *slog.Logger  // default: discard
+	// IdleTimeout bounds each wait for the peer after the reply (at most Timeout); default
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// MaxPerSource bounds the connections of one source (an IPv4 address or an IPv6 /64)
+	// that is not a checker; default DefaultMaxPerSource (at most MaxConns).
+	MaxPerSource int
+	// Checkers are the addresses HAProxy checks from (ParseCheckers). When set, Reserved of
+	// the MaxConns slots are kept for them, and they are held to no per-source budget.
+	Checkers []netip.Prefix
+	// Reserved is how many slots only Checkers may use; default DefaultReserved when
+	// Checkers are set (at most MaxConns-1), none otherwise.
+	Reserved int
+	Log      *slog.Logger // default: discard
 
 	Stats Stats
 
@@ -78,7 +99,7 @@ func (srv *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
-	slots := make(chan struct{}, maxConns)
+	adm := srv.admission(maxConns)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	backoff := 5 * time.Millisecond
@@ -103,20 +124,43 @@ func (srv *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 		backoff = 5 * time.Millisecond
-		select {
-		case slots <- struct{}{}:
-		default:
+		key, why := adm.admit(remoteAddr(c))
+		if why != admitted {
 			srv.Stats.Rejected.Add(1)
+			switch why {
+			case sourceBudget:
+				srv.Stats.SourceLimited.Add(1)
+			case reservedSlots:
+				srv.Stats.ReservedFull.Add(1)
+			}
 			c.Close()
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-slots }()
+			defer adm.release(key)
 			srv.serveConn(c, log)
 		}()
 	}
+}
+
+// admission builds the connection budget from the Server's fields and their defaults.
+func (srv *Server) admission(maxConns int) *admission {
+	a := &admission{maxConns: maxConns, maxPerSource: srv.MaxPerSource, checkers: srv.Checkers,
+		perSource: map[netip.Addr]int{}}
+	if a.maxPerSource <= 0 {
+		a.maxPerSource = DefaultMaxPerSource
+	}
+	a.maxPerSource = min(a.maxPerSource, maxConns)
+	if len(srv.Checkers) > 0 {
+		a.reserved = srv.Reserved
+		if a.reserved <= 0 {
+			a.reserved = DefaultReserved
+		}
+		a.reserved = min(a.reserved, maxConns-1)
+	}
+	return a
 }
 
 // serveConn writes the reply at once (HAProxy reads up to the first line end and needs send
@@ -129,7 +173,8 @@ func (srv *Server) serveConn(c net.Conn, log *slog.Logger) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	c.SetDeadline(time.Now().Add(timeout))
+	end := time.Now().Add(timeout)
+	c.SetDeadline(end)
 	reply := srv.reply.Load()
 	if reply == nil {
 		srv.Stats.NoState.Add(1)
@@ -143,5 +188,23 @@ func (srv *Server) serveConn(c net.Conn, log *slog.Logger) {
 	if tc, ok := c.(interface{ CloseWrite() error }); ok {
 		tc.CloseWrite()
 	}
-	io.Copy(io.Discard, io.LimitReader(c, maxDiscard))
+	idle := srv.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	// Each read waits at most idle: a peer that neither sends nor closes gives its slot back
+	// soon, one that trickles bytes at most at end.
+	buf := make([]byte, 4096)
+	for left := maxDiscard; left > 0; {
+		d := time.Now().Add(idle)
+		if d.After(end) {
+			d = end
+		}
+		c.SetReadDeadline(d)
+		n, err := c.Read(buf[:min(len(buf), left)])
+		left -= n
+		if err != nil {
+			return
+		}
+	}
 }

@@ -95,7 +95,7 @@ func TestServerReplies(t *testing.T) {
 // A client that never closes holds one of MaxConns slots; a connection beyond the bound is
 // closed without a reply instead of queueing, and the slot is reused once freed.
 func TestServerBoundsConnections(t *testing.T) {
-	srv := &Server{MaxConns: 1, Timeout: time.Minute}
+	srv := &Server{MaxConns: 1, Timeout: time.Minute, IdleTimeout: time.Minute}
 	srv.Set(Status{Healthy: true, Percent: 50})
 	addr := start(t, srv)
 

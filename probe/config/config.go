@@ -47,6 +47,8 @@ const (
 	MaxBackendIDLen = report.MaxIDLen
 	// MaxCollectors bounds collectors: each is one more datagram per report.
 	MaxCollectors = 8
+	// MaxCheckers bounds agent_check.checkers: a list is checked per connection.
+	MaxCheckers = 64
 )
 
 // idChars are the characters the push protocol allows in a backend id.
@@ -172,6 +174,12 @@ type AgentCheck struct {
 	// FloorPercent is the lowest percentage a healthy, undrained backend is given, so load
 	// alone never takes it out of rotation. 0-100. Default 1.
 	FloorPercent int `toml:"floor_percent"`
+	// Checkers are the addresses HAProxy checks from: IP addresses ("10.0.0.5") or prefixes
+	// ("10.0.0.0/29"), at most MaxCheckers. Of the port's 16 connection slots, 4 are kept
+	// for them, and they are held to no per-source budget; every other source may hold at
+	// most 4 connections at once. Empty: no slot is reserved, only the per-source budget
+	// applies. Default: empty.
+	Checkers []string `toml:"checkers"`
 }
 
 // Health configures the HTTP health check of the local service.
@@ -180,7 +188,8 @@ type Health struct {
 	// check, and the backend counts as healthy while the probe runs. Default: empty.
 	URL string `toml:"url"`
 	// Timeout bounds the whole check (connect, headers, body); at most Interval.
-	// Default "2s".
+	// Default (also "0s"): the smaller of DefaultHealthTimeout (2 s) and Interval, so that
+	// every allowed interval is valid with it.
 	Timeout time.Duration `toml:"timeout"`
 	// ExpectStatus lists the HTTP status codes that count as healthy: comma-separated codes
 	// or ranges, e.g. "200-399" or "200,204". Default "200-399".
@@ -205,8 +214,17 @@ type Health struct {
 	FastRise int `toml:"fast_rise"`
 }
 
-// Defaults returns the configuration used for every key a file leaves out.
+// Defaults returns the configuration used for every key a file leaves out, with the defaults
+// that depend on other keys (fill) taken for the default interval.
 func Defaults() Config {
+	c := unfilled()
+	c.fill()
+	return c
+}
+
+// unfilled is Defaults before fill: what a file is decoded over, so that fill sees which
+// dependent keys the file left out (they are still 0).
+func unfilled() Config {
 	host, _ := os.Hostname()
 	return Config{
 		BackendID:        host,
@@ -217,7 +235,7 @@ func Defaults() Config {
 		Jitter:           0.1,
 		Scope:            ScopeHost,
 		Health: Health{
-			Timeout:      2 * time.Second,
+			// Timeout is 0 here: fill derives it from Interval (HealthTimeout).
 			ExpectStatus: "200-399",
 			FastInterval: 100 * time.Millisecond,
 			FastRise:     3,
@@ -232,12 +250,35 @@ func Defaults() Config {
 	}
 }
 
-// Load decodes the file at path over Defaults and validates the result.
+// DefaultHealthTimeout is health.timeout's default when interval is at least as long.
+const DefaultHealthTimeout = 2 * time.Second
+
+// fill sets the defaults that depend on other keys: a default must be valid with every
+// allowed value of the keys it is checked against (a 1 s interval once made the 2 s default
+// timeout refuse to start).
+func (c *Config) fill() {
+	if c.Health.Timeout == 0 {
+		c.Health.Timeout = c.HealthTimeout()
+	}
+}
+
+// HealthTimeout is health.timeout's default for c's interval: the smaller of
+// DefaultHealthTimeout and Interval.
+func (c Config) HealthTimeout() time.Duration {
+	if c.Interval > 0 && c.Interval < DefaultHealthTimeout {
+		return c.Interval
+	}
+	return DefaultHealthTimeout
+}
+
+// Load decodes the file at path over the defaults, fills the defaults that depend on other
+// keys and validates the result.
 func Load(path string) (Config, error) {
-	c := Defaults()
+	c := unfilled()
 	if err := configs.DecodeFile(path, &c); err != nil {
 		return Config{}, err
 	}
+	c.fill()
 	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}
@@ -303,14 +344,16 @@ func (c Config) Validate() error {
 		p.Addf("nic_speed_mbps", "%d is negative (0 reads the speed from sysfs)", c.NICSpeedMbps)
 	}
 	if c.Health.URL != "" {
+		// The URL may hold a password: every message shows it redacted.
 		u, err := url.Parse(c.Health.URL)
+		shown := health.RedactURL(c.Health.URL)
 		switch {
 		case err != nil:
-			p.Add("health.url", err)
+			p.Addf("health.url", "%s", health.RedactError(err, c.Health.URL))
 		case u.Scheme != "http" && u.Scheme != "https":
-			p.Addf("health.url", "%q: scheme must be http or https", c.Health.URL)
+			p.Addf("health.url", "%q: scheme must be http or https", shown)
 		case u.Host == "":
-			p.Addf("health.url", "%q has no host", c.Health.URL)
+			p.Addf("health.url", "%q has no host", shown)
 		}
 	}
 	p.Duration("health.timeout", c.Health.Timeout, MinTimeout, MaxInterval)
@@ -474,5 +517,10 @@ func (c Config) validateAgentCheck(p *configs.Problems) {
 	}
 	if a.FloorPercent < 0 || a.FloorPercent > 100 {
 		p.Addf("agent_check.floor_percent", "%d is outside 0-100", a.FloorPercent)
+	}
+	if len(a.Checkers) > MaxCheckers {
+		p.Addf("agent_check.checkers", "%d entries, at most %d allowed", len(a.Checkers), MaxCheckers)
+	} else if _, err := ParseCheckers(a.Checkers); err != nil {
+		p.Addf("agent_check.checkers", "%v", err)
 	}
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -69,7 +70,7 @@ func TestDefaultsApplied(t *testing.T) {
 	if c.Interval != want.Interval || c.Jitter != want.Jitter || c.Scope != want.Scope ||
 		c.Health.Timeout != want.Health.Timeout || c.Health.ExpectStatus != want.Health.ExpectStatus ||
 		c.Health.FastInterval != 100*time.Millisecond || c.Health.FastRise != 3 || c.ConnsInterval != 5*time.Second ||
-		c.DrainFile != want.DrainFile || c.LogLevel != want.LogLevel || c.AgentCheck != want.AgentCheck {
+		c.DrainFile != want.DrainFile || c.LogLevel != want.LogLevel || !reflect.DeepEqual(c.AgentCheck, want.AgentCheck) {
 		t.Errorf("got %+v, want defaults %+v", c, want)
 	}
 }
@@ -135,6 +136,8 @@ func TestLoadErrors(t *testing.T) {
 		{"agent max conns negative", minimal + "[agent_check]\nmax_conns = -1\n", "agent_check.max_conns", "negative"},
 		{"agent floor", minimal + "[agent_check]\nfloor_percent = 101\n", "agent_check.floor_percent", "outside 0-100"},
 		{"agent unknown key", minimal + "[agent_check]\nport = 8081\n", "agent_check.port", "unknown key"},
+		{"agent checker name", minimal + "[agent_check]\ncheckers = [\"10.0.0.5\", \"haproxy\"]\n", "agent_check.checkers", `[1] "haproxy": want an IP address or prefix`},
+		{"agent checker host bits", minimal + "[agent_check]\ncheckers = [\"10.0.0.5/24\"]\n", "agent_check.checkers", "host bits"},
 		{"backend id long", strings.Replace(minimal, "web1", strings.Repeat("x", 65), 1), "backend_id", "65 bytes"},
 		{"service two keys", minimal + "[service]\npidfile = \"/run/web.pid\"\nunit = \"web\"\n", "service", "pidfile and unit are all set"},
 		{"service three keys", minimal + "[service]\npidfile = \"/run/web.pid\"\nunit = \"web\"\ncgroup = \"web\"\n", "service", "pidfile and unit and cgroup"},
@@ -252,6 +255,8 @@ func TestAgentCheckAccepted(t *testing.T) {
 			AgentCheck{Listen: ":8081", CPU: 0.5, Mem: 0.2, Conn: 0.3, MaxConns: 500, FloorPercent: 10}},
 		{"connections only", "listen = \":8081\"\ncpu = 0.0\nmem = 0.0\nconn = 1.0\nmax_conns = 4\n",
 			AgentCheck{Listen: ":8081", Conn: 1, MaxConns: 4, FloorPercent: 1}},
+		{"checkers", "listen = \":8081\"\ncheckers = [\"10.0.0.5\", \"2001:db8::/64\"]\n",
+			AgentCheck{Listen: ":8081", CPU: 0.7, Mem: 0.3, FloorPercent: 1, Checkers: []string{"10.0.0.5", "2001:db8::/64"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -259,7 +264,7 @@ func TestAgentCheckAccepted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.AgentCheck != tt.want {
+			if !reflect.DeepEqual(c.AgentCheck, tt.want) {
 				t.Errorf("got %+v, want %+v", c.AgentCheck, tt.want)
 			}
 		})
