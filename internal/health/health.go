@@ -229,7 +229,14 @@ func cause(err error) string {
 	}
 }
 
+// fail builds a failed Result. A message too long for MaxErrLen loses its middle, never a
+// timeout's cause at its end: the collector reads it (TimedOut) to tell a busy backend from a
+// dead one, and a long URL must not turn a late answer into an eviction.
 func fail(status uint16, latency time.Duration, msg string) Result {
+	if len(msg) > MaxErrLen && TimedOut(msg) {
+		const tail = "…: " + TimeoutCause
+		msg = Truncate(msg, MaxErrLen-len(tail)) + tail
+	}
 	return Result{Status: status, Latency: latency, Err: Truncate(msg, MaxErrLen)}
 }
 
