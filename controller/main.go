@@ -58,9 +58,9 @@ func main() {
 	}
 	_ = fs.Parse(os.Args[1:])
 
-	data, err := os.ReadFile(*cfgPath) // read once: what is parsed is what the watcher compares with
+	data, err := config.ReadFile(*cfgPath) // read once: what is parsed is what the watcher compares with
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "config:", err)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	// LoadData, not Parse: the files the configuration names (api.token_file, health

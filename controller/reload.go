@@ -19,6 +19,7 @@ import (
 	"flowweight/controller/cfgwatch"
 	"flowweight/controller/config"
 	"flowweight/controller/state"
+	"flowweight/internal/regfile"
 )
 
 // defaultState is systemd's StateDirectory for the unit (configs/flowweight-controller.service):
@@ -134,9 +135,9 @@ func watchConfig(ctx context.Context, b *balancer.Balancer, also balancer.Reload
 		case <-ctx.Done():
 			return
 		case <-hup:
-			data, err := os.ReadFile(path)
+			data, err := config.ReadFile(path)
 			var confirm []byte
-			if d, err := os.ReadFile(c.confirm); err == nil {
+			if d, err := regfile.Read(c.confirm, config.MaxConfirmationSize); err == nil {
 				confirm = d
 			}
 			c.onChange(cfgwatch.Snapshot{Trigger: "SIGHUP", Files: []cfgwatch.File{{Path: path, Data: data, Err: err}, {Path: c.confirm, Data: confirm}}})
@@ -170,7 +171,7 @@ func reloadCommand(args []string) int {
 		fs.Usage()
 		return 2
 	}
-	data, err := os.ReadFile(*cfgPath)
+	data, err := config.ReadFile(*cfgPath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reload:", err)
 		return 1

@@ -13,7 +13,6 @@ import (
 	"math"
 	"net"
 	"net/netip"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"flowweight/collector/snmp"
 	"flowweight/configs"
 	"flowweight/internal/httphost"
+	"flowweight/internal/regfile"
 	"flowweight/internal/secretfile"
 	"flowweight/weights"
 )
@@ -207,11 +207,25 @@ func Default() Config {
 
 // Load reads, decodes strictly, fills defaults and validates path.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parse(path, data, true)
+}
+
+// MaxFileSize bounds a configuration file: it is kilobytes, and a path pointed by mistake at
+// a huge file must not exhaust memory.
+const MaxFileSize = 16 << 20
+
+// ReadFile reads a configuration file: a regular file only, opened without blocking (a FIFO
+// at the path is refused, not waited on), at most MaxFileSize bytes. Errors name the path.
+func ReadFile(path string) ([]byte, error) {
+	data, err := regfile.Read(path, MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return parse(path, data, true)
+	return data, nil
 }
 
 // Parse is Load without the file system, for tests. It does not read api.token_file, so
