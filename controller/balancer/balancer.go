@@ -136,9 +136,9 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 		}
 	}
 	if b.elector != nil {
-		b.loadSharedState()
+		b.loadSharedState(cfg)
 	} else {
-		b.loadState()
+		b.loadState(cfg)
 	}
 	if err := b.install(cfg); err != nil {
 		return nil, err
