@@ -68,6 +68,10 @@ type API struct {
 	MaxHeaderBytes int           `toml:"max_header_bytes"` // request line and headers; default 32768
 	MaxBodyBytes   int64         `toml:"max_body_bytes"`   // request body; default 4096
 	MaxConnections int           `toml:"max_connections"`  // open connections; more are answered 503 and closed; default 64
+	// AllowUnauthenticatedWrites lets any local client drain without a token, on a loopback
+	// listener without token_file only. Off by default: without a token, writes are refused,
+	// since every local user (and every process, whatever its user) can reach loopback.
+	AllowUnauthenticatedWrites bool `toml:"allow_unauthenticated_writes"`
 
 	// Token is token_file's content, read and checked by Load (Parse leaves it empty).
 	Token Secret `toml:"-"`
@@ -349,6 +353,12 @@ func (c *Config) Validate() error {
 		if !loopback(c.API.Listen) && c.API.TokenFile == "" {
 			p.Addf("api.token_file", "required when api.listen (%s) is not a loopback address", c.API.Listen)
 		}
+	}
+	if c.API.AllowUnauthenticatedWrites && c.API.TokenFile != "" {
+		p.Addf("api.allow_unauthenticated_writes", "given with api.token_file: writes need the token, so this would be ignored; remove one of them")
+	}
+	if c.API.AllowUnauthenticatedWrites && c.API.Listen != "" && !loopback(c.API.Listen) {
+		p.Addf("api.allow_unauthenticated_writes", "only on a loopback api.listen (%s is not): off loopback the token is required", c.API.Listen)
 	}
 	for i, h := range c.API.AllowedHosts {
 		if _, err := httphost.Parse(h); err != nil {
