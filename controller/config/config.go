@@ -187,12 +187,18 @@ type SNMPSrc struct {
 	AuthPassphrase string        `toml:"auth_passphrase"`
 	PrivProtocol   string        `toml:"priv_protocol"` // AES (default)
 	PrivPassphrase string        `toml:"priv_passphrase"`
+	// AuthPassphraseFile and PrivPassphraseFile hold the passphrases instead of the lines
+	// above (one form per passphrase), in files checked as key files (snmpsecrets.go).
+	AuthPassphraseFile string `toml:"auth_passphrase_file"`
+	PrivPassphraseFile string `toml:"priv_passphrase_file"`
 	Timeout        time.Duration `toml:"timeout"` // default "1s"
 	Retries        int           `toml:"retries"` // default 1
 
 	// MaxConnRows is how many rows one walk of a TCP connection table may return before the
 	// poll fails (a bounded answer, not a silently huge count); default 0 = 100000.
 	MaxConnRows int `toml:"max_conn_rows"`
+
+	loaded bool // the passphrase files have been read into the passphrases
 }
 
 // Default returns a configuration with every default filled in and no services.
@@ -249,6 +255,9 @@ func parse(name string, data []byte, readFiles bool) (*Config, error) {
 	err := c.Validate()
 	if readFiles && err == nil {
 		err = c.readHealthFiles()
+	}
+	if readFiles && err == nil {
+		err = c.readSNMPSecrets()
 	}
 	if readFiles && c.API.TokenFile != "" {
 		tok, terr := ReadToken(c.API.TokenFile)
