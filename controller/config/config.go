@@ -179,20 +179,20 @@ type Backend struct {
 
 // SNMPSrc is how the collector polls a backend's snmpd.
 type SNMPSrc struct {
-	Address        string        `toml:"address"` // host:port; default ip:161
-	Version        string        `toml:"version"` // "v2c" or "v3"
-	Community      string        `toml:"community"`
-	User           string        `toml:"user"`
-	AuthProtocol   string        `toml:"auth_protocol"` // SHA (default), SHA256, SHA512
-	AuthPassphrase string        `toml:"auth_passphrase"`
-	PrivProtocol   string        `toml:"priv_protocol"` // AES (default)
-	PrivPassphrase string        `toml:"priv_passphrase"`
+	Address        string `toml:"address"` // host:port; default ip:161
+	Version        string `toml:"version"` // "v2c" or "v3"
+	Community      string `toml:"community"`
+	User           string `toml:"user"`
+	AuthProtocol   string `toml:"auth_protocol"` // SHA (default), SHA256, SHA512
+	AuthPassphrase string `toml:"auth_passphrase"`
+	PrivProtocol   string `toml:"priv_protocol"` // AES (default)
+	PrivPassphrase string `toml:"priv_passphrase"`
 	// AuthPassphraseFile and PrivPassphraseFile hold the passphrases instead of the lines
 	// above (one form per passphrase), in files checked as key files (snmpsecrets.go).
-	AuthPassphraseFile string `toml:"auth_passphrase_file"`
-	PrivPassphraseFile string `toml:"priv_passphrase_file"`
-	Timeout        time.Duration `toml:"timeout"` // default "1s"
-	Retries        int           `toml:"retries"` // default 1
+	AuthPassphraseFile string        `toml:"auth_passphrase_file"`
+	PrivPassphraseFile string        `toml:"priv_passphrase_file"`
+	Timeout            time.Duration `toml:"timeout"` // default "1s"
+	Retries            int           `toml:"retries"` // default 1
 
 	// MaxConnRows is how many rows one walk of a TCP connection table may return before the
 	// poll fails (a bounded answer, not a silently huge count); default 0 = 100000.
