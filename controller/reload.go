@@ -48,6 +48,7 @@ type configWatch struct {
 	confirm string
 	log     *slog.Logger
 	applied [32]byte // digest of the running configuration's file
+	running []byte   // the running configuration's file: a strict prefix of it is a file cut short
 	last    [32]byte // digest of the last content tried
 }
 
@@ -79,11 +80,11 @@ func (c *configWatch) onChange(s cfgwatch.Snapshot) {
 		return // nothing new to try: a confirmation removed, or the same refused content again
 	}
 	c.last = sum
-	err := c.b.ReloadFile(c.path, cf.Data, balancer.ReloadOptions{AllowRemoval: allow, Trigger: s.Trigger, Alongside: c.also})
+	err := c.b.ReloadFile(c.path, cf.Data, balancer.ReloadOptions{AllowRemoval: allow, Trigger: s.Trigger, Alongside: c.also, Running: c.running})
 	if err != nil {
 		return
 	}
-	c.applied = sum
+	c.applied, c.running = sum, cf.Data
 	if allow {
 		// One shot: a used confirmation goes. If it cannot (a read-only directory), it still
 		// confirms nothing but this content, and only until it expires.
@@ -104,7 +105,7 @@ func watchConfig(ctx context.Context, b *balancer.Balancer, also balancer.Reload
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs // the refusal's message names a command that works from any directory
 	}
-	c := &configWatch{b: b, also: also, path: path, confirm: confirmPath(path, statePath), log: log, applied: sha256.Sum256(loaded)}
+	c := &configWatch{b: b, also: also, path: path, confirm: confirmPath(path, statePath), log: log, applied: sha256.Sum256(loaded), running: loaded}
 	c.last = c.applied
 	w, err := cfgwatch.New(cfgwatch.Config{Paths: []string{path, c.confirm}, Baseline: [][]byte{loaded, nil},
 		Poll: poll, OnChange: c.onChange, Logger: log})

@@ -286,8 +286,12 @@ func (b *Balancer) reload(path string, cfg *config.Config, opt ReloadOptions) er
 	b.mu.Lock()
 	cur := b.cfg
 	b.mu.Unlock()
-	if r := config.Compare(cur, cfg); r.Mass() && !opt.AllowRemoval {
-		return &RemovalRefusedError{File: path, Removal: r, State: b.st.path}
+	if r := config.Compare(cur, cfg); (r.Mass() || (opt.cutShort != "" && r.Any())) && !opt.AllowRemoval {
+		e := &RemovalRefusedError{File: path, Removal: r, State: b.st.path}
+		if !r.Mass() {
+			e.CutShort = opt.cutShort
+		}
+		return e
 	}
 	var errs []error
 	if cfg.Controller.Listen != cur.Controller.Listen {
