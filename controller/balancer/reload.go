@@ -35,9 +35,9 @@ type Reloadable interface {
 
 // RemovalRefusedError is a reload refused because it would remove too much at once.
 type RemovalRefusedError struct {
-	File    string
-	Removal config.Removal
-	State   string // the running controller's state file, which the confirming command must name
+	File     string
+	Removal  config.Removal
+	State    string // the running controller's state file, which the confirming command must name
 	CutShort string // why the file looks cut short, when that alone made the removal need confirmation
 }
 
