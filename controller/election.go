@@ -6,11 +6,11 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 
 	"flowweight/controller/config"
 	"flowweight/controller/ha"
+	"flowweight/internal/regfile"
 	"flowweight/internal/secretfile"
 )
 
@@ -46,7 +46,7 @@ func etcdTLS(h *config.HA) (*tls.Config, error) {
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if h.TLSCA != "" {
-		pem, err := os.ReadFile(h.TLSCA)
+		pem, err := regfile.Read(h.TLSCA, secretfile.MaxCertFile)
 		if err != nil {
 			return nil, fmt.Errorf("ha.tls_ca: %w", err)
 		}
@@ -57,9 +57,9 @@ func etcdTLS(h *config.HA) (*tls.Config, error) {
 		tc.RootCAs = pool
 	}
 	if h.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(h.TLSCert, h.TLSKey)
+		cert, err := secretfile.LoadX509KeyPair("ha.tls_cert", h.TLSCert, "ha.tls_key", h.TLSKey)
 		if err != nil {
-			return nil, fmt.Errorf("ha.tls_cert/ha.tls_key: %w", err)
+			return nil, err
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}

@@ -58,9 +58,9 @@ func main() {
 	}
 	_ = fs.Parse(os.Args[1:])
 
-	data, err := os.ReadFile(*cfgPath) // read once: what is parsed is what the watcher compares with
+	data, err := config.ReadFile(*cfgPath) // read once: what is parsed is what the watcher compares with
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "config:", err)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	// LoadData, not Parse: the files the configuration names (api.token_file, health
@@ -70,8 +70,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	secretWarnings := configSecretWarnings(cfg, *cfgPath)
 	if *check {
-		for _, w := range append(cfg.Warnings(), cfg.HealthWarnings()...) {
+		for _, w := range append(append(cfg.Warnings(), cfg.HealthWarnings()...), secretWarnings...) {
 			fmt.Printf("%s: warning: %s\n", *cfgPath, w)
 		}
 		if err := checkKeys(cfg); err != nil {
@@ -88,6 +89,9 @@ func main() {
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration weakens push authentication", "config", *cfgPath, "warning", w)
 	}
+	for _, w := range secretWarnings {
+		log.Warn("configuration exposes a secret", "config", *cfgPath, "warning", w)
+	}
 	if len(cfg.Services) == 0 {
 		log.Warn("the configuration has no service: no VIP is balanced, and VIP flows a previous run installed (they carry the controller's cookie) are removed from every switch that connects", "file", *cfgPath)
 	}
@@ -95,6 +99,15 @@ func main() {
 		log.Error("controller stopped", "err", err)
 		os.Exit(1)
 	}
+}
+
+// configSecretWarnings are cfg.SecretWarnings for the file at path as it is now.
+func configSecretWarnings(cfg *config.Config, path string) []string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil // just read; a file gone since is the next reload's business
+	}
+	return cfg.SecretWarnings(fi.Mode().Perm())
 }
 
 func newLogger(level string, json bool) *slog.Logger {

@@ -19,6 +19,7 @@ import (
 	"flowweight/controller/cfgwatch"
 	"flowweight/controller/config"
 	"flowweight/controller/state"
+	"flowweight/internal/regfile"
 )
 
 // defaultState is systemd's StateDirectory for the unit (configs/flowweight-controller.service):
@@ -47,6 +48,7 @@ type configWatch struct {
 	confirm string
 	log     *slog.Logger
 	applied [32]byte // digest of the running configuration's file
+	running []byte   // the running configuration's file: a strict prefix of it is a file cut short
 	last    [32]byte // digest of the last content tried
 }
 
@@ -78,11 +80,11 @@ func (c *configWatch) onChange(s cfgwatch.Snapshot) {
 		return // nothing new to try: a confirmation removed, or the same refused content again
 	}
 	c.last = sum
-	err := c.b.ReloadFile(c.path, cf.Data, balancer.ReloadOptions{AllowRemoval: allow, Trigger: s.Trigger, Alongside: c.also})
+	err := c.b.ReloadFile(c.path, cf.Data, balancer.ReloadOptions{AllowRemoval: allow, Trigger: s.Trigger, Alongside: c.also, Running: c.running})
 	if err != nil {
 		return
 	}
-	c.applied = sum
+	c.applied, c.running = sum, cf.Data
 	if allow {
 		// One shot: a used confirmation goes. If it cannot (a read-only directory), it still
 		// confirms nothing but this content, and only until it expires.
@@ -103,7 +105,7 @@ func watchConfig(ctx context.Context, b *balancer.Balancer, also balancer.Reload
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs // the refusal's message names a command that works from any directory
 	}
-	c := &configWatch{b: b, also: also, path: path, confirm: confirmPath(path, statePath), log: log, applied: sha256.Sum256(loaded)}
+	c := &configWatch{b: b, also: also, path: path, confirm: confirmPath(path, statePath), log: log, applied: sha256.Sum256(loaded), running: loaded}
 	c.last = c.applied
 	w, err := cfgwatch.New(cfgwatch.Config{Paths: []string{path, c.confirm}, Baseline: [][]byte{loaded, nil},
 		Poll: poll, OnChange: c.onChange, Logger: log})
@@ -134,9 +136,9 @@ func watchConfig(ctx context.Context, b *balancer.Balancer, also balancer.Reload
 		case <-ctx.Done():
 			return
 		case <-hup:
-			data, err := os.ReadFile(path)
+			data, err := config.ReadFile(path)
 			var confirm []byte
-			if d, err := os.ReadFile(c.confirm); err == nil {
+			if d, err := regfile.Read(c.confirm, config.MaxConfirmationSize); err == nil {
 				confirm = d
 			}
 			c.onChange(cfgwatch.Snapshot{Trigger: "SIGHUP", Files: []cfgwatch.File{{Path: path, Data: data, Err: err}, {Path: c.confirm, Data: confirm}}})
@@ -170,7 +172,7 @@ func reloadCommand(args []string) int {
 		fs.Usage()
 		return 2
 	}
-	data, err := os.ReadFile(*cfgPath)
+	data, err := config.ReadFile(*cfgPath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reload:", err)
 		return 1

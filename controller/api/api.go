@@ -118,7 +118,16 @@ func routes(s *Server, gatherer prometheus.Gatherer) http.Handler {
 // clients always send JSON on POST, and anything else is a mistake worth saying.
 func (s *Server) drain(drained bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !authorized(r, *s.token.Load()) {
+		tok := *s.token.Load()
+		if tok == "" && !s.open.Load() {
+			s.refused.WithLabelValues("token").Inc()
+			w.Header().Set("Connection", "close")
+			http.Error(w, "refused: changes need a bearer token and none is configured: set api.token_file "+
+				"(openssl rand -hex 32 > FILE; chmod 600 FILE), or api.allow_unauthenticated_writes = true "+
+				"to let every local user change backends", http.StatusForbidden)
+			return
+		}
+		if !authorized(r, tok) {
 			s.refused.WithLabelValues("token").Inc()
 			w.Header().Set("WWW-Authenticate", `Bearer realm="flowweight"`)
 			w.Header().Set("Connection", "close")
@@ -184,7 +193,7 @@ func emptyBody(body io.Reader) error {
 // (RFC 9110 section 11.1).
 func authorized(r *http.Request, token string) bool {
 	if token == "" {
-		return true // allowed only on a loopback listener (config validation, Serve, SetToken)
+		return true // the caller has checked api.allow_unauthenticated_writes (loopback only)
 	}
 	h := r.Header.Values("Authorization")
 	if len(h) != 1 || len(h[0]) < 7 || !strings.EqualFold(h[0][:7], "Bearer ") {

@@ -46,7 +46,10 @@ func (l Limits) validate() error {
 
 // Options configure a Server.
 type Options struct {
-	Token        string   // bearer token for changes; "" = none, allowed only on a loopback listener
+	Token string // bearer token for changes; "" = none, allowed only on a loopback listener
+	// OpenWrites lets writes through without a token (api.allow_unauthenticated_writes), on
+	// a loopback listener with no Token only. False: without a token every write is refused.
+	OpenWrites   bool
 	AllowedHosts []string // extra Host values served (api.allowed_hosts)
 	Limits       Limits
 	Logger       *slog.Logger
@@ -55,7 +58,7 @@ type Options struct {
 
 // OptionsFrom builds Options from a configuration that config.Load read (so the token is in it).
 func OptionsFrom(c config.API, log *slog.Logger, reg prometheus.Registerer) Options {
-	return Options{Token: c.Token.Reveal(), AllowedHosts: c.AllowedHosts, Limits: LimitsFrom(c), Logger: log, Registerer: reg}
+	return Options{Token: c.Token.Reveal(), OpenWrites: c.AllowUnauthenticatedWrites, AllowedHosts: c.AllowedHosts, Limits: LimitsFrom(c), Logger: log, Registerer: reg}
 }
 
 // Server is the controller's HTTP server. The token, allowed hosts and body limit are read
@@ -68,6 +71,7 @@ type Server struct {
 	limits   Limits
 	mux      http.Handler
 	token    atomic.Pointer[string]
+	open     atomic.Bool // writes without a token allowed (only when token is "")
 	allowed  atomic.Pointer[[]string]
 	maxBody  atomic.Int64
 	hosts    atomic.Pointer[hostPolicy] // set by Serve from the listener's address
@@ -114,6 +118,7 @@ func NewServer(b Balancer, gatherer prometheus.Gatherer, o Options) (*Server, er
 		}
 	}
 	s.token.Store(&o.Token)
+	s.open.Store(o.OpenWrites)
 	allowed := append([]string(nil), o.AllowedHosts...)
 	s.allowed.Store(&allowed)
 	s.maxBody.Store(o.Limits.MaxBodyBytes)
@@ -256,11 +261,13 @@ func (s *Server) Reload(cfg *config.Config) error {
 	allowed := append([]string(nil), cfg.API.AllowedHosts...)
 	s.allowed.Store(&allowed)
 	s.maxBody.Store(cfg.API.MaxBodyBytes)
-	old := *s.token.Load()
+	old, wasOpen := *s.token.Load(), s.open.Load()
 	tok := cfg.API.Token.Reveal()
+	s.open.Store(cfg.API.AllowUnauthenticatedWrites)
 	s.token.Store(&tok)
-	if old != tok {
-		s.log.Info("api token replaced", "token_file", cfg.API.TokenFile, "auth", tok != "")
+	if old != tok || wasOpen != cfg.API.AllowUnauthenticatedWrites {
+		s.log.Info("api write authentication changed", "token_file", cfg.API.TokenFile, "auth", tok != "",
+			"allow_unauthenticated_writes", cfg.API.AllowUnauthenticatedWrites)
 	}
 	return nil
 }

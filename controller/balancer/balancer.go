@@ -139,9 +139,9 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 		}
 	}
 	if b.elector != nil {
-		b.loadSharedState()
+		b.loadSharedState(cfg)
 	} else {
-		b.loadState()
+		b.loadState(cfg)
 	}
 	if err := b.install(cfg); err != nil {
 		return nil, err
@@ -309,8 +309,12 @@ func (b *Balancer) reload(path string, cfg *config.Config, opt ReloadOptions) er
 	b.mu.Lock()
 	cur := b.cfg
 	b.mu.Unlock()
-	if r := config.Compare(cur, cfg); r.Mass() && !opt.AllowRemoval {
-		return &RemovalRefusedError{File: path, Removal: r, State: b.st.path}
+	if r := config.Compare(cur, cfg); (r.Mass() || (opt.cutShort != "" && r.Any())) && !opt.AllowRemoval {
+		e := &RemovalRefusedError{File: path, Removal: r, State: b.st.path}
+		if !r.Mass() {
+			e.CutShort = opt.cutShort
+		}
+		return e
 	}
 	var errs []error
 	if cfg.Controller.Listen != cur.Controller.Listen {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"flowweight/controller/config"
 	"flowweight/controller/ha"
 	"flowweight/controller/state"
 
@@ -157,12 +158,12 @@ func (b *Balancer) operatorDrainStates() map[string]bool {
 
 // loadSharedState is loadState from etcd: the leader's last document of learned capacity and
 // replay marks. Drains are not taken from it: they have keys of their own (WatchDrains).
-func (b *Balancer) loadSharedState() {
+func (b *Balancer) loadSharedState(cfg *config.Config) {
 	p := &b.st
 	p.remembered = map[string]state.Backend{}
 	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
 	defer cancel()
-	f, err := b.sharedState(ctx)
+	f, err := b.sharedState(ctx, cfg)
 	switch {
 	case err != nil:
 		b.log.Warn("shared state in etcd unusable; starting without its learned capacity and replay marks", "err", err)
@@ -180,8 +181,9 @@ func (b *Balancer) loadSharedState() {
 	b.log.Info("shared state loaded from etcd", "backends", len(f.Backends), "replay_marks", len(f.Replay), "written", f.Written)
 }
 
-// sharedState reads and checks the document in etcd (nil, nil: none yet).
-func (b *Balancer) sharedState(ctx context.Context) (*state.File, error) {
+// sharedState reads and checks the document in etcd (nil, nil: none yet) exactly as the
+// state file is checked: the same strict decoder, and the same bound on learned capacity.
+func (b *Balancer) sharedState(ctx context.Context, cfg *config.Config) (*state.File, error) {
 	data, err := b.elector.LoadState(ctx)
 	if err != nil || data == nil {
 		return nil, err
@@ -190,6 +192,7 @@ func (b *Balancer) sharedState(ctx context.Context) (*state.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state document in etcd: %w", err)
 	}
+	b.boundLearned(f, "state document in etcd", cfg)
 	return f, nil
 }
 
@@ -199,7 +202,7 @@ func (b *Balancer) sharedState(ctx context.Context) (*state.File, error) {
 func (b *Balancer) adoptSharedState(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, haTimeout)
 	defer cancel()
-	f, err := b.sharedState(cctx)
+	f, err := b.sharedState(cctx, b.Config())
 	if err != nil {
 		b.log.Warn("taking over without the previous leader's learned capacity", "err", err)
 		return

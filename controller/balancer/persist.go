@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"flowweight/collector/push"
 	"flowweight/collector/report"
+	"flowweight/controller/config"
 	"flowweight/controller/state"
 )
 
@@ -94,7 +96,7 @@ type persister struct {
 
 // loadState reads the state file before the first install. It never fails: a missing file is
 // a first start, an unusable one is moved aside and the controller starts without it.
-func (b *Balancer) loadState() {
+func (b *Balancer) loadState(cfg *config.Config) {
 	p := &b.st
 	p.remembered = map[string]state.Backend{}
 	if p.path == "" {
@@ -112,6 +114,7 @@ func (b *Balancer) loadState() {
 		b.events.add(Event{Time: b.now(), Kind: "error", Text: "state file " + p.path + " unusable, kept as " + aside + "; saved drains and learned capacity not applied: " + err.Error()})
 		return
 	}
+	b.boundLearned(f, "state file "+p.path, cfg)
 	drained := 0
 	for name, e := range f.Backends {
 		p.remembered[name] = e
@@ -122,6 +125,19 @@ func (b *Balancer) loadState() {
 	p.replay = f.Replay
 	b.log.Info("state file loaded", "file", p.path, "backends", len(f.Backends), "operator_drained", drained,
 		"replay_marks", len(f.Replay), "written", f.Written)
+}
+
+// boundLearned holds what was read, from the state file or from etcd alike, to the bound
+// learning itself keeps (weighting.learn.max_factor): a learned capacity outside it is not
+// applied, and each one is logged by name. One rule for both sources.
+func (b *Balancer) boundLearned(f *state.File, source string, cfg *config.Config) {
+	errs := f.DropLearnedOutside(cfg.Weighting.Learn.MaxFactor)
+	for _, err := range errs {
+		b.log.Warn("learned capacity not applied", "source", source, "err", err)
+	}
+	if len(errs) > 0 {
+		b.events.add(Event{Time: b.now(), Kind: "error", Text: fmt.Sprintf("%s: %d learned capacities outside weighting.learn.max_factor not applied; first: %v", source, len(errs), errs[0])})
+	}
 }
 
 // rememberLocked keeps what must outlive a backend's removal by this install, and returns what

@@ -13,6 +13,12 @@ type ReloadOptions struct {
 	// than half of all backends (config.Removal.Mass). Without it such a reload is refused and
 	// changes nothing: a file cut short while it was written looks exactly like that.
 	AllowRemoval bool
+	// Running is the running configuration file's content, when the caller has it. A new
+	// content that is a strict prefix of it (config.CutShort) and removes anything at all is
+	// refused without AllowRemoval, as is one that does not end with a newline.
+	Running []byte
+	// cutShort is config.CutShort of the new content, set by ReloadFile.
+	cutShort string
 	// Trigger says what asked for the reload ("SIGHUP", "file changed"), for the log.
 	Trigger string
 	// Alongside is another part of the controller that takes the same configuration (the
@@ -29,14 +35,19 @@ type Reloadable interface {
 
 // RemovalRefusedError is a reload refused because it would remove too much at once.
 type RemovalRefusedError struct {
-	File    string
-	Removal config.Removal
-	State   string // the running controller's state file, which the confirming command must name
+	File     string
+	Removal  config.Removal
+	State    string // the running controller's state file, which the confirming command must name
+	CutShort string // why the file looks cut short, when that alone made the removal need confirmation
 }
 
 func (e *RemovalRefusedError) Error() string {
-	return fmt.Sprintf("%s: reload refused: it would remove %s; if that is intended, run `flowweight-controller reload -allow-removal -config %s -state %s`",
-		e.File, e.Removal, shellQuote(e.File), shellQuote(e.State))
+	why := ""
+	if e.CutShort != "" {
+		why = " and " + e.CutShort
+	}
+	return fmt.Sprintf("%s: reload refused: it would remove %s%s; if that is intended, run `flowweight-controller reload -allow-removal -config %s -state %s`",
+		e.File, e.Removal, why, shellQuote(e.File), shellQuote(e.State))
 }
 
 // shellQuote quotes s for a command line an operator will paste.
@@ -58,6 +69,7 @@ const (
 // the running one (see Reload). Whatever the outcome it logs one line naming the file, records
 // one event and counts flowweight_config_reloads_total{result}; an error changes nothing.
 func (b *Balancer) ReloadFile(path string, data []byte, opt ReloadOptions) error {
+	opt.cutShort = config.CutShort(opt.Running, data)
 	cfg, err := config.LoadData(path, data)
 	if err == nil && opt.Alongside != nil {
 		err = opt.Alongside.CheckReload(cfg)

@@ -5,9 +5,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 
 	"flowweight/controller/config"
+	"flowweight/internal/regfile"
+	"flowweight/internal/secretfile"
 )
 
 // loadTLS reads the OpenFlow listener's certificate, key and optional client CA bundle.
@@ -19,23 +20,17 @@ func loadTLS(c config.Controller) (*tls.Config, error) {
 	if c.TLSCert == "" {
 		return nil, nil
 	}
-	fi, err := os.Stat(c.TLSKey)
+	// A key others can read lets anyone on the host impersonate the controller; a FIFO at
+	// either path must not hang start-up or a reload.
+	pair, err := secretfile.LoadX509KeyPair("controller.tls_cert", c.TLSCert, "controller.tls_key", c.TLSKey)
 	if err != nil {
-		return nil, fmt.Errorf("controller.tls_key: %w", err)
-	}
-	if perm := fi.Mode().Perm(); perm&0o004 != 0 {
-		// Others can read the private key: anyone on the host could impersonate the controller.
-		return nil, fmt.Errorf("controller.tls_key: %s is readable by others (mode %04o); chmod o-rwx it", c.TLSKey, perm)
-	}
-	pair, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
-	if err != nil {
-		return nil, fmt.Errorf("controller.tls_cert/tls_key: %w", err)
+		return nil, err
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	if c.TLSCA == "" {
 		return tc, nil
 	}
-	pem, err := os.ReadFile(c.TLSCA)
+	pem, err := regfile.Read(c.TLSCA, secretfile.MaxCertFile)
 	if err != nil {
 		return nil, fmt.Errorf("controller.tls_ca: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +35,10 @@ func TestLoadTLS(t *testing.T) {
 	if err := os.WriteFile(junk, []byte("not a certificate\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name    string
 		c       config.Controller
@@ -44,10 +49,14 @@ func TestLoadTLS(t *testing.T) {
 		{"off", config.Controller{}, "", false, false},
 		{"server only", config.Controller{TLSCert: ctl.CertFile, TLSKey: ctl.KeyFile}, "", false, true},
 		{"mutual", config.Controller{TLSCert: ctl.CertFile, TLSKey: ctl.KeyFile, TLSCA: ca.CertFile}, "", true, true},
-		{"key readable by others", config.Controller{TLSCert: ctl.CertFile, TLSKey: open}, "controller.tls_key: " + open + " is readable by others", false, false},
+		{"key readable by others", config.Controller{TLSCert: ctl.CertFile, TLSKey: open}, "controller.tls_key: " + open + ": readable by others", false, false},
+		// A FIFO at any of the paths is refused at once, named, instead of hanging the read.
+		{"cert a FIFO", config.Controller{TLSCert: fifo, TLSKey: ctl.KeyFile}, "controller.tls_cert: open " + fifo + ": not a regular file", false, false},
+		{"key a FIFO", config.Controller{TLSCert: ctl.CertFile, TLSKey: fifo}, "controller.tls_key: " + fifo + ": not a regular file", false, false},
+		{"ca a FIFO", config.Controller{TLSCert: ctl.CertFile, TLSKey: ctl.KeyFile, TLSCA: fifo}, "controller.tls_ca: open " + fifo + ": not a regular file", false, false},
 		{"missing key", config.Controller{TLSCert: ctl.CertFile, TLSKey: filepath.Join(dir, "none.key")}, "controller.tls_key", false, false},
-		{"cert not PEM", config.Controller{TLSCert: junk, TLSKey: ctl.KeyFile}, "controller.tls_cert/tls_key", false, false},
-		{"key of another cert", config.Controller{TLSCert: ca.CertFile, TLSKey: ctl.KeyFile}, "controller.tls_cert/tls_key", false, false},
+		{"cert not PEM", config.Controller{TLSCert: junk, TLSKey: ctl.KeyFile}, "controller.tls_cert/controller.tls_key", false, false},
+		{"key of another cert", config.Controller{TLSCert: ca.CertFile, TLSKey: ctl.KeyFile}, "controller.tls_cert/controller.tls_key", false, false},
 		{"ca not PEM", config.Controller{TLSCert: ctl.CertFile, TLSKey: ctl.KeyFile, TLSCA: junk}, "controller.tls_ca: " + junk + " holds no PEM certificate", false, false},
 		{"ca missing", config.Controller{TLSCert: ctl.CertFile, TLSKey: ctl.KeyFile, TLSCA: filepath.Join(dir, "none.crt")}, "controller.tls_ca", false, false},
 	}

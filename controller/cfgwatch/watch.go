@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"time"
+
+	"flowweight/internal/regfile"
 )
 
 // MaxFileSize bounds one read of a watched file: a configuration is kilobytes, and a path
@@ -274,24 +274,12 @@ func (w *Watcher) read(trigger string) Snapshot {
 	return s
 }
 
-// readFile reads the whole file once, at most MaxFileSize bytes.
+// readFile reads the whole file once, at most MaxFileSize bytes. Only a regular file is
+// read, and it is opened without blocking: a FIFO put at a watched path (the confirmation's,
+// say) used to block the watcher in open for good, so no reload, not even SIGHUP's, was
+// delivered again. Errors name the path.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, MaxFileSize)
-	}
-	if data == nil {
-		data = []byte{} // present but empty is not absent
-	}
-	return data, nil
+	return regfile.Read(path, MaxFileSize)
 }
 
 func contents(s Snapshot) [][]byte {

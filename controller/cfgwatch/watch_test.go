@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -378,4 +380,30 @@ func TestWatchDirectoryRemoved(t *testing.T) {
 	h.expect("two")
 	write(t, path, "three") // inotify again (or polling: either must see it)
 	h.expect("three")
+}
+
+// TestWatchFIFOAtPath: a FIFO at a watched path (here the confirmation's) is refused without
+// blocking, with an error naming the path and what it is, and the watcher goes on delivering:
+// the file's later changes and a forced reload.
+func TestWatchFIFOAtPath(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "controller.toml")
+	marker := filepath.Join(dir, "confirm")
+	write(t, path, "cfg")
+	h := start(t, Config{Paths: []string{path, marker}})
+	if err := syscall.Mkfifo(marker, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write(t, path, "cfg1")
+	s := h.expect("cfg1")
+	if err := s.Files[1].Err; s.Files[1].Data != nil || err == nil ||
+		!strings.Contains(err.Error(), marker) || !strings.Contains(err.Error(), "named pipe") {
+		t.Fatalf("the FIFO delivered %+v", s.Files[1])
+	}
+	write(t, path, "cfg2")
+	h.expect("cfg2")
+	h.w.Force("SIGHUP")
+	if s := h.expect("cfg2"); s.Trigger != "SIGHUP" {
+		t.Fatalf("trigger %q", s.Trigger)
+	}
 }

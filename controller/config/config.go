@@ -13,7 +13,6 @@ import (
 	"math"
 	"net"
 	"net/netip"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"flowweight/collector/snmp"
 	"flowweight/configs"
 	"flowweight/internal/httphost"
+	"flowweight/internal/regfile"
 	"flowweight/internal/secretfile"
 	"flowweight/weights"
 )
@@ -68,6 +68,10 @@ type API struct {
 	MaxHeaderBytes int           `toml:"max_header_bytes"` // request line and headers; default 32768
 	MaxBodyBytes   int64         `toml:"max_body_bytes"`   // request body; default 4096
 	MaxConnections int           `toml:"max_connections"`  // open connections; more are answered 503 and closed; default 64
+	// AllowUnauthenticatedWrites lets any local client drain without a token, on a loopback
+	// listener without token_file only. Off by default: without a token, writes are refused,
+	// since every local user (and every process, whatever its user) can reach loopback.
+	AllowUnauthenticatedWrites bool `toml:"allow_unauthenticated_writes"`
 
 	// Token is token_file's content, read and checked by Load (Parse leaves it empty).
 	Token Secret `toml:"-"`
@@ -176,20 +180,26 @@ type Backend struct {
 
 // SNMPSrc is how the collector polls a backend's snmpd.
 type SNMPSrc struct {
-	Address        string        `toml:"address"` // host:port; default ip:161
-	Version        string        `toml:"version"` // "v2c" or "v3"
-	Community      string        `toml:"community"`
-	User           string        `toml:"user"`
-	AuthProtocol   string        `toml:"auth_protocol"` // SHA (default), SHA256, SHA512
-	AuthPassphrase string        `toml:"auth_passphrase"`
-	PrivProtocol   string        `toml:"priv_protocol"` // AES (default)
-	PrivPassphrase string        `toml:"priv_passphrase"`
-	Timeout        time.Duration `toml:"timeout"` // default "1s"
-	Retries        int           `toml:"retries"` // default 1
+	Address        string `toml:"address"` // host:port; default ip:161
+	Version        string `toml:"version"` // "v2c" or "v3"
+	Community      string `toml:"community"`
+	User           string `toml:"user"`
+	AuthProtocol   string `toml:"auth_protocol"` // SHA (default), SHA256, SHA512
+	AuthPassphrase string `toml:"auth_passphrase"`
+	PrivProtocol   string `toml:"priv_protocol"` // AES (default)
+	PrivPassphrase string `toml:"priv_passphrase"`
+	// AuthPassphraseFile and PrivPassphraseFile hold the passphrases instead of the lines
+	// above (one form per passphrase), in files checked as key files (snmpsecrets.go).
+	AuthPassphraseFile string        `toml:"auth_passphrase_file"`
+	PrivPassphraseFile string        `toml:"priv_passphrase_file"`
+	Timeout            time.Duration `toml:"timeout"` // default "1s"
+	Retries            int           `toml:"retries"` // default 1
 
 	// MaxConnRows is how many rows one walk of a TCP connection table may return before the
 	// poll fails (a bounded answer, not a silently huge count); default 0 = 100000.
 	MaxConnRows int `toml:"max_conn_rows"`
+
+	loaded bool // the passphrase files have been read into the passphrases
 }
 
 // Default returns a configuration with every default filled in and no services.
@@ -208,11 +218,25 @@ func Default() Config {
 
 // Load reads, decodes strictly, fills defaults and validates path.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parse(path, data, true)
+}
+
+// MaxFileSize bounds a configuration file: it is kilobytes, and a path pointed by mistake at
+// a huge file must not exhaust memory.
+const MaxFileSize = 16 << 20
+
+// ReadFile reads a configuration file: a regular file only, opened without blocking (a FIFO
+// at the path is refused, not waited on), at most MaxFileSize bytes. Errors name the path.
+func ReadFile(path string) ([]byte, error) {
+	data, err := regfile.Read(path, MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return parse(path, data, true)
+	return data, nil
 }
 
 // Parse is Load without the file system, for tests. It does not read api.token_file, so
@@ -235,6 +259,9 @@ func parse(name string, data []byte, readFiles bool) (*Config, error) {
 	err := c.Validate()
 	if readFiles && err == nil {
 		err = c.readHealthFiles()
+	}
+	if readFiles && err == nil {
+		err = c.readSNMPSecrets()
 	}
 	if readFiles && c.API.TokenFile != "" {
 		tok, terr := ReadToken(c.API.TokenFile)
@@ -339,6 +366,12 @@ func (c *Config) Validate() error {
 		if !loopback(c.API.Listen) && c.API.TokenFile == "" {
 			p.Addf("api.token_file", "required when api.listen (%s) is not a loopback address", c.API.Listen)
 		}
+	}
+	if c.API.AllowUnauthenticatedWrites && c.API.TokenFile != "" {
+		p.Addf("api.allow_unauthenticated_writes", "given with api.token_file: writes need the token, so this would be ignored; remove one of them")
+	}
+	if c.API.AllowUnauthenticatedWrites && c.API.Listen != "" && !loopback(c.API.Listen) {
+		p.Addf("api.allow_unauthenticated_writes", "only on a loopback api.listen (%s is not): off loopback the token is required", c.API.Listen)
 	}
 	for i, h := range c.API.AllowedHosts {
 		if _, err := httphost.Parse(h); err != nil {

@@ -170,6 +170,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"bad mac", edit(`name = "a"`, "name = \"a\"\n  mac = \"zz:00\""), []string{`backend "a".mac`}},
 		{"missing key file", strings.Replace(good, "[collector]\nkey_file = \"/k\"", "", 1), []string{"collector.secret_file", "required", "controller key"}},
 		{"api off loopback without token", "[api]\nlisten = \"0.0.0.0:9090\"\n" + good, []string{"api.token_file", "required"}},
+		{"open writes with a token", "[api]\ntoken_file = \"/t\"\nallow_unauthenticated_writes = true\n" + good, []string{"api.allow_unauthenticated_writes", "given with api.token_file"}},
+		{"open writes off loopback", "[api]\nlisten = \"0.0.0.0:9090\"\nallow_unauthenticated_writes = true\n" + good, []string{"api.allow_unauthenticated_writes", "only on a loopback"}},
 		{"snmp without table", edit(`name = "b"`, "name = \"b\"\n  source = \"snmp\"\n  health_url = \"http://10.0.0.2:8080/\""), []string{`backend "b".snmp`, "needs a [snmp] table"}},
 		{"snmp bad version", good + "  source = \"snmp\"\n  health_url = \"http://10.0.0.2/\"\n  [service.backend.snmp]\n  version = \"v9\"\n", []string{`backend "b".snmp`}},
 		{"snmp negative max_conn_rows", good + "  source = \"snmp\"\n  health_url = \"http://10.0.0.2/\"\n  [service.backend.snmp]\n  version = \"v2c\"\n  community = \"c\"\n  max_conn_rows = -1\n", []string{`backend "b".snmp`, "MaxConnRows -1"}},

@@ -5,16 +5,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"flowweight/configs"
 	"flowweight/internal/health"
+	"flowweight/internal/regfile"
 )
 
 // HealthCheck is a probe-less backend's [service.backend.health] table: how the collector
@@ -252,17 +251,9 @@ func (c *Config) readHealthFiles() error {
 const maxCAFile = 1 << 20
 
 func readCA(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	data, err := regfile.Read(path, maxCAFile) // a regular file only: a FIFO must not hang a reload
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxCAFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(data) > maxCAFile {
-		return nil, fmt.Errorf("%s: larger than %d bytes: not a CA bundle", path, maxCAFile)
 	}
 	if _, err := health.ParseCA(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -189,9 +189,16 @@ func (c *Config) checkMachine(p *configs.Problems, key string, b *Backend, port 
 		if b.SNMP == nil {
 			p.Addf(key+".snmp", "source \"snmp\" needs a [snmp] table")
 		} else {
+			checkSNMPSecretKeys(p, key+".snmp", b.SNMP)
 			t := b.SNMP.target(uint16(port))
 			if port == 0 {
 				t.ServicePorts = nil
+			}
+			if b.SNMP.AuthPassphraseFile != "" && t.AuthPassphrase == "" {
+				t.AuthPassphrase = placeholderPassphrase
+			}
+			if b.SNMP.PrivPassphraseFile != "" && t.PrivPassphrase == "" {
+				t.PrivPassphrase = placeholderPassphrase
 			}
 			p.Add(key+".snmp", t.Validate())
 		}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -79,6 +80,30 @@ func sharesBackend(old, next *Service) bool {
 // Adding, editing and removing fewer backends than that never needs confirmation.
 func (r Removal) Mass() bool {
 	return len(r.Services) > 0 || len(r.Emptied) > 0 || 2*len(r.Backends) > r.Running
+}
+
+// Any reports whether anything at all would be removed.
+func (r Removal) Any() bool { return len(r.Services)+len(r.Emptied)+len(r.Backends) > 0 }
+
+// EndsMidLine reports whether a configuration file's content does not end with a newline:
+// the cheap sign of a file cut short at an arbitrary byte (a full disk, a crash half-way
+// through a buffered write). Every editor, `echo >`, and the example end files with one. A
+// reload of such a file that removes anything at all needs the confirmation Mass asks for.
+// A file cut exactly at a line's end does not show it: those are covered by Mass alone.
+func EndsMidLine(data []byte) bool { return len(data) > 0 && data[len(data)-1] != '\n' }
+
+// CutShort says why next looks like a file cut short ("" when it does not): it ends mid-line
+// (EndsMidLine), or it is a strict prefix of running, the content it replaces (a truncation
+// of the same file, at a line's end too). A reload of such content that removes anything at
+// all needs the confirmation Mass asks for. running may be nil (unknown).
+func CutShort(running, next []byte) string {
+	switch {
+	case EndsMidLine(next):
+		return "the file does not end with a newline, as a file cut short while written does"
+	case len(next) < len(running) && bytes.HasPrefix(running, next):
+		return "the file is the running file cut short (a strict prefix of it)"
+	}
+	return ""
 }
 
 // String says what would be removed, for the log line and the event of a refused reload.

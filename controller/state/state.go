@@ -8,10 +8,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"flowweight/internal/secretfile"
 )
 
 // Version is the format this package writes and the only one it reads.
@@ -83,6 +86,9 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 func Decode(data []byte) (*File, error) {
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("%d bytes, more than %d", len(data), MaxFileSize)
+	}
+	if err := checkKeys(data, reflect.TypeFor[File]()); err != nil {
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -177,17 +183,15 @@ func (e *CorruptError) Error() string { return fmt.Sprintf("state file %s: %v", 
 func (e *CorruptError) Unwrap() error { return e.Err }
 
 // Load reads and decodes path. A missing file is an error satisfying errors.Is(err,
-// fs.ErrNotExist) (a first start); any other failure is a *CorruptError.
+// fs.ErrNotExist) (a first start); any other failure is a *CorruptError. The file is read as
+// a private file (secretfile.ReadPrivate): a regular file, opened without blocking, not
+// readable by others, not writable by group or others, owned by this user or root, in a
+// directory others cannot write; whoever can write it can undo drains and lock probes out.
 func Load(path string) (*File, error) {
-	fh, err := os.Open(path)
+	data, err := secretfile.ReadPrivate(path, MaxFileSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	if err != nil {
-		return nil, &CorruptError{Path: path, Err: err}
-	}
-	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, MaxFileSize+1))
 	if err != nil {
 		return nil, &CorruptError{Path: path, Err: err}
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -83,6 +84,17 @@ func TestDecodeRejects(t *testing.T) {
 		{"bad replay name", `{"version":1,"replay":{"../x":{}}}`, "replay"},
 		{"bad replay json", `{"version":1,"replay":{"a":{]}}`, "invalid"},
 		{"wrong type", `{"version":"1"}`, "cannot unmarshal"},
+		// Decoded exactly as documented: encoding/json alone matches names in any case and
+		// lets the last repeated key win, so this one was applied as drained (jq: not).
+		{"capitalised beside", `{"version":1,"backends":{"a":{"service":"web","operator_drain":false,"OPERATOR_DRAIN":true}}}`, `$.backends.a: unknown field "OPERATOR_DRAIN"`},
+		{"capitalised alone", `{"version":1,"backends":{"a":{"Service":"web"}}}`, `unknown field "Service"`},
+		{"capitalised top", `{"Version":1}`, `$: unknown field "Version"`},
+		{"repeated top", `{"version":1,"version":1}`, "$: key version appears twice"},
+		{"repeated field", `{"version":1,"backends":{"a":{"service":"web","operator_drain":true,"operator_drain":false}}}`, "$.backends.a: key operator_drain appears twice"},
+		{"repeated backend", `{"version":1,"backends":{"a":{"service":"web"},"a":{"service":"web","operator_drain":true}}}`, "$.backends: key a appears twice"},
+		{"repeated also", `{"version":1,"backends":{"a":{"service":"web","also_learned":{"dns":1,"dns":2}}}}`, "also_learned: key dns appears twice"},
+		{"repeated in replay", `{"version":1,"replay":{"a":{"epoch":1,"epoch":2}}}`, "$.replay.a: key epoch appears twice"},
+		{"unknown nested", `{"version":1,"backends":{"a":{"service":"web","drained":true}}}`, `unknown field "drained"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,11 +186,15 @@ func FuzzDecode(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte(`{"version":1}`))
 	f.Add([]byte(`{"version":1,"backends":{"a":{"service":"b","removed":"2026-01-01T00:00:00Z"}}}`))
+	f.Add([]byte(`{"version":1,"backends":{"a":{"service":"web","operator_drain":false,"OPERATOR_DRAIN":true}}}`))
+	f.Add([]byte(`{"version":1,"backends":{"a":{"service":"web","operator_drain":true,"operator_drain":false}}}`))
+	f.Add([]byte(`{"version":1,"replay":{"a":{"epoch":1,"epoch":2}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, err := Decode(data)
 		if err != nil {
 			return
 		}
+		agreesWithGeneric(t, data, a)
 		enc, err := Encode(a)
 		if err != nil {
 			t.Fatalf("decoded but does not encode: %v", err)
@@ -215,5 +231,134 @@ func TestLearnPerService(t *testing.T) {
 	}
 	if got := old.Backends["web1"].LearnedIn("web"); got != 1.5 {
 		t.Fatalf("old file: LearnedIn(web) = %v, want 1.5", got)
+	}
+}
+
+// TestLoadRefusesUnsafeFile: the state file gets the checks of a key file, and its
+// directory's: a 0666 file in a 0777 directory used to load silently. Each refusal is a
+// CorruptError naming the path and the fault; a FIFO is refused without blocking.
+func TestLoadRefusesUnsafeFile(t *testing.T) {
+	good, err := Encode(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name            string
+		fileMode        os.FileMode
+		dirMode         os.FileMode // with os.ModeSticky where wanted
+		fifo            bool
+		uid             int // -1: as created
+		want            string
+		needRootToChown bool
+	}{
+		{"private", 0o600, 0o700, false, -1, "", false},
+		{"group readable", 0o640, 0o750, false, -1, "", false},
+		{"sticky shared directory", 0o600, 0o777 | os.ModeSticky, false, -1, "", false},
+		{"world readable and writable", 0o666, 0o700, false, -1, "readable by others (mode 0666)", false},
+		{"group writable", 0o620, 0o700, false, -1, "writable by group or others (mode 0620)", false},
+		{"0666 in 0777", 0o666, 0o777, false, -1, "readable by others", false},
+		{"private in 0777", 0o600, 0o777, false, -1, "writable by group or others (mode 0777)", false},
+		{"private in group-writable", 0o600, 0o770, false, -1, "writable by group or others (mode 0770)", false},
+		{"a FIFO", 0o600, 0o700, true, -1, "named pipe", false},
+		{"another user's", 0o600, 0o700, false, 4242, "owned by uid 4242", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.needRootToChown && os.Geteuid() != 0 {
+				t.Skip("chown to another user needs root")
+			}
+			dir := filepath.Join(t.TempDir(), "state")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "controller.state")
+			if tc.fifo {
+				if err := syscall.Mkfifo(path, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.WriteFile(path, good, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, tc.fileMode); err != nil {
+				t.Fatal(err)
+			}
+			if tc.uid >= 0 {
+				if err := os.Chown(path, tc.uid, -1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Chmod(dir, tc.dirMode); err != nil {
+				t.Fatal(err)
+			}
+			f, err := Load(path)
+			if tc.want == "" {
+				if err != nil || f == nil {
+					t.Fatalf("Load = %v", err)
+				}
+				return
+			}
+			var ce *CorruptError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("Load: err = %v, want a CorruptError naming %s and saying %q", err, path, tc.want)
+			}
+		})
+	}
+}
+
+// agreesWithGeneric: what Decode applied is what any other JSON reader (jq, a generic map)
+// reads from the same bytes: the drain and learned capacity of every backend.
+func agreesWithGeneric(t *testing.T, data []byte, f *File) {
+	t.Helper()
+	var g struct {
+		Backends map[string]map[string]any `json:"backends"`
+	}
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatalf("accepted, but a generic reader fails: %v", err)
+	}
+	if len(g.Backends) != len(f.Backends) {
+		t.Fatalf("%d backends, a generic reader sees %d", len(f.Backends), len(g.Backends))
+	}
+	for name, m := range g.Backends {
+		for k := range m {
+			switch k {
+			case "service", "operator_drain", "learned_capacity", "also_learned", "removed":
+			default:
+				t.Fatalf("backend %q: accepted with key %q", name, k)
+			}
+		}
+		drain, _ := m["operator_drain"].(bool)
+		learned, _ := m["learned_capacity"].(float64)
+		if b := f.Backends[name]; b.OperatorDrain != drain || b.LearnedCapacity != learned {
+			t.Fatalf("backend %q: applied drain %v learned %v; a generic reader sees %v %v", name, b.OperatorDrain, b.LearnedCapacity, drain, learned)
+		}
+	}
+}
+
+// TestDropLearnedOutside: learned capacity beyond what learning reaches is removed, each one
+// named; the rest of the entry and of the file is kept.
+func TestDropLearnedOutside(t *testing.T) {
+	f := &File{Version: Version, Backends: map[string]Backend{
+		"a": {Service: "web", LearnedCapacity: 1000, OperatorDrain: true},
+		"b": {Service: "web", LearnedCapacity: 8},
+		"c": {Service: "web", LearnedCapacity: 0.125, Also: map[string]float64{"dns": 0.01, "ntp": 2}},
+		"d": {Service: "web", LearnedCapacity: 0.1, Also: map[string]float64{"dns": 9}},
+	}}
+	errs := f.DropLearnedOutside(8)
+	if len(errs) != 4 {
+		t.Fatalf("errors %v, want 4", errs)
+	}
+	for i, w := range []string{`"a": learned capacity 1000 in service "web" outside [0.125,8]`, `"c": learned capacity 0.01 in service "dns"`,
+		`"d": learned capacity 0.1 in service "web"`, `"d": learned capacity 9 in service "dns"`} {
+		if !strings.Contains(errs[i].Error(), w) {
+			t.Errorf("error %d = %v, want %q", i, errs[i], w)
+		}
+	}
+	want := map[string]Backend{
+		"a": {Service: "web", OperatorDrain: true},
+		"b": {Service: "web", LearnedCapacity: 8},
+		"c": {Service: "web", LearnedCapacity: 0.125, Also: map[string]float64{"ntp": 2}},
+		"d": {Service: "web"},
+	}
+	if !reflect.DeepEqual(f.Backends, want) {
+		t.Fatalf("kept %+v\nwant %+v", f.Backends, want)
 	}
 }

@@ -19,7 +19,9 @@ func ControllerTOML(o Options, sock, keyFile string, capacities []float64, mode 
 	fmt.Fprintf(&b, "[controller]\nlisten = %q\nupdate_period = %s\nreadback_period = %s\nbarrier_timeout = \"2s\"\necho_interval = \"1s\"\nnormal = true\n\n",
 		"unix:"+sock, dur(o.UpdatePeriod), dur(o.ReadbackPeriod))
 	i := controllerIndex(o, sock)
-	fmt.Fprintf(&b, "[api]\nlisten = %q\n\n", apiAddrOf(i))
+	// Writes without a token are refused by default; the lab's API listens inside the "ctl"
+	// namespace, reached only by this process and the lab's operator, who drain through it.
+	fmt.Fprintf(&b, "[api]\nlisten = %q\nallow_unauthenticated_writes = true\n\n", apiAddrOf(i))
 	fmt.Fprintf(&b, "[collector]\npush_listen = %q\nkey_file = %q\nstale_after = %s\nfail_threshold = %d\nrise_threshold = %d\n\n",
 		pushAddrOf(o, i), keyFile, dur(o.StaleAfter), o.FailThreshold, o.RiseThreshold)
 	w := map[string]string{"warmup": dur(o.Warmup), "dead_band": fmt.Sprint(o.DeadBand), "in_flight_period": dur(o.InFlight)}

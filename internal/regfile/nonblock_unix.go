@@ -1,0 +1,8 @@
+//go:build unix
+
+package regfile
+
+import "syscall"
+
+// nonblock keeps open from waiting for a FIFO's writer; Stat then refuses the FIFO.
+const nonblock = syscall.O_NONBLOCK
