@@ -18,6 +18,13 @@ var (
 	// FastLoopPool is the lab's pool: speeds in cores, a job's mean size in core-seconds.
 	FastLoopPool = []Backend{{Name: "be1", Speed: 0.125, Declared: 0.125}, {Name: "be2", Speed: 0.25, Declared: 0.25},
 		{Name: "be3", Speed: 0.5, Declared: 0.5}}
+	// FastLoopPoolCFS is the same pool run as the lab runs it: each backend a cgroup with a
+	// CPU quota in 100 ms periods (the kernel's default cfs_period_us), bursting at one core.
+	FastLoopPoolCFS = []Backend{
+		{Name: "be1", Speed: 0.125, Declared: 0.125, CFSPeriod: 100 * time.Millisecond},
+		{Name: "be2", Speed: 0.25, Declared: 0.25, CFSPeriod: 100 * time.Millisecond},
+		{Name: "be3", Speed: 0.5, Declared: 0.5, CFSPeriod: 100 * time.Millisecond},
+	}
 	// FastLoopPeriods are the update periods tried, each with a report every period.
 	FastLoopPeriods = []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond,
 		100 * time.Millisecond, time.Second}
@@ -30,6 +37,7 @@ const fastLoopJobSize = 0.002
 
 // FastLoopRow is one policy (and period) at one load, over every seed.
 type FastLoopRow struct {
+	Pool   string // "FCFS" (one server each) or "CFS quota"
 	Load   float64
 	Label  string
 	Period time.Duration // 0 for per-request and fixed dispatch
@@ -53,25 +61,17 @@ func FastLoop(o TableOptions) ([]FastLoopRow, error) {
 	o.defaults()
 	var rows []FastLoopRow
 	var cfgs []Config
+	pool, pools := "", map[string][]Backend{"FCFS": FastLoopPool, "CFS quota": FastLoopPoolCFS}
 	add := func(load float64, label string, period time.Duration, c Config) {
-		rows = append(rows, FastLoopRow{Load: load, Label: label, Period: period})
+		rows = append(rows, FastLoopRow{Pool: pool, Load: load, Label: label, Period: period})
 		for _, seed := range o.Seeds {
-			c.Backends, c.Load, c.MeanSize, c.Jobs, c.Seed, c.OVSSlots = FastLoopPool, load, fastLoopJobSize, o.Jobs, seed, o.OVSSlots
+			c.Backends, c.Load, c.MeanSize, c.Jobs, c.Seed, c.OVSSlots = pools[pool], load, fastLoopJobSize, o.Jobs, seed, o.OVSSlots
 			c.Warmup = 30 * time.Second
 			cfgs = append(cfgs, c)
 		}
 	}
-	for _, load := range FastLoopLoads {
-		add(load, "least connections, per request", 0, Config{Policy: LeastConn})
-		add(load, "oracle fixed split", 0, Config{Policy: Oracle})
-		for _, p := range FastLoopPeriods {
-			add(load, "least_conn weights every "+p.String(), p, Config{Policy: WeightsLeastConn, Tuning: FastLoopTuning(), Sample: p, Update: p})
-		}
-		add(load, "headroom every 1s", time.Second, Config{Policy: Headroom, ServiceCPU: true, Sample: time.Second, Update: time.Second})
-		for _, p := range FastLoopPeriods[:4] {
-			add(load, "headroom every 1s, in flight every "+p.String(), p, Config{Policy: Headroom, ServiceCPU: true,
-				Sample: time.Second, Update: time.Second, InFlight: p})
-		}
+	for _, pool = range []string{"FCFS", "CFS quota"} {
+		fastLoopRows(add)
 	}
 	rs, err := RunAll(cfgs)
 	if err != nil {
@@ -84,10 +84,26 @@ func FastLoop(o TableOptions) ([]FastLoopRow, error) {
 	return rows, nil
 }
 
+// fastLoopRows adds one pool's rows.
+func fastLoopRows(add func(load float64, label string, period time.Duration, c Config)) {
+	for _, load := range FastLoopLoads {
+		add(load, "least connections, per request", 0, Config{Policy: LeastConn})
+		add(load, "oracle fixed split", 0, Config{Policy: Oracle})
+		for _, p := range FastLoopPeriods {
+			add(load, "least_conn weights every "+p.String(), p, Config{Policy: WeightsLeastConn, Tuning: FastLoopTuning(), Sample: p, Update: p})
+		}
+		add(load, "headroom every 1s", time.Second, Config{Policy: Headroom, ServiceCPU: true, Sample: time.Second, Update: time.Second})
+		for _, p := range FastLoopPeriods[:4] {
+			add(load, "headroom every 1s, in flight every "+p.String(), p, Config{Policy: Headroom, ServiceCPU: true,
+				Sample: time.Second, Update: time.Second, InFlight: p})
+		}
+	}
+}
+
 // WriteFastLoop prints the table: p99 and its ratio to per-request least connections.
 func WriteFastLoop(w io.Writer, rows []FastLoopRow) {
-	fmt.Fprintln(w, "| load | dispatch | mean ms | p99 ms | p99 / per-request least connections | rewrites per second |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| backends | load | dispatch | mean ms | p99 ms | p99 / per-request least connections | rewrites per second |")
+	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|")
 	var ref float64
 	for _, r := range rows {
 		p := meanOf(r.Runs, func(x Result) float64 { return x.P99 })
@@ -98,7 +114,7 @@ func WriteFastLoop(w io.Writer, rows []FastLoopRow) {
 		if r.Period > 0 {
 			rw = fmt.Sprintf("%.1f", meanOf(r.Runs, func(x Result) float64 { return float64(x.Rewrites) / x.Window }))
 		}
-		fmt.Fprintf(w, "| %.0f %% | %s | %.1f | %.1f | %.2f | %s |\n", 100*r.Load, r.Label,
+		fmt.Fprintf(w, "| %s | %.0f %% | %s | %.1f | %.1f | %.2f | %s |\n", r.Pool, 100*r.Load, r.Label,
 			1000*meanOf(r.Runs, func(x Result) float64 { return x.Mean }), 1000*p, p/ref, rw)
 	}
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -25,6 +26,15 @@ type Backend struct {
 	// the service runs at Speed·(1−Neighbour), and the probe's CPU reading is the neighbour's
 	// use plus the service's (docs/benchmarks.md, "noisy neighbours").
 	Neighbour float64
+	// CFSPeriod, when > 0, runs the backend like a cgroup with a CPU quota (the lab's
+	// backends): in each period it may do Speed·CFSPeriod of work, at Burst while it runs,
+	// and is throttled for the rest of the period once that is used up. A job that meets an
+	// exhausted quota waits for the next period, which is where a quota's tail latency
+	// comes from. One server only, with no neighbour and no steps.
+	CFSPeriod time.Duration
+	// Burst is the speed while running under CFSPeriod, in work units per second (cores);
+	// default 1: one core, as a single-threaded request on an idle host runs.
+	Burst float64
 }
 
 // effective is the speed the service gets: what the neighbour leaves.
@@ -207,6 +217,22 @@ func (c Config) Validate() error {
 		}
 		if b.Servers < 0 {
 			bad("backends[%d] %q: servers %d is negative", i, b.Name, b.Servers)
+		}
+		if b.CFSPeriod < 0 || b.Burst < 0 || math.IsInf(b.Burst, 0) || b.Burst != b.Burst {
+			bad("backends[%d] %q: cfs_period %v and burst %v must not be negative", i, b.Name, b.CFSPeriod, b.Burst)
+		}
+		if b.CFSPeriod > 0 {
+			if b.Servers > 1 || b.Neighbour != 0 {
+				bad("backends[%d] %q: a CFS quota needs one server and no neighbour", i, b.Name)
+			}
+			if burst := cmp.Or(b.Burst, 1); burst < b.Speed {
+				bad("backends[%d] %q: burst %v below speed %v", i, b.Name, burst, b.Speed)
+			}
+			for _, st := range c.Steps {
+				if st.Backend == i {
+					bad("backends[%d] %q: a CFS quota takes no steps", i, b.Name)
+				}
+			}
 		}
 	}
 	if !(c.Load > 0) || math.IsInf(c.Load, 0) {

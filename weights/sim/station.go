@@ -24,6 +24,14 @@ type station struct {
 	work   []float64 // per sample interval: work units of jobs that finished in it
 	jobs   []int32   // per sample interval: jobs that finished in it
 	nb     float64   // the neighbour's fixed share of the CPU (Backend.Neighbour)
+	// A CFS quota (Backend.CFSPeriod): period and burst speed, the work one period allows,
+	// and how much of it the period cfsAt has used. Only for k = 1, where jobs are served in
+	// arrival order, so the quota is consumed in the order finish computes it.
+	cfs             bool
+	cfsP, cfsBurst  float64
+	cfsBudget       float64
+	cfsAt           int
+	cfsUsed, nomSpd float64
 }
 
 // segment: from t on, the backend's total speed is speed (until the next segment).
@@ -32,6 +40,10 @@ type segment struct{ t, speed float64 }
 func newStation(b Backend, steps []Step, idx int, sample float64) *station {
 	k := max(b.Servers, 1)
 	st := &station{k: k, free: make([]float64, k), sample: sample, seg: []segment{{0, b.effective()}}, nb: b.Neighbour}
+	if b.CFSPeriod > 0 {
+		st.cfs, st.cfsP, st.cfsBurst = true, b.CFSPeriod.Seconds(), cmp.Or(b.Burst, 1)
+		st.cfsBudget, st.cfsAt, st.nomSpd = b.Speed*st.cfsP, -1, b.Speed
+	}
 	var mine []Step
 	for _, s := range steps {
 		if s.Backend == idx {
@@ -74,6 +86,9 @@ func (st *station) speedAt(t float64) float64 {
 // finish returns when a job of size z started at t on one server completes, integrating the
 // per-server speed (total speed / k) over the schedule.
 func (st *station) finish(t, z float64) float64 {
+	if st.cfs {
+		return st.finishCFS(t, z)
+	}
 	if len(st.seg) == 1 {
 		return t + z*float64(st.k)/st.seg[0].speed
 	}
@@ -96,6 +111,34 @@ func (st *station) finish(t, z float64) float64 {
 	return math.Inf(1) // unreachable: the last segment lasts for ever
 }
 
+// finishCFS is finish under a CFS quota: the job runs at the burst speed while the period's
+// budget lasts, and waits for the next period when it is used up.
+func (st *station) finishCFS(t, z float64) float64 {
+	need := z
+	// The period is tracked as an index, never re-derived from t alone at a boundary: a
+	// float division at (p+1)·P can land on p again and loop for ever.
+	if p := int(math.Floor(t / st.cfsP)); p > st.cfsAt {
+		st.cfsAt, st.cfsUsed = p, 0
+	}
+	for {
+		end := float64(st.cfsAt+1) * st.cfsP
+		left := st.cfsBudget - st.cfsUsed
+		if left <= 1e-15 || end-t <= 1e-15 {
+			t = max(t, end)
+			st.cfsAt, st.cfsUsed = st.cfsAt+1, 0
+			continue
+		}
+		run := min(end-t, left/st.cfsBurst) // seconds it may run in this period
+		if need <= run*st.cfsBurst {
+			st.cfsUsed += need
+			return t + need/st.cfsBurst
+		}
+		need -= run * st.cfsBurst
+		st.cfsUsed += run * st.cfsBurst
+		t += run
+	}
+}
+
 // serve queues a job of size z arriving at t and returns its finish time.
 func (st *station) serve(t, z float64) float64 {
 	j := 0
@@ -108,7 +151,13 @@ func (st *station) serve(t, z float64) float64 {
 	f := st.finish(start, z)
 	st.free[j] = f
 	st.push(f)
-	st.addBusy(start, f)
+	if st.cfs {
+		// The CPU a probe reads under a quota is the CPU time used over the quota, not the
+		// wall time a throttled job spends in the system.
+		st.addBusy(max(start, f-z/st.nomSpd), f)
+	} else {
+		st.addBusy(start, f)
+	}
 	b := st.bin(f)
 	st.grow(b)
 	st.work[b] += z
