@@ -103,7 +103,7 @@ func (b *Bridge) AddHost(name string, ip netip.Prefix) (*Host, error) {
 		// conntrack still hold the last connection on that tuple; Open vSwitch's userspace
 		// conntrack then refuses the new SYN's sequence (conntrack_tcp_seq_chk_failed), the
 		// connection hangs and its entry stays ESTABLISHED, poisoning the tuple for every
-		// later reuse (docs/benchmarks.md, "Source-port reuse through conntrack").
+		// later reuse (docs/results/lab-2026-12-01.md, "source-port reuse through conntrack").
 		// (The range is under ipv4 but applies to IPv6 sockets too.)
 		{"ip", "netns", "exec", h.NS, "sh", "-c", "echo 1024 65535 > /proc/sys/net/ipv4/ip_local_port_range"},
 	}...)

@@ -24,7 +24,7 @@ type Backend struct {
 	Servers int
 	// Neighbour is the fraction of the backend's CPU another process keeps busy, in [0,1):
 	// the service runs at Speed·(1−Neighbour), and the probe's CPU reading is the neighbour's
-	// use plus the service's (docs/benchmarks.md, "noisy neighbours").
+	// use plus the service's (docs/results/simulator.md, "The headroom policy and noisy neighbours").
 	Neighbour float64
 	// CFSPeriod, when > 0, runs the backend like a cgroup with a CPU quota (the lab's
 	// backends): in each period it may do Speed·CFSPeriod of work, at Burst while it runs,
