@@ -71,7 +71,7 @@ func main() {
 		os.Exit(2)
 	}
 	if *check {
-		for _, w := range append(cfg.Warnings(), cfg.HealthWarnings()...) {
+		for _, w := range append(append(cfg.Warnings(), cfg.HealthWarnings()...), cfg.HAWarnings()...) {
 			fmt.Printf("%s: warning: %s\n", *cfgPath, w)
 		}
 		if err := checkKeys(cfg); err != nil {
@@ -87,6 +87,9 @@ func main() {
 	log := newLogger(*level, *jsonLogs)
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration weakens push authentication", "config", *cfgPath, "warning", w)
+	}
+	for _, w := range cfg.HAWarnings() {
+		log.Warn("configuration leaves HA open to fake switches", "config", *cfgPath, "warning", w)
 	}
 	if len(cfg.Services) == 0 {
 		log.Warn("the configuration has no service: no VIP is balanced, and VIP flows a previous run installed (they carry the controller's cookie) are removed from every switch that connects", "file", *cfgPath)
