@@ -70,12 +70,12 @@ type Elector struct {
 
 	mu        sync.Mutex
 	cur       Leadership
-	leaderKey string             // our election key while we lead
+	leaderKey string // our election key while we lead
 	// verifying: a Verify check runs; verifyAgain is the claim to check after it.
 	verifying   bool
 	verifyAgain verifyRequest
-	stale     []clientv3.LeaseID // leases of lost sessions, revoked best-effort
-	changes   chan struct{}
+	stale       []clientv3.LeaseID // leases of lost sessions, revoked best-effort
+	changes     chan struct{}
 
 	stepDown  chan uint64
 	newFP     chan string // SetFingerprint's latest, taken by the session loop
