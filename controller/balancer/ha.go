@@ -179,7 +179,9 @@ func (b *Balancer) loadSharedState() {
 		p.remembered[name] = e
 	}
 	p.replay = f.Replay
-	b.log.Info("shared state loaded from etcd", "backends", len(f.Backends), "replay_marks", len(f.Replay), "written", f.Written)
+	p.weights, p.weightsFrom = f.Weights, seedFromEtcd
+	b.log.Info("shared state loaded from etcd", "backends", len(f.Backends), "replay_marks", len(f.Replay),
+		"services_with_weights", len(f.Weights), "written", f.Written)
 }
 
 // sharedState reads and checks the document in etcd (nil, nil: none yet).

@@ -84,7 +84,12 @@ type persister struct {
 	// reload puts them back. Configured backends' state lives in the pool and the books.
 	remembered map[string]state.Backend
 	replay     map[string]json.RawMessage // as loaded, until a ReplayStore takes over
-	store      ReplayStore
+	// weights are the weights the loaded file says were last written, by service and backend:
+	// the first source of the start-up seed (seed.go); weightsFrom names the file ("state
+	// file", "state in etcd"; "": none loaded).
+	weights     map[string]map[string]uint16
+	weightsFrom string
+	store       ReplayStore
 
 	wmu     sync.Mutex
 	last    []byte // the last content written, without its timestamp
@@ -120,8 +125,9 @@ func (b *Balancer) loadState() {
 		}
 	}
 	p.replay = f.Replay
+	p.weights, p.weightsFrom = f.Weights, seedFromState
 	b.log.Info("state file loaded", "file", p.path, "backends", len(f.Backends), "operator_drained", drained,
-		"replay_marks", len(f.Replay), "written", f.Written)
+		"replay_marks", len(f.Replay), "services_with_weights", len(f.Weights), "written", f.Written)
 }
 
 // rememberLocked keeps what must outlive a backend's removal by this install, and returns what
@@ -206,6 +212,19 @@ func (b *Balancer) buildState() *state.File {
 				f.Backends[be.Name] = e
 			}
 		}
+	}
+	for _, s := range b.services {
+		if s.applied == nil {
+			continue
+		}
+		if f.Weights == nil {
+			f.Weights = map[string]map[string]uint16{}
+		}
+		ws := make(map[string]uint16, len(s.applied))
+		for j, be := range s.cfg.Backends {
+			ws[be.Name] = s.applied[j]
+		}
+		f.Weights[s.cfg.Name] = ws
 	}
 	state.Prune(b.st.remembered, b.now(), RememberRemovedFor, MaxRemembered) // a long run without reloads ages them too
 	for name, e := range b.st.remembered {

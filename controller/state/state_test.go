@@ -21,7 +21,8 @@ func sample() *File {
 			"web4": {Service: "web", OperatorDrain: true, Removed: &removed},
 			"fws1": {Service: "web", LearnedCapacity: 1.5, Also: map[string]float64{"dns": 0.9}},
 		},
-		Replay: map[string]json.RawMessage{"web1": json.RawMessage(`{"epoch":7,"seq":1234}`)},
+		Replay:  map[string]json.RawMessage{"web1": json.RawMessage(`{"epoch":7,"seq":1234}`)},
+		Weights: map[string]map[string]uint16{"web": {"web1": 250, "web2": 750}},
 	}
 }
 
@@ -83,6 +84,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"bad replay name", `{"version":1,"replay":{"../x":{}}}`, "replay"},
 		{"bad replay json", `{"version":1,"replay":{"a":{]}}`, "invalid"},
 		{"wrong type", `{"version":"1"}`, "cannot unmarshal"},
+		{"weights bad service", `{"version":1,"weights":{"a b":{"web1":1}}}`, `weights "a b": not a service name`},
+		{"weights bad backend", `{"version":1,"weights":{"web":{"../x":1}}}`, `weights "web" "../x": not a backend name`},
+		{"weights out of range", `{"version":1,"weights":{"web":{"web1":70000}}}`, "cannot unmarshal"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,6 +178,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte(`{"version":1}`))
 	f.Add([]byte(`{"version":1,"backends":{"a":{"service":"b","removed":"2026-01-01T00:00:00Z"}}}`))
+	f.Add([]byte(`{"version":1,"weights":{"web":{"a":1,"b":0}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, err := Decode(data)
 		if err != nil {
