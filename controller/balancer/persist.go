@@ -89,6 +89,10 @@ type persister struct {
 	// file", "state in etcd"; "": none loaded).
 	weights     map[string]map[string]uint16
 	weightsFrom string
+	// weightsGen counts the updates that applied new weights; savedGen is the count the last
+	// write included. New weights make a write due at the next period: the file is the first
+	// source of a restart's seed (seed.go), so it must not lag the switches by StateEvery.
+	weightsGen, savedGen, buildGen uint64
 	store       ReplayStore
 
 	wmu     sync.Mutex
@@ -226,6 +230,7 @@ func (b *Balancer) buildState() *state.File {
 		}
 		f.Weights[s.cfg.Name] = ws
 	}
+	b.st.buildGen = b.st.weightsGen
 	state.Prune(b.st.remembered, b.now(), RememberRemovedFor, MaxRemembered) // a long run without reloads ages them too
 	for name, e := range b.st.remembered {
 		f.Backends[name] = e
@@ -265,6 +270,7 @@ func (b *Balancer) saveState() {
 	now := b.now()
 	if err == nil && bytes.Equal(cmp, p.last) {
 		p.lastAt = now
+		b.markSaved()
 		return
 	}
 	if err == nil && b.elector != nil {
@@ -273,6 +279,7 @@ func (b *Balancer) saveState() {
 		if data, err = state.Encode(f); err == nil {
 			var ok bool
 			if ok, err = b.saveShared(data); !ok && err == nil {
+				b.markSaved()
 				return // a standby writes nothing; the leader's document stands
 			}
 		}
@@ -291,20 +298,32 @@ func (b *Balancer) saveState() {
 		return
 	}
 	b.metrics.stateWrites.WithLabelValues("ok").Inc()
+	b.markSaved()
 	if p.failing {
 		b.log.Info("state file written again", "file", p.path)
 	}
 	p.failing, p.last, p.lastAt = false, cmp, now
 }
 
-// maybeSaveState is the periodic write of learned capacity: at most once per StateEvery.
+// markSaved records that the weights of the last buildState need no further write.
+func (b *Balancer) markSaved() {
+	b.mu.Lock()
+	b.st.savedGen = b.st.buildGen
+	b.mu.Unlock()
+}
+
+// maybeSaveState is the periodic write: of learned capacity at most once per StateEvery, of
+// newly applied weights at the period after they were applied.
 func (b *Balancer) maybeSaveState() {
 	p := &b.st
 	if p.path == "" && b.elector == nil {
 		return
 	}
+	b.mu.Lock()
+	moved := p.weightsGen != p.savedGen
+	b.mu.Unlock()
 	p.wmu.Lock()
-	due := b.now().Sub(p.lastAt) >= p.every
+	due := moved || b.now().Sub(p.lastAt) >= p.every
 	p.wmu.Unlock()
 	if due {
 		b.saveState()

@@ -173,3 +173,40 @@ func TestAgreedSeed(t *testing.T) {
 		})
 	}
 }
+
+// TestStateFileFollowsTheWeights: newly applied weights reach the state file at the next
+// period, not only after StateEvery: a controller killed then restarts from the weights the
+// switches hold, not from ones a minute older.
+func TestStateFileFollowsTheWeights(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	path := filepath.Join(t.TempDir(), "controller.state")
+	b := staticPoolWith(t, clk, "", Options{StatePath: path, StateEvery: time.Hour}, 1, 2, 5)
+	b.saveState()
+	changed := 0
+	for i := range 8 {
+		if i == 4 { // new capacities: the weights move again, by steps
+			next := staticPool(t, clk, b.Config().Collector.KeyFile, 4, 2, 1).Config()
+			if err := b.Reload(next); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := slices.Clone(b.services[0].applied)
+		b.periods(clk, 1)
+		b.maybeSaveState()
+		applied := b.services[0].applied
+		if !slices.Equal(before, applied) {
+			changed++
+		}
+		f, err := state.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := f.Weights["web"]
+		if got := []uint16{ws["be1"], ws["be2"], ws["be3"]}; !slices.Equal(got, applied) {
+			t.Fatalf("state file holds %v after a period that applied %v", got, applied)
+		}
+	}
+	if changed < 2 {
+		t.Fatalf("the weights changed %d times: the test shows nothing", changed)
+	}
+}

@@ -96,6 +96,7 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 		if apply {
 			s.applied = s.result.Weights(s.applied[:0])
 			dirty = true
+			b.st.weightsGen++
 		}
 		b.metrics.observeService(s)
 		if periodic {
