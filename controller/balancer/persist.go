@@ -93,7 +93,7 @@ type persister struct {
 	// write included. New weights make a write due at the next period: the file is the first
 	// source of a restart's seed (seed.go), so it must not lag the switches by StateEvery.
 	weightsGen, savedGen, buildGen uint64
-	store       ReplayStore
+	store                          ReplayStore
 
 	wmu     sync.Mutex
 	last    []byte // the last content written, without its timestamp
