@@ -7,7 +7,8 @@
 //
 // An update builds one immutable intent under the state lock and offers it to every
 // connected switch's syncer; it never waits on a switch. What a syncer learns that an update
-// needs (seeds after a restart, throughput counters) comes back as the syncer's published
+// needs (the weights switches hold, a seed after a restart only when they agree: seed.go;
+// throughput counters) comes back as the syncer's published
 // status, read at the next update. It also answers ARP for the VIPs from the latest intent
 // and applies configuration reloads atomically.
 //
