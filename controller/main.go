@@ -72,7 +72,7 @@ func main() {
 	}
 	secretWarnings := configSecretWarnings(cfg, *cfgPath)
 	if *check {
-		for _, w := range append(append(cfg.Warnings(), cfg.HealthWarnings()...), secretWarnings...) {
+		for _, w := range append(append(append(cfg.Warnings(), cfg.HealthWarnings()...), secretWarnings...), cfg.HAWarnings()...) {
 			fmt.Printf("%s: warning: %s\n", *cfgPath, w)
 		}
 		if err := checkKeys(cfg); err != nil {
@@ -91,6 +91,9 @@ func main() {
 	}
 	for _, w := range secretWarnings {
 		log.Warn("configuration exposes a secret", "config", *cfgPath, "warning", w)
+	}
+	for _, w := range cfg.HAWarnings() {
+		log.Warn("configuration leaves HA open to fake switches", "config", *cfgPath, "warning", w)
 	}
 	if len(cfg.Services) == 0 {
 		log.Warn("the configuration has no service: no VIP is balanced, and VIP flows a previous run installed (they carry the controller's cookie) are removed from every switch that connects", "file", *cfgPath)

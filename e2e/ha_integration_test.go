@@ -443,22 +443,31 @@ func TestHAFailover(t *testing.T) {
 	})
 
 	t.Run("etcd killed: nobody writes, the switch keeps its state", func(t *testing.T) {
-		before, err := s.GroupWeights()
-		if err != nil {
-			t.Fatal(err)
-		}
 		if err := s.KillEtcd(); err != nil {
 			t.Fatal(err)
 		}
+		// The leader may write until its ValidUntil, up to a lease after the kill: the
+		// switch is compared from the moment every controller has stepped down and is
+		// SLAVE on the switch (the switch confirmed it, so no write of theirs is in flight).
 		if _, err := waitFor(10*time.Second, func() error {
 			for _, i := range all {
-				if v, err := s.HA(i); err != nil || v.Role == "leader" {
+				v, err := s.HA(i)
+				if err != nil || v.Role == "leader" {
 					return fmt.Errorf("controller %d: %+v %v", i, v, err)
+				}
+				for dpid, role := range v.Switches {
+					if role != "slave" {
+						return fmt.Errorf("controller %d is %q on switch %s", i, role, dpid)
+					}
 				}
 			}
 			return nil
 		}); err != nil {
 			t.Fatalf("a controller still leads without etcd: %v", err)
+		}
+		before, err := s.GroupWeights()
+		if err != nil {
+			t.Fatal(err)
 		}
 		counts := map[int]float64{}
 		for _, i := range all {

@@ -437,7 +437,7 @@ func (b *Balancer) Connected(sw *ofswitch.Switch) {
 		Plans: b.plans,
 		Lead:  b.lead(),
 		Metrics: switchsync.Metrics{Rewrites: b.metrics.rewrites, RewriteErrors: b.metrics.rewriteErrors,
-			Drift: b.metrics.drift, BarrierRTT: b.metrics.barrierRTT}})
+			Drift: b.metrics.drift, BarrierRTT: b.metrics.barrierRTT, Contested: b.metrics.contested}})
 	b.mu.Lock()
 	b.switches[dpid] = sy
 	b.mu.Unlock()

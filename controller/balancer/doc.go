@@ -7,9 +7,10 @@
 //
 // An update builds one immutable intent under the state lock and offers it to every
 // connected switch's syncer; it never waits on a switch. What a syncer learns that an update
-// needs (seeds after a restart, throughput counters) comes back as the syncer's published
-// status, read at the next update. It also answers ARP for the VIPs from the latest intent
-// and applies configuration reloads atomically.
+// needs (the weights a switch holds, a restart's seed only when switches agree: seed.go;
+// throughput counters) comes back as the syncer's published status, read at the next update.
+// It also answers ARP for the VIPs from the latest intent and applies configuration reloads
+// atomically.
 //
 // The arithmetic lives in weights, the flow layout in dataplane, the bytes in ofswitch and
 // nx, and everything about one switch in switchsync; this package holds the loops and the

@@ -22,7 +22,9 @@ type Elector interface {
 	Current() ha.Leadership
 	Changes() <-chan struct{}
 	Leading() (term uint64, ok bool)
-	StepDown(term uint64, reason string)
+	// Verify asks the election whether we still lead in term, since a switch said another
+	// controller is master; it steps down only if etcd shows a newer leader (ha.Elector.Verify).
+	Verify(term uint64, reason string)
 	SetDrain(ctx context.Context, backend string, drained bool) error
 	WatchDrains(ctx context.Context, apply func(map[string]bool)) error
 	SaveState(ctx context.Context, doc []byte) error
@@ -48,9 +50,9 @@ const (
 // electorLead is the election as syncers see it (switchsync.Lead).
 type electorLead struct{ e Elector }
 
-func (l electorLead) Leading() (uint64, bool)             { return l.e.Leading() }
-func (l electorLead) Term() uint64                        { return l.e.Current().Term }
-func (l electorLead) StepDown(term uint64, reason string) { l.e.StepDown(term, reason) }
+func (l electorLead) Leading() (uint64, bool)              { return l.e.Leading() }
+func (l electorLead) Term() uint64                         { return l.e.Current().Term }
+func (l electorLead) Contested(term uint64, reason string) { l.e.Verify(term, reason) }
 
 // writes reports whether this controller may send anything that changes a switch (packet-outs
 // included): always without HA, only while leading with it.
@@ -178,7 +180,9 @@ func (b *Balancer) loadSharedState(cfg *config.Config) {
 		p.remembered[name] = e
 	}
 	p.replay = f.Replay
-	b.log.Info("shared state loaded from etcd", "backends", len(f.Backends), "replay_marks", len(f.Replay), "written", f.Written)
+	p.weights, p.weightsFrom = f.Weights, seedFromEtcd
+	b.log.Info("shared state loaded from etcd", "backends", len(f.Backends), "replay_marks", len(f.Replay),
+		"services_with_weights", len(f.Weights), "written", f.Written)
 }
 
 // sharedState reads and checks the document in etcd (nil, nil: none yet) exactly as the

@@ -11,6 +11,7 @@ import (
 
 	"flowweight/controller/ha"
 	"flowweight/controller/state"
+	"flowweight/controller/switchsync"
 )
 
 // fakeElector is an election and an etcd a test moves by hand.
@@ -24,6 +25,11 @@ type fakeElector struct {
 	failPuts error
 	fp       string
 	watch    func(map[string]bool)
+	// etcdTerm is the term etcd holds the election in (0: the leader's own), what Verify
+	// reads; verified lists the terms Verify was asked about, stepDowns those given up.
+	etcdTerm  uint64
+	verified  []uint64
+	stepDowns []uint64
 }
 
 func newFakeElector() *fakeElector {
@@ -47,7 +53,23 @@ func (f *fakeElector) Leading() (uint64, bool) {
 	defer f.mu.Unlock()
 	return f.cur.Term, f.cur.Leader
 }
-func (f *fakeElector) StepDown(uint64, string) { f.set(ha.Leadership{}) }
+func (f *fakeElector) StepDown(term uint64, _ string) {
+	f.mu.Lock()
+	f.stepDowns = append(f.stepDowns, term)
+	f.mu.Unlock()
+	f.set(ha.Leadership{})
+}
+
+// Verify steps down only when "etcd" holds the election in another term, as ha.Elector does.
+func (f *fakeElector) Verify(term uint64, _ string) {
+	f.mu.Lock()
+	f.verified = append(f.verified, term)
+	newer := f.etcdTerm != 0 && f.etcdTerm != term
+	f.mu.Unlock()
+	if newer {
+		f.StepDown(term, "etcd has a newer leader")
+	}
+}
 func (f *fakeElector) SetDrain(_ context.Context, name string, on bool) error {
 	f.mu.Lock()
 	if f.failPuts != nil {
@@ -209,4 +231,45 @@ func TestHAStateOnlyFromTheLeader(t *testing.T) {
 	if fp != next.Fingerprint() {
 		t.Fatalf("election fingerprint %q after the reload, want %q", fp, next.Fingerprint())
 	}
+}
+
+// TestHAOneSwitchCannotDepose: a fake switch on an unused datapath id that claims another
+// controller is master (here a role status with a newer generation id) makes the leader stop
+// writing to that switch and ask the election, which still shows it leading: it stays
+// leader. Only when etcd shows a newer term does a claim depose it. Before, the claim alone
+// made the leader step down, and the same switch could do it to every new leader.
+func TestHAOneSwitchCannotDepose(t *testing.T) {
+	e := newFakeElector()
+	e.set(ha.Leadership{Leader: true, Term: 4, LeaderName: "me", TTL: time.Second, ValidUntil: time.Now().Add(time.Hour)})
+	b := startHA(t, e)
+	claim := func(dpid uint64) *switchsync.Syncer {
+		conn := switchsync.NewFakeConn(dpid)
+		sy := switchsync.New(switchsync.Config{Conn: conn, Lead: b.lead(), Locate: b.locator(dpid)})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { sy.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		sy.Offer(b.current())
+		waitUntil(t, "master on the fake switch", func() bool { return sy.Status().Role == "master" })
+		e.mu.Lock()
+		heard := len(e.verified) + len(e.stepDowns)
+		e.mu.Unlock()
+		conn.Takeover(1 << 40) // "another controller is master", from a switch nobody else uses
+		waitUntil(t, "the claim reaching the election", func() bool {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return len(e.verified)+len(e.stepDowns) > heard
+		})
+		return sy
+	}
+	claim(0xfa4e)
+	if v := b.HA(); v.Role != "leader" || v.Term != 4 {
+		t.Fatalf("one switch's claim deposed the leader: %+v (stepped down in %v)", v, e.stepDowns)
+	}
+	// A real takeover: etcd holds the election in term 5 by now.
+	e.mu.Lock()
+	e.etcdTerm = 5
+	e.mu.Unlock()
+	claim(0xfa4f)
+	waitUntil(t, "stepped down", func() bool { return b.HA().Role == "standby" })
 }

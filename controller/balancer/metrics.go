@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"flowweight/controller/arp"
+	"flowweight/controller/switchsync"
 	"flowweight/weights"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,7 @@ type Metrics struct {
 	snmpErrors                          *prometheus.CounterVec
 	switchUp                            *prometheus.GaugeVec
 	rewrites, rewriteErrors, drift      prometheus.Counter
+	contested                           *prometheus.CounterVec
 	arpReplies                          prometheus.Counter
 	arpRequests, arpRequestsDropped     prometheus.Counter
 	arpRefused, arpChanges              *prometheus.CounterVec
@@ -65,6 +67,8 @@ func NewMetrics() *Metrics {
 			Help: "Plans that failed (OpenFlow error or barrier timeout) and led to a resync."}),
 		drift: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "flowweight", Name: "drift_repairs_total",
 			Help: "Read-backs that found the switch different from what was applied."}),
+		contested: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "ha_switch_contested_total",
+			Help: "Claims by a switch that another controller is master while this one leads (HA): the switch is not written to until its next read-back, and the election is asked; reason is stale_role, role_status, is_slave or other_role."}, []string{"reason"}),
 		arpReplies: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "flowweight", Name: "arp_replies_total",
 			Help: "ARP replies sent for VIPs."}),
 		arpRequests: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "flowweight", Name: "arp_requests_total",
@@ -109,9 +113,12 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 		m.reloads.WithLabelValues(r) // exported as 0 before the first reload
 	}
 	m.stateWrites.WithLabelValues("ok")
+	for _, r := range []string{switchsync.ContestStale, switchsync.ContestStatus, switchsync.ContestIsSlave, switchsync.ContestOtherRole} {
+		m.contested.WithLabelValues(r)
+	}
 	m.stateWrites.WithLabelValues("error")
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
-		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.arpReplies, m.arpFaults, m.barrierRTT, m.updateSeconds, m.followSeconds, m.push, &ofCollector{m.push}, &haCollector{m.push},
+		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.contested, m.arpReplies, m.arpFaults, m.barrierRTT, m.updateSeconds, m.followSeconds, m.push, &ofCollector{m.push}, &haCollector{m.push},
 		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps, m.shares, m.reloads, m.stateWrites,
 		m.serviceCPU, m.headroom, m.fallback} {
 		if err := reg.Register(c); err != nil {

@@ -86,7 +86,16 @@ type persister struct {
 	// reload puts them back. Configured backends' state lives in the pool and the books.
 	remembered map[string]state.Backend
 	replay     map[string]json.RawMessage // as loaded, until a ReplayStore takes over
-	store      ReplayStore
+	// weights are the weights the loaded file says were last written, by service and backend:
+	// the first source of the start-up seed (seed.go); weightsFrom names the file ("state
+	// file", "state in etcd"; "": none loaded).
+	weights     map[string]map[string]uint16
+	weightsFrom string
+	// weightsGen counts the updates that applied new weights; savedGen is the count the last
+	// write included. New weights make a write due at the next period: the file is the first
+	// source of a restart's seed (seed.go), so it must not lag the switches by StateEvery.
+	weightsGen, savedGen, buildGen uint64
+	store                          ReplayStore
 
 	wmu     sync.Mutex
 	last    []byte // the last content written, without its timestamp
@@ -123,8 +132,9 @@ func (b *Balancer) loadState(cfg *config.Config) {
 		}
 	}
 	p.replay = f.Replay
+	p.weights, p.weightsFrom = f.Weights, seedFromState
 	b.log.Info("state file loaded", "file", p.path, "backends", len(f.Backends), "operator_drained", drained,
-		"replay_marks", len(f.Replay), "written", f.Written)
+		"replay_marks", len(f.Replay), "services_with_weights", len(f.Weights), "written", f.Written)
 }
 
 // boundLearned holds what was read, from the state file or from etcd alike, to the bound
@@ -223,6 +233,20 @@ func (b *Balancer) buildState() *state.File {
 			}
 		}
 	}
+	for _, s := range b.services {
+		if s.applied == nil {
+			continue
+		}
+		if f.Weights == nil {
+			f.Weights = map[string]map[string]uint16{}
+		}
+		ws := make(map[string]uint16, len(s.applied))
+		for j, be := range s.cfg.Backends {
+			ws[be.Name] = s.applied[j]
+		}
+		f.Weights[s.cfg.Name] = ws
+	}
+	b.st.buildGen = b.st.weightsGen
 	state.Prune(b.st.remembered, b.now(), RememberRemovedFor, MaxRemembered) // a long run without reloads ages them too
 	for name, e := range b.st.remembered {
 		f.Backends[name] = e
@@ -262,6 +286,7 @@ func (b *Balancer) saveState() {
 	now := b.now()
 	if err == nil && bytes.Equal(cmp, p.last) {
 		p.lastAt = now
+		b.markSaved()
 		return
 	}
 	if err == nil && b.elector != nil {
@@ -270,6 +295,7 @@ func (b *Balancer) saveState() {
 		if data, err = state.Encode(f); err == nil {
 			var ok bool
 			if ok, err = b.saveShared(data); !ok && err == nil {
+				b.markSaved()
 				return // a standby writes nothing; the leader's document stands
 			}
 		}
@@ -288,20 +314,32 @@ func (b *Balancer) saveState() {
 		return
 	}
 	b.metrics.stateWrites.WithLabelValues("ok").Inc()
+	b.markSaved()
 	if p.failing {
 		b.log.Info("state file written again", "file", p.path)
 	}
 	p.failing, p.last, p.lastAt = false, cmp, now
 }
 
-// maybeSaveState is the periodic write of learned capacity: at most once per StateEvery.
+// markSaved records that the weights of the last buildState need no further write.
+func (b *Balancer) markSaved() {
+	b.mu.Lock()
+	b.st.savedGen = b.st.buildGen
+	b.mu.Unlock()
+}
+
+// maybeSaveState is the periodic write: of learned capacity at most once per StateEvery, of
+// newly applied weights at the period after they were applied.
 func (b *Balancer) maybeSaveState() {
 	p := &b.st
 	if p.path == "" && b.elector == nil {
 		return
 	}
+	b.mu.Lock()
+	moved := p.weightsGen != p.savedGen
+	b.mu.Unlock()
 	p.wmu.Lock()
-	due := b.now().Sub(p.lastAt) >= p.every
+	due := moved || b.now().Sub(p.lastAt) >= p.every
 	p.wmu.Unlock()
 	if due {
 		b.saveState()

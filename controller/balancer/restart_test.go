@@ -20,6 +20,12 @@ import (
 // limit alone.
 func staticPool(t *testing.T, clk *fakeClock, keyFile string, caps ...float64) *Balancer {
 	t.Helper()
+	return staticPoolWith(t, clk, keyFile, Options{}, caps...)
+}
+
+// staticPoolWith is staticPool with opts (its Now is clk's).
+func staticPoolWith(t *testing.T, clk *fakeClock, keyFile string, opts Options, caps ...float64) *Balancer {
+	t.Helper()
 	c := testConfig(t, `policy = "static"`)
 	if keyFile != "" {
 		c.Collector.KeyFile = keyFile
@@ -33,7 +39,8 @@ func staticPool(t *testing.T, clk *fakeClock, keyFile string, caps ...float64) *
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(c, Options{Now: clk.now})
+	opts.Now = clk.now
+	b, err := New(c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +105,8 @@ func TestReloadKickStepIsThePeriodsStep(t *testing.T) {
 	}
 }
 
-// TestRestartStartsFromTheSwitchWeights: a controller restarted while the switch holds a
-// group moves from those weights under the same step limit as the controller that wrote them,
+// TestRestartStartsFromTheSwitchWeights: a controller restarted while the switches hold a
+// group (the same weights on both) moves from those weights under the same step limit as the controller that wrote them,
 // so both reach the same weights by the same path. Before, the restarted one jumped straight
 // to the target.
 func TestRestartStartsFromTheSwitchWeights(t *testing.T) {
@@ -121,34 +128,16 @@ func TestRestartStartsFromTheSwitchWeights(t *testing.T) {
 	if !restarted.services[0].hold {
 		t.Fatal("a freshly started controller with no reports is not in its start-up hold")
 	}
-	// The switch the old controller programmed, with the old weights.
+	// Two switches the old controller programmed, with the old weights: their syncers read
+	// them back and find the seed (one switch alone is not enough, TestSeedNotFromOneSwitch).
+	conn, _ := holdSwitch(t, restarted, 1, held)
+	holdSwitch(t, restarted, 2, held)
 	_, svcs := restarted.desiredFor(1)
 	svcs[0].Backends = slices.Clone(svcs[0].Backends)
 	for i := range svcs[0].Backends {
 		svcs[0].Backends[i].Weight = held[i]
 	}
 	onSwitch := dataplane.Desired(svcs, dataplane.DefaultOptions())
-	conn := switchsync.NewFakeConn(1)
-	conn.Edit(func(sw *dataplane.FakeSwitch) {
-		if err := sw.ApplyPlan(dataplane.Plan(onSwitch, dataplane.State{})); err != nil {
-			t.Fatal(err)
-		}
-	})
-	// It connects: its syncer reads it back, finds the seed and asks for an update.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	observed := make(chan struct{}, 1)
-	sy := switchsync.New(switchsync.Config{Conn: conn, Observed: func() { observed <- struct{}{} }})
-	restarted.mu.Lock()
-	restarted.switches[1] = sy
-	restarted.mu.Unlock()
-	go sy.Run(ctx)
-	sy.Offer(restarted.current())
-	select {
-	case <-observed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the syncer published no seed")
-	}
 	restarted.update(context.Background(), false) // the syncer's request: the seed is taken
 	if g := conn.State().Groups; len(g) != 1 || !g[0].Equal(onSwitch.Groups[0]) {
 		t.Fatalf("the held group was rewritten during the start-up hold: %v", g)

@@ -25,9 +25,9 @@ type service struct {
 	clamps map[string]*clampState
 	// gauges are the backends' metric series, looked up once (Metrics.observeService).
 	gauges []backendGauges
-	// seed is the weights a switch held for this service's group when this controller first
-	// read it back, in config order (switchsync.Seeds, taken by Balancer.takeSeedsLocked); nil
-	// when none was read.
+	// seed is the weights to start from at the end of the start-up hold, in config order: the
+	// state file's, or those the switches agree on (Balancer.takeSeedsLocked, seed.go); nil
+	// when there is none.
 	seed []uint16
 	// The fast loop (follow.go): names are the backends' names in config order; inflight the
 	// counts it last followed; followed the weights it corrected applied to (what the group
@@ -37,6 +37,10 @@ type service struct {
 	followed   []uint16
 	followNext []uint16
 	fast       weights.Result
+	// seedFrom says where seed came from (logged); seedWhy why no switch seed was taken;
+	// seedNoted that the start-up source was logged (seed.go).
+	seedFrom, seedWhy string
+	seedNoted         bool
 }
 
 // adoptSeed starts the service from the weights the switch holds, as if this controller had

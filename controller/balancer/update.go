@@ -86,6 +86,9 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 			// applied, so at a takeover it moves only by what its own damping allows.
 			s.applied = nil
 		}
+		if !s.hold && s.applied == nil && !standby {
+			b.noteSeedLocked(s)
+		}
 		if !s.hold && s.applied == nil && s.seed != nil {
 			s.adoptSeed()
 		}
@@ -94,6 +97,7 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 		if apply {
 			s.applied = s.result.Weights(s.applied[:0])
 			dirty = true
+			b.st.weightsGen++
 		}
 		// The fast loop's correction of the new weights, from the same snapshot, so the
 		// switches never see the slow weights alone while it runs (follow.go).
@@ -196,26 +200,6 @@ func (b *Balancer) current() *intent.Intent {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.intentLocked(false)
-}
-
-// takeSeedsLocked records, for each service in its start-up hold that has written nothing
-// yet, the weights a switch held for its group at read-back (service.adoptSeed uses them when
-// the hold ends). The lowest datapath id with a seed wins: with several switches they hold the
-// same weights unless one drifted, and any of them is a better start than none.
-//
-// A standby takes them at every update: it follows the switch the leader writes.
-func (b *Balancer) takeSeedsLocked(syncers []*switchsync.Syncer, standby bool) {
-	for _, s := range b.services {
-		if !standby && (!s.hold || s.applied != nil || s.seed != nil) {
-			continue
-		}
-		for _, sy := range syncers {
-			if w, ok := sy.Status().Seeds[s.cfg.Name]; ok && len(w) == len(s.cfg.Backends) {
-				s.seed = slices.Clone(w)
-				break
-			}
-		}
-	}
 }
 
 // desiredFor is what the switch dpid should hold by the running state, and the planner's

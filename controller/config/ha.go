@@ -170,3 +170,25 @@ func (c *Config) Fingerprint() string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:8])
 }
+
+// HAWarnings says what [ha] cannot be sure of with this configuration; the controller logs
+// them at start and -check-config prints them. Each names the key and says how to fix it.
+//
+// With several controllers, a switch's word decides nothing about who leads (the election
+// does), but without certificates that name the datapath, anyone who can connect to the
+// OpenFlow port can be a switch: claim an unused datapath id, contest the leader's role on
+// it (counted, and checked against etcd, never obeyed) and be programmed with the services'
+// flows. Valid only after Validate.
+func (c *Config) HAWarnings() []string {
+	if c.HA == nil || (c.Controller.TLSCA != "" && c.Controller.TLSNamesDPID) {
+		return nil
+	}
+	who := "anyone who can connect to " + c.Controller.Listen
+	if strings.HasPrefix(c.Controller.Listen, "unix:") {
+		who = "any local process that can open the socket " + strings.TrimPrefix(c.Controller.Listen, "unix:")
+	}
+	return []string{fmt.Sprintf("controller.tls_names_dpid: [ha] is enabled but switches are not authenticated: %s can claim to be a switch, "+
+		"tell the leader another controller is master on it (the claim is only checked against etcd) and take a share of the start-up "+
+		"weights decision; to make HA safe, serve TLS (tls_cert, tls_key), verify switch certificates (tls_ca) and set tls_names_dpid = true "+
+		"with each switch's certificate naming its datapath id (docs/ha.md, \"What HA needs to be safe\")", who)}
+}

@@ -99,3 +99,49 @@ func TestFingerprint(t *testing.T) {
 		}
 	}
 }
+
+// TestHAWarnings: [ha] without switch certificates that name the datapath is warned about,
+// naming the key and the listener; with them, or without [ha], nothing is said.
+func TestHAWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ha       bool
+		listen   string
+		ca       string
+		namesDP  bool
+		wantWarn []string
+	}{
+		{name: "no [ha]", listen: ":6653"},
+		{name: "plain TCP", ha: true, listen: ":6653", wantWarn: []string{"controller.tls_names_dpid", "anyone who can connect to :6653", "tls_ca"}},
+		{name: "TLS without names", ha: true, listen: ":6653", ca: "/etc/ca.pem", wantWarn: []string{"controller.tls_names_dpid", "not authenticated"}},
+		{name: "unix socket", ha: true, listen: "unix:/run/fw.sock", wantWarn: []string{"any local process that can open the socket /run/fw.sock"}},
+		{name: "TLS naming the datapath", ha: true, listen: ":6653", ca: "/etc/ca.pem", namesDP: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text := good
+			if tc.ha {
+				text = "[ha]\netcd = [\"http://127.0.0.1:2379\"]\nname = \"c1\"\n" + good
+			}
+			c, err := Parse("t.toml", []byte(text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Controller.Listen, c.Controller.TLSCA, c.Controller.TLSNamesDPID = tc.listen, tc.ca, tc.namesDP
+			w := c.HAWarnings()
+			if len(tc.wantWarn) == 0 {
+				if len(w) != 0 {
+					t.Fatalf("warnings %q, want none", w)
+				}
+				return
+			}
+			if len(w) != 1 {
+				t.Fatalf("warnings %q, want one", w)
+			}
+			for _, part := range tc.wantWarn {
+				if !strings.Contains(w[0], part) {
+					t.Errorf("warning %q does not say %q", w[0], part)
+				}
+			}
+		})
+	}
+}

@@ -31,6 +31,10 @@
 // campaigns anew. So with etcd down no controller writes, and a deposed or
 // partitioned leader stops writing before etcd can elect another.
 //
+// Deposing. A switch's claim that another controller is master goes to
+// Verify, which reads the election's first key and calls StepDown only if it
+// is not ours in our term: only etcd deposes a leader, never one switch.
+//
 // Failover. A resigning leader (Run's context ends, Close, StepDown) deletes
 // its key and revokes its lease: the next candidate leads within a round
 // trip. A dead leader's lease runs out after at most TTL on the server, which

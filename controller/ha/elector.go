@@ -70,9 +70,12 @@ type Elector struct {
 
 	mu        sync.Mutex
 	cur       Leadership
-	leaderKey string             // our election key while we lead
-	stale     []clientv3.LeaseID // leases of lost sessions, revoked best-effort
-	changes   chan struct{}
+	leaderKey string // our election key while we lead
+	// verifying: a Verify check runs; verifyAgain is the claim to check after it.
+	verifying   bool
+	verifyAgain verifyRequest
+	stale       []clientv3.LeaseID // leases of lost sessions, revoked best-effort
+	changes     chan struct{}
 
 	stepDown  chan uint64
 	newFP     chan string // SetFingerprint's latest, taken by the session loop
@@ -251,8 +254,9 @@ func (e *Elector) Leading() (term uint64, ok bool) {
 }
 
 // StepDown gives up the session (resign, revoke the lease) and campaigns
-// again, if we still lead in term: a switch refused our write (stale
-// generation id, IS_SLAVE). Otherwise it does nothing. It does not block.
+// again, if we still lead in term. Otherwise it does nothing. It does not
+// block. A switch's claim that another controller is master goes to Verify,
+// which calls StepDown only when etcd confirms a newer leader.
 func (e *Elector) StepDown(term uint64, reason string) {
 	c := e.Current()
 	if !c.Leader || c.Term != term {

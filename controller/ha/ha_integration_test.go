@@ -279,6 +279,27 @@ func TestStepDown(t *testing.T) {
 	}
 }
 
+// TestVerifyKeepsAConfirmedLeader: a switch's claim that another controller is master is
+// checked against etcd; while etcd still shows this controller's key first, it keeps leading
+// in the same term.
+func TestVerifyKeepsAConfirmedLeader(t *testing.T) {
+	et := startEtcd(t, 1)
+	ns := startNodes(t, et.Endpoints(), 2)
+	li := oneLeader(t, ns, 5*time.Second)
+	e := ns[li].e
+	term, _ := e.Leading()
+	for range 3 { // a burst: one check runs, the rest wait for one more
+		e.Verify(term, "test: a switch says another controller is master")
+	}
+	waitFor(t, 5*time.Second, "the checks done", func() bool { e.mu.Lock(); defer e.mu.Unlock(); return !e.verifying })
+	if got, ok := e.Leading(); !ok || got != term {
+		t.Fatalf("after a claim etcd did not confirm: leading %v in term %d, want term %d", ok, got, term)
+	}
+	if _, ok := ns[1-li].e.Leading(); ok {
+		t.Fatal("the other controller leads too")
+	}
+}
+
 func TestWatchDrains(t *testing.T) {
 	et := startEtcd(t, 1)
 	a := startNode(t, testConfig(et.Endpoints(), "ca"))

@@ -261,8 +261,10 @@ func (e *Elector) runSession(ctx context.Context) (err error) {
 				return errStepDown
 			}
 		case <-check.C:
-			if leading && !e.cfg.Now().Before(s.valid()) {
-				return errors.New("etcd unreachable: lease not confirmed before ValidUntil")
+			if v := s.valid(); leading && !e.cfg.Now().Before(v) {
+				// The time says when this controller stopped writing: its switch writes all
+				// precede it (docs/ha.md, "ValidUntil").
+				return fmt.Errorf("etcd unreachable: lease not confirmed before ValidUntil %s", v.Format("15:04:05.000"))
 			}
 			if leading {
 				v := s.valid()

@@ -159,8 +159,9 @@ func (sw *Switch) setRole(r RoleReply) {
 }
 
 // IsStale reports whether err is the switch refusing a role request for its generation_id
-// being older than one it has seen (OFPET_ROLE_REQUEST_FAILED/OFPRRFC_STALE): another
-// controller was elected after the caller, which must stop acting as leader.
+// being older than one it has seen (OFPET_ROLE_REQUEST_FAILED/OFPRRFC_STALE): the switch
+// says another controller was elected after the caller. That is the switch's word about
+// itself; whether the caller must stop leading is the election's to say.
 func IsStale(err error) bool { return isOpError(err, errTypeRoleRequestFailed, errCodeStale) }
 
 // IsSlave reports whether err is the switch refusing a write because this controller is

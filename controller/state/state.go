@@ -36,6 +36,12 @@ type File struct {
 	// Replay holds the push server's replay high-water mark of each backend, in the push
 	// package's own encoding: this package only keeps it.
 	Replay map[string]json.RawMessage `json:"replay,omitempty"`
+	// Weights are the weights last written to the switches, by service name and then backend
+	// name, on the weighting's total (not the switch's slot counts). A restarted controller
+	// starts from them: they are its own, where a switch's word is anyone's who can connect.
+	// Absent in files written before it; a controller older than this field refuses a file
+	// that has it (unknown field) and starts without the file.
+	Weights map[string]map[string]uint16 `json:"weights,omitempty"`
 }
 
 // Backend is what is remembered about one backend.
@@ -157,6 +163,21 @@ func (f *File) Validate() error {
 		if !nameRE.MatchString(name) {
 			errs = append(errs, fmt.Errorf("replay %q: not a backend name", name))
 		}
+	}
+	n := 0
+	for svc, ws := range f.Weights {
+		if !nameRE.MatchString(svc) {
+			errs = append(errs, fmt.Errorf("weights %q: not a service name", svc))
+		}
+		n += len(ws)
+		for name := range ws {
+			if !nameRE.MatchString(name) {
+				errs = append(errs, fmt.Errorf("weights %q %q: not a backend name", svc, name))
+			}
+		}
+	}
+	if n > MaxBackends {
+		errs = append(errs, fmt.Errorf("weights: %d entries, more than %d", n, MaxBackends))
 	}
 	return errors.Join(errs...)
 }

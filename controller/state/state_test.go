@@ -22,7 +22,8 @@ func sample() *File {
 			"web4": {Service: "web", OperatorDrain: true, Removed: &removed},
 			"fws1": {Service: "web", LearnedCapacity: 1.5, Also: map[string]float64{"dns": 0.9}},
 		},
-		Replay: map[string]json.RawMessage{"web1": json.RawMessage(`{"epoch":7,"seq":1234}`)},
+		Replay:  map[string]json.RawMessage{"web1": json.RawMessage(`{"epoch":7,"seq":1234}`)},
+		Weights: map[string]map[string]uint16{"web": {"web1": 250, "web2": 750}},
 	}
 }
 
@@ -95,6 +96,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"repeated also", `{"version":1,"backends":{"a":{"service":"web","also_learned":{"dns":1,"dns":2}}}}`, "also_learned: key dns appears twice"},
 		{"repeated in replay", `{"version":1,"replay":{"a":{"epoch":1,"epoch":2}}}`, "$.replay.a: key epoch appears twice"},
 		{"unknown nested", `{"version":1,"backends":{"a":{"service":"web","drained":true}}}`, `unknown field "drained"`},
+		{"weights bad service", `{"version":1,"weights":{"a b":{"web1":1}}}`, `weights "a b": not a service name`},
+		{"weights bad backend", `{"version":1,"weights":{"web":{"../x":1}}}`, `weights "web" "../x": not a backend name`},
+		{"weights out of range", `{"version":1,"weights":{"web":{"web1":70000}}}`, "cannot unmarshal"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -189,6 +193,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"version":1,"backends":{"a":{"service":"web","operator_drain":false,"OPERATOR_DRAIN":true}}}`))
 	f.Add([]byte(`{"version":1,"backends":{"a":{"service":"web","operator_drain":true,"operator_drain":false}}}`))
 	f.Add([]byte(`{"version":1,"replay":{"a":{"epoch":1,"epoch":2}}}`))
+	f.Add([]byte(`{"version":1,"weights":{"web":{"a":1,"b":0}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, err := Decode(data)
 		if err != nil {

@@ -32,6 +32,24 @@ type FakeConn struct {
 	genSet      bool
 	roleChanged chan struct{}
 	requests    int
+	lie         Lie
+}
+
+// Lie is what a hostile or broken switch claims about the controller roles, whatever the
+// generation ids say (a connection on an unused datapath id can claim anything).
+type Lie struct {
+	// AnswerRole, unless NOCHANGE (the zero value), is the role every role request is
+	// answered with.
+	AnswerRole ofp.ControllerRole
+	// RefuseWrites refuses every write with OFPBRC_IS_SLAVE.
+	RefuseWrites bool
+}
+
+// SetLie makes the fake switch lie (Lie{}: tell the truth again).
+func (f *FakeConn) SetLie(l Lie) {
+	f.mu.Lock()
+	f.lie = l
+	f.mu.Unlock()
 }
 
 // NewFakeConn is a fake session with an empty switch.
@@ -122,7 +140,7 @@ func (f *FakeConn) Apply(ctx context.Context, stages ...[]ofswitch.Message) (ofs
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.role == ofp.ControllerRoleSlave {
+	if f.role == ofp.ControllerRoleSlave || f.lie.RefuseWrites {
 		for _, st := range stages {
 			if len(st) > 0 {
 				return ofswitch.Result{}, &ofswitch.OpError{DatapathID: f.DPID, Msg: st[0], Type: 1, Code: 10,
@@ -159,6 +177,9 @@ func (f *FakeConn) RequestRole(ctx context.Context, role ofp.ControllerRole, gen
 	}
 	if role != ofp.ControllerRoleNoChange {
 		f.role = role
+	}
+	if f.lie.AnswerRole != ofp.ControllerRoleNoChange {
+		f.role = f.lie.AnswerRole
 	}
 	return ofswitch.RoleReply{Role: f.role, GenerationID: f.gen}, nil
 }

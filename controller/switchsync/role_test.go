@@ -8,14 +8,16 @@ import (
 	"flowweight/controller/dataplane"
 
 	"github.com/netrack/openflow/ofp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // fakeLead is an election a test moves by hand.
 type fakeLead struct {
-	mu       sync.Mutex
-	term     uint64 // the observed leader's term
-	leading  bool
-	stepDown []uint64
+	mu        sync.Mutex
+	term      uint64 // the observed leader's term
+	leading   bool
+	contested []uint64
 }
 
 func (l *fakeLead) Leading() (uint64, bool) {
@@ -30,25 +32,22 @@ func (l *fakeLead) Term() uint64 {
 	return l.term
 }
 
-func (l *fakeLead) StepDown(term uint64, _ string) {
+func (l *fakeLead) Contested(term uint64, _ string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.stepDown = append(l.stepDown, term)
-	if l.term == term {
-		l.leading = false
-	}
+	l.contested = append(l.contested, term)
+}
+
+func (l *fakeLead) contests() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]uint64(nil), l.contested...)
 }
 
 func (l *fakeLead) set(term uint64, leading bool) {
 	l.mu.Lock()
 	l.term, l.leading = term, leading
 	l.mu.Unlock()
-}
-
-func (l *fakeLead) stepDowns() []uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]uint64(nil), l.stepDown...)
 }
 
 // TestStandbyNeverWritesAndSeedsFromTheSwitch: a standby holds SLAVE, never applies, and
@@ -110,43 +109,119 @@ func TestTakeoverConfirmsByBarrier(t *testing.T) {
 	}
 }
 
-// TestDeposedLeaderStepsDown: another controller takes MASTER with a newer term: the syncer
-// hears the role change, steps down, and its next write attempt is refused by the switch.
-func TestDeposedLeaderStepsDown(t *testing.T) {
+// TestSwitchClaimsDoNotDepose: whatever one switch claims about the roles (a stale reply to
+// our MASTER request, a role status making us SLAVE, an IS_SLAVE error on a write, a MASTER
+// request answered with SLAVE), the syncer stops writing to that switch, counts the claim and
+// asks the election; it never deposes the leader itself. Before, each of these made the
+// leader step down, so one fake switch on an unused datapath id deposed every new leader.
+func TestSwitchClaimsDoNotDepose(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason string
+		before       func(c *FakeConn) // before the syncer runs
+		after        func(c *FakeConn) // once it is confirmed master
+	}{
+		{name: "stale role reply", reason: ContestStale, before: func(c *FakeConn) { c.Takeover(10) }},
+		{name: "role status slave", reason: ContestStatus, after: func(c *FakeConn) { c.Takeover(5) }},
+		{name: "IS_SLAVE on a write", reason: ContestIsSlave, after: func(c *FakeConn) { c.SetLie(Lie{RefuseWrites: true}) }},
+		{name: "master request answered with slave", reason: ContestOtherRole,
+			before: func(c *FakeConn) { c.SetLie(Lie{AnswerRole: ofp.ControllerRoleSlave}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := NewFakeConn(1)
+			if tc.before != nil {
+				tc.before(conn)
+			}
+			lead := &fakeLead{term: 4, leading: true}
+			contested := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "contested"}, []string{"reason"})
+			s := start(t, conn, Config{Lead: lead, Metrics: Metrics{Contested: contested}})
+			s.Offer(intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500)))
+			if tc.after != nil {
+				waitFor(t, "master", func() bool { return !s.Status().Confirmed.IsZero() })
+				tc.after(conn)
+				s.Offer(intentOf(2, 2, time.Hour, web("web", 5, nil, 600, 400)))
+			}
+			waitFor(t, "the claim reported to the election", func() bool { return len(lead.contests()) > 0 })
+			if got := lead.contests(); got[0] != 4 {
+				t.Fatalf("contested in term %v, want 4", got)
+			}
+			var m dto.Metric
+			if err := contested.WithLabelValues(tc.reason).Write(&m); err != nil {
+				t.Fatal(err)
+			}
+			if n := m.GetCounter().GetValue(); n != 1 {
+				t.Fatalf("contested{reason=%q} = %v, want 1", tc.reason, n)
+			}
+			st := s.Status()
+			if st.Contested == "" || !st.Confirmed.IsZero() {
+				t.Fatalf("status after the claim: contested %q, confirmed %v", st.Contested, st.Confirmed)
+			}
+			// Until its next read-back, the switch gets neither a write nor another request.
+			applies, requests, state := conn.Applies(), conn.RoleRequests(), conn.State()
+			s.Offer(intentOf(3, 3, time.Hour, web("web", 5, nil, 900, 100)))
+			waitFor(t, "intent 3 taken", func() bool { return s.Status().Seq == 3 })
+			if conn.Applies() != applies || conn.RoleRequests() != requests || !conn.State().Equal(state) {
+				t.Fatalf("the contested switch was written to: %d applies (before %d), %d role requests (before %d)",
+					conn.Applies(), applies, conn.RoleRequests(), requests)
+			}
+		})
+	}
+}
+
+// TestContestedSwitchRetriedAtReadBack: a switch that contested our role while the election
+// still says we lead is asked for MASTER again at its next read-back, and written to when it
+// grants it.
+func TestContestedSwitchRetriedAtReadBack(t *testing.T) {
+	conn := NewFakeConn(1)
+	conn.SetLie(Lie{RefuseWrites: true})
+	lead := &fakeLead{term: 4, leading: true}
+	s := start(t, conn, Config{Lead: lead})
+	s.Offer(intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500)))
+	waitFor(t, "contested", func() bool { return s.Status().Contested != "" })
+	conn.SetLie(Lie{})
+	in := intentOf(2, 2, 20*time.Millisecond, web("web", 5, nil, 700, 300))
+	s.Offer(in)
+	waitFor(t, "the switch written after its read-back", func() bool { return conn.State().Equal(want(in, 1)) })
+	if st := s.Status(); st.Contested != "" || st.Role != "master" {
+		t.Fatalf("after the retry: role %q, contested %q", st.Role, st.Contested)
+	}
+}
+
+// TestDeposedLeaderWritesNothing: a newer leader takes the switch; once the election deposes
+// us too, the syncer asks for SLAVE with the newer term and writes nothing.
+func TestDeposedLeaderWritesNothing(t *testing.T) {
 	conn := NewFakeConn(1)
 	lead := &fakeLead{term: 4, leading: true}
 	s := start(t, conn, Config{Lead: lead})
 	s.Offer(intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500)))
 	waitFor(t, "master", func() bool { return !s.Status().Confirmed.IsZero() })
-	before := conn.State()
+	before, applies := conn.State(), conn.Applies()
 	conn.Takeover(5)
-	waitFor(t, "step-down on role status", func() bool { return len(lead.stepDowns()) == 1 })
-	if got := lead.stepDowns()[0]; got != 4 {
-		t.Fatalf("stepped down in term %d, want 4", got)
-	}
-	// Still believing it leads term 4 (a lease that has not run out locally): its role
-	// request is stale, and it writes nothing.
-	lead.set(4, true)
+	waitFor(t, "the claim reported", func() bool { return len(lead.contests()) == 1 })
+	lead.set(5, false) // the election confirms a newer leader
 	s.Offer(intentOf(2, 2, time.Hour, web("web", 5, nil, 900, 100)))
-	waitFor(t, "stale role request", func() bool { return len(lead.stepDowns()) == 2 })
-	if !conn.State().Equal(before) {
+	waitFor(t, "slave in term 5", func() bool { st := s.Status(); return st.Role == "slave" && st.Term == 5 })
+	if !conn.State().Equal(before) || conn.Applies() != applies {
 		t.Fatal("a deposed leader changed the switch")
 	}
 }
 
-// TestStaleTermNeverWrites: a leader whose term the switch already saw superseded gets a
-// stale error for its MASTER request and writes nothing.
-func TestStaleTermNeverWrites(t *testing.T) {
+// TestStepsDownToSlaveWithoutALeaderKnown: when etcd goes away the leader stops leading and
+// no leader is known (term 0); the syncer still makes itself SLAVE on the switch, with the
+// newest term it saw. Before, its request carried 0, the switch refused it as stale, and the
+// ex-leader stayed MASTER there.
+func TestStepsDownToSlaveWithoutALeaderKnown(t *testing.T) {
 	conn := NewFakeConn(1)
-	if _, err := conn.RequestRole(t.Context(), ofp.ControllerRoleMaster, 10); err != nil {
-		t.Fatal(err)
-	}
-	conn.Takeover(10) // someone else holds term 10; we are slave
-	lead := &fakeLead{term: 8, leading: true}
+	lead := &fakeLead{term: 4, leading: true}
 	s := start(t, conn, Config{Lead: lead})
 	s.Offer(intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500)))
-	waitFor(t, "step-down", func() bool { return len(lead.stepDowns()) > 0 })
-	if conn.Applies() != 0 || len(conn.State().Groups) != 0 {
-		t.Fatalf("a stale leader wrote: %d applies", conn.Applies())
+	waitFor(t, "master", func() bool { return !s.Status().Confirmed.IsZero() })
+	lead.set(0, false)
+	s.Offer(intentOf(2, 2, time.Hour, web("web", 5, nil, 900, 100)))
+	waitFor(t, "intent 2 taken", func() bool { return s.Status().Seq == 2 })
+	if r := conn.Role(); r.Role != ofp.ControllerRoleSlave || r.GenerationID != 4 {
+		t.Fatalf("the switch holds us as %s in generation %d, want SLAVE in 4", roleName(r.Role), r.GenerationID)
+	}
+	if st := s.Status(); st.Role != "slave" {
+		t.Fatalf("status role %q, want slave", st.Role)
 	}
 }

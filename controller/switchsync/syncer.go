@@ -44,15 +44,30 @@ type Lead interface {
 	// Term is the current leader's term as observed (0: none known yet): a standby's SLAVE
 	// request carries it, since the switch refuses a generation id older than it has seen.
 	Term() uint64
-	// StepDown says a switch refused us in term (a newer leader holds it): give up leading.
-	StepDown(term uint64, reason string)
+	// Contested says a switch claimed, in term, that another controller holds it: a stale
+	// role reply, a role status making us SLAVE, an IS_SLAVE error. A switch's word concerns
+	// that switch only, and over plain TCP anyone can claim to be a switch, so the syncer only
+	// stops writing to it; the election (etcd) decides whether a newer leader exists and this
+	// controller must step down (docs/ha.md, "Deposed"). It must not block.
+	Contested(term uint64, reason string)
 }
+
+// Reasons a switch contested our MASTER role (Metrics.Contested's label values).
+const (
+	ContestStale     = "stale_role"  // our MASTER request was refused as stale
+	ContestStatus    = "role_status" // the switch said another controller became master
+	ContestIsSlave   = "is_slave"    // a write was refused as from a slave
+	ContestOtherRole = "other_role"  // a MASTER request was answered with another role or term
+)
 
 // Metrics are the counters every syncer adds to (shared, so one series for the fleet); nil
 // fields count nothing.
 type Metrics struct {
 	Rewrites, RewriteErrors, Drift prometheus.Counter
 	BarrierRTT                     prometheus.Observer
+	// Contested counts switches' claims that another controller is master, by reason
+	// (ContestStale, ContestStatus, ContestIsSlave, ContestOtherRole).
+	Contested *prometheus.CounterVec
 }
 
 // Config is what a Syncer is given; everything else it learns from its switch and the
@@ -115,6 +130,10 @@ type Status struct {
 	// Confirmed is when the switch first acknowledged a barrier from us as MASTER in Term
 	// (zero: not yet): the takeover is complete on this switch.
 	Confirmed time.Time
+	// Contested says why this switch claimed, in the term we lead, that another controller
+	// is master ("": it did not): we do not write to it until its next read-back asks for
+	// MASTER again, or the election moves on.
+	Contested string
 }
 
 // Syncer keeps one switch in step with the latest intent. Create it with New and run it with
@@ -140,6 +159,12 @@ type Syncer struct {
 	master  uint64
 	slave   uint64
 	slaveOK bool
+	// contested is the term in which the switch claimed another controller is master (0:
+	// none): no MASTER request or write to it in that term until the next read-back.
+	contested uint64
+	// newest is the newest term this syncer has seen confirmed (as master or slave): a SLAVE
+	// request never carries less, since the switch refuses an older generation id.
+	newest uint64
 
 	// affinity is the planner input last applied (nil: none since start), from which
 	// AffinityEnds tells which backends' learned affinities to delete.
@@ -347,10 +372,8 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 		// Part of the plan may have been applied: read back before planning again.
 		s.resync = true
 		if s.cfg.Lead != nil && ofswitch.IsSlave(err) {
-			s.master = 0
-			s.st.Role, s.st.Confirmed = "slave", time.Time{}
-			s.publish()
-			s.cfg.Lead.StepDown(term, fmt.Sprintf("switch %s refused our write as from a slave: another controller is master", sw))
+			s.st.Role = "slave"
+			s.contest(term, ContestIsSlave, fmt.Sprintf("switch %s refused our write as from a slave", sw))
 			return
 		}
 		inc(s.cfg.Metrics.RewriteErrors)
@@ -435,6 +458,9 @@ func (s *Syncer) repair(ctx context.Context, in *intent.Intent) {
 		s.cfg.Logger.Warn("drift detected; repairing", "dpid", sw.String(), "diff", diffSummary(s.current, cur))
 	}
 	s.adopt(cur, in)
+	// A switch that contested our role is asked for MASTER again at each read-back: a claim
+	// the election did not confirm may have been a switch's mistake, or a rogue's.
+	s.contested = 0
 	s.sync(ctx, in)
 }
 
@@ -565,6 +591,9 @@ func (s *Syncer) role(ctx context.Context) (term uint64, write bool) {
 		s.becomeSlave(ctx)
 		return 0, false
 	}
+	if s.contested == term {
+		return 0, false
+	}
 	if s.master == term {
 		if r := sw.Role(); r.Role == ofp.ControllerRoleMaster && r.GenerationID == term {
 			return term, true
@@ -575,19 +604,18 @@ func (s *Syncer) role(ctx context.Context) (term uint64, write bool) {
 	r, err := sw.RequestRole(cctx, ofp.ControllerRoleMaster, term)
 	switch {
 	case ofswitch.IsStale(err):
-		s.master = 0
-		s.cfg.Lead.StepDown(term, fmt.Sprintf("switch %s refused term %d as stale: a newer leader has claimed it", sw, term))
+		s.contest(term, ContestStale, fmt.Sprintf("switch %s refused term %d as stale", sw, term))
 		return 0, false
 	case err != nil:
 		s.cfg.Logger.Warn("master role request failed", "dpid", sw.String(), "term", term, "err", err)
 		return 0, false
 	case r.Role != ofp.ControllerRoleMaster || r.GenerationID != term:
-		s.cfg.Logger.Warn("switch answered a master role request with another role", "dpid", sw.String(), "term", term,
-			"role", roleName(r.Role), "generation_id", r.GenerationID)
+		s.contest(term, ContestOtherRole, fmt.Sprintf("switch %s answered our master request in term %d with %s, generation id %d",
+			sw, term, roleName(r.Role), r.GenerationID))
 		return 0, false
 	}
-	s.master, s.slaveOK = term, false
-	s.st.Role, s.st.Term, s.st.Confirmed = "master", term, time.Time{}
+	s.master, s.slaveOK, s.newest = term, false, max(s.newest, term)
+	s.st.Role, s.st.Term, s.st.Confirmed, s.st.Contested = "master", term, time.Time{}, ""
 	s.resync = true // read back as master: the previous leader may have written until now
 	s.publish()
 	return term, true
@@ -597,7 +625,9 @@ func (s *Syncer) role(ctx context.Context) (term uint64, write bool) {
 // standby then never gets packet-ins to answer and cannot write even by mistake.
 func (s *Syncer) becomeSlave(ctx context.Context) {
 	sw := s.cfg.Conn
-	term := s.cfg.Lead.Term()
+	// With etcd down no leader is known (Term 0), but the switch still holds the last term:
+	// a request with less would be refused as stale and leave a deposed leader MASTER there.
+	term := max(s.cfg.Lead.Term(), s.newest)
 	if s.master != 0 {
 		s.master = 0
 		s.st.Confirmed = time.Time{}
@@ -614,7 +644,7 @@ func (s *Syncer) becomeSlave(ctx context.Context) {
 		s.slaveOK = false
 		return
 	}
-	s.slave, s.slaveOK = term, true
+	s.slave, s.slaveOK, s.newest = term, true, term
 	s.st.Role, s.st.Term = roleName(r.Role), r.GenerationID
 	s.publish()
 }
@@ -625,16 +655,32 @@ func (s *Syncer) roleChanged() {
 	r := s.cfg.Conn.Role()
 	s.st.Role = roleName(r.Role)
 	if r.Role != ofp.ControllerRoleMaster && s.master != 0 {
-		term := s.master
-		s.master, s.st.Confirmed = 0, time.Time{}
 		s.resync = true
-		if s.cfg.Lead != nil {
-			if t, ok := s.cfg.Lead.Leading(); ok && t == term {
-				s.cfg.Lead.StepDown(term, fmt.Sprintf("switch %s made another controller master (generation id %d)", s.cfg.Conn, r.GenerationID))
-			}
-		}
+		s.contest(s.master, ContestStatus, fmt.Sprintf("switch %s says another controller is master (generation id %d)", s.cfg.Conn, r.GenerationID))
+		return
 	}
 	s.publish()
+}
+
+// contest handles a switch claiming, in term, that another controller is master: this syncer
+// stops writing to it for the term (until its next read-back), counts and reports it, and
+// asks the election. Only the election can depose us: one unauthenticated connection on an
+// unused datapath id could otherwise depose every leader in turn.
+func (s *Syncer) contest(term uint64, why, reason string) {
+	s.master, s.contested = 0, term
+	s.st.Confirmed, s.st.Contested = time.Time{}, reason
+	s.publish()
+	if c := s.cfg.Metrics.Contested; c != nil {
+		c.WithLabelValues(why).Inc()
+	}
+	s.cfg.Logger.Warn("switch contests our master role: not writing to it; asking the election whether a newer leader exists",
+		"dpid", s.cfg.Conn.String(), "term", term, "reason", reason)
+	s.cfg.Event("role", "", reason+": not writing to it in term "+fmt.Sprint(term)+"; the election decides whether we step down")
+	if s.cfg.Lead != nil {
+		if t, ok := s.cfg.Lead.Leading(); ok && t == term {
+			s.cfg.Lead.Contested(term, reason)
+		}
+	}
 }
 
 func (s *Syncer) barrierTimeout() time.Duration {
