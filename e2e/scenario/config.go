@@ -60,6 +60,9 @@ func ControllerTOML(o Options, sock, keyFile string, capacities []float64, mode 
 // so that the probe reports the service's own CPU (service_cpu).
 func ProbeTOML(o Options, name, ip, cgroupPath, keyFile, drainFile, pidFile string) string {
 	timeout := min(o.ProbeInterval/2, time.Second)
+	if o.ProbeHealthTimeout > 0 {
+		timeout = o.ProbeHealthTimeout
+	}
 	collectors := make([]string, max(o.Controllers, 1))
 	for i := range collectors {
 		collectors[i] = strconv.Quote(pushAddrOf(o, i))

@@ -70,6 +70,9 @@ type Options struct {
 	// ProbeFastInterval is the probes' health.fast_interval, the pace after a failed check;
 	// 0 leaves the probe's default (100ms).
 	ProbeFastInterval time.Duration
+	// ProbeHealthTimeout is the probes' health.timeout; 0: half the probe interval, at most
+	// 1 s.
+	ProbeHealthTimeout time.Duration
 	// NoServiceCPU leaves the [service] table out of the probes' configs, so they report no
 	// service_cpu and the headroom policy (the controller's default) falls back to 1/AL for
 	// the whole pool. By default (false) each probe's [service] pidfile is the backend's
