@@ -43,9 +43,11 @@
 //
 // The established session wins unless it is dead. When a second connection claims a
 // connected datapath id, the existing session is probed: if nothing was received from it for
-// Config.EchoTimeout it is dead; otherwise it is sent an ECHO_REQUEST, and if that is answered
-// within Config.ProbeTimeout the newcomer is refused (ErrDuplicateDatapath, counted, logged
-// rate-limited) and closed. If it is not answered, the old session is closed (ErrReplaced)
+// Config.EchoTimeout it is dead; otherwise it is sent an ECHO_REQUEST, ahead of whatever of
+// ours is queued for it, and if that is answered, or anything else is read from it, within
+// Config.ProbeTimeout the newcomer is refused (ErrDuplicateDatapath, counted, logged
+// rate-limited) and closed. Dead means silent, never busy: a full write queue is a switch
+// still reading what we sent. If nothing arrives, the old session is closed (ErrReplaced)
 // and the newcomer takes over. Only one claim per id is probed at a time; others meanwhile
 // are refused.
 //

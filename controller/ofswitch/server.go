@@ -380,6 +380,7 @@ func (s *Server) handshake(c net.Conn) (*Switch, error) {
 		packetIns: make(chan PacketIn, s.cfg.PacketInQueue),
 
 		roleChanged: make(chan struct{}, 1),
+		rxWake:      make(chan struct{}, 1),
 	}
 	send := func(t of.Type, xid uint32, body rawBody) error {
 		b, err := encodeMessage(t, xid, body)
