@@ -70,6 +70,12 @@ type Config struct {
 	// MaxHandshakes bounds connections in HELLO/FEATURES at once; more are closed at
 	// accept. Default 64.
 	MaxHandshakes int
+	// MaxHandshakesPerSource bounds the connections in HELLO/FEATURES from one source (an
+	// IPv4 address, or an IPv6 /64), so one host's idle connections cannot take every
+	// slot; more from it are closed at accept. Unix-socket peers have only MaxHandshakes.
+	// Default MaxHandshakes/8, at least 1 (8 of the default 64, so eight hosts at least
+	// always find a slot); at most MaxHandshakes.
+	MaxHandshakesPerSource int
 	// MaxSwitches bounds connected datapaths; further datapath ids are refused. Default 256.
 	MaxSwitches int
 	// CertNamesDatapath, with TLS client certificates, requires each switch's certificate to
@@ -121,6 +127,9 @@ func (c Config) withDefaults() Config {
 	setInt(&c.WriteQueueBytes, DefaultWriteQueueBytes)
 	setInt(&c.MaxHandshakes, DefaultMaxHandshakes)
 	setInt(&c.MaxSwitches, DefaultMaxSwitches)
+	if c.MaxHandshakesPerSource == 0 {
+		c.MaxHandshakesPerSource = max(1, c.MaxHandshakes/8)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -156,6 +165,10 @@ func (c Config) Validate() error {
 	atLeast("WriteQueueMessages", c.WriteQueueMessages, 4, "a quarter of it is the reply budget")
 	atLeast("WriteQueueBytes", c.WriteQueueBytes, 4*maxMsgLen, "the reply budget, a quarter, must hold one largest message")
 	atLeast("MaxHandshakes", c.MaxHandshakes, 1, "one connection")
+	atLeast("MaxHandshakesPerSource", c.MaxHandshakesPerSource, 1, "one connection")
+	if c.MaxHandshakesPerSource > c.MaxHandshakes {
+		errs = append(errs, fmt.Errorf("ofswitch config: MaxHandshakesPerSource (%d) must be <= MaxHandshakes (%d)", c.MaxHandshakesPerSource, c.MaxHandshakes))
+	}
 	atLeast("MaxSwitches", c.MaxSwitches, 1, "one switch")
 	if c.CertNamesDatapath && c.TLS == nil {
 		// Without TLS no switch could ever present a certificate, so none could connect.

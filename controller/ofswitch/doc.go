@@ -23,8 +23,10 @@
 //     reply is bounded by a Limit (per call, default Config.MaxMultipartBytes and
 //     MaxMultipartParts) and one over it, or of another type than asked, fails that request
 //     alone (ErrReplyTooLarge, ErrMalformed) while the rest of it is discarded.
-//   - Connections: Config.MaxHandshakes bounds connections still in HELLO/FEATURES (more are
-//     closed at accept) and Config.MaxSwitches the connected datapath ids.
+//   - Connections: Config.MaxHandshakes bounds connections still in HELLO/FEATURES, and
+//     Config.MaxHandshakesPerSource those of one source address (an IPv6 /64 counts as one),
+//     so one host cannot hold every slot; more are closed at accept. Config.MaxSwitches
+//     bounds the connected datapath ids.
 //
 // # Controller roles
 //

@@ -42,9 +42,10 @@ type Server struct {
 
 	mu       sync.Mutex
 	switches map[uint64]*Switch
-	shaking  map[net.Conn]struct{} // connections still in the handshake
-	claiming map[uint64]bool       // datapath ids whose established session is being probed
-	pins     map[uint64]string     // datapath id -> the certificate identity that first claimed it
+	shaking  map[net.Conn]string // connections still in the handshake -> their sourceKey
+	shakeSrc map[string]int      // connections in the handshake per sourceKey (not "")
+	claiming map[uint64]bool     // datapath ids whose established session is being probed
+	pins     map[uint64]string   // datapath id -> the certificate identity that first claimed it
 	closed   bool
 	wg       sync.WaitGroup
 
@@ -99,7 +100,8 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 			return t.C, t.Stop
 		},
 		switches: make(map[uint64]*Switch),
-		shaking:  make(map[net.Conn]struct{}),
+		shaking:  make(map[net.Conn]string),
+		shakeSrc: make(map[string]int),
 		claiming: make(map[uint64]bool),
 		pins:     make(map[uint64]string),
 	}
@@ -173,19 +175,9 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 			break
 		}
-		s.mu.Lock()
-		busy := len(s.shaking) >= s.cfg.MaxHandshakes
-		s.mu.Unlock()
-		if busy {
-			// Before any goroutine or buffer: a connection flood costs an accept and a close.
-			s.fault(FaultTooManyHandshakes, "connection refused: too many handshakes in progress",
-				"remote", c.RemoteAddr().String(), "limit", s.cfg.MaxHandshakes)
-			c.Close()
+		if !s.startShake(c) {
 			continue
 		}
-		s.mu.Lock()
-		s.shaking[c] = struct{}{}
-		s.mu.Unlock()
 		s.wg.Add(1)
 		go s.handle(c)
 	}
@@ -207,6 +199,54 @@ func (s *Server) Serve(ctx context.Context) error {
 	return serveErr
 }
 
+// startShake admits an accepted connection into the handshake, or closes it at once (before
+// any goroutine or buffer: a connection flood costs an accept and a close) when
+// Config.MaxHandshakes connections are in the handshake, or Config.MaxHandshakesPerSource
+// from its source. The per-source share keeps one host's idle connections, each held for up
+// to HandshakeTimeout, from taking every slot from the switches of other hosts.
+func (s *Server) startShake(c net.Conn) bool {
+	src := sourceKey(c.RemoteAddr())
+	s.mu.Lock()
+	total, mine := len(s.shaking), s.shakeSrc[src]
+	ok := total < s.cfg.MaxHandshakes && (src == "" || mine < s.cfg.MaxHandshakesPerSource)
+	if ok {
+		s.shaking[c] = src
+		if src != "" {
+			s.shakeSrc[src]++
+		}
+	}
+	s.mu.Unlock()
+	if ok {
+		return true
+	}
+	if total >= s.cfg.MaxHandshakes {
+		s.fault(FaultTooManyHandshakes, "connection refused: too many handshakes in progress",
+			"remote", c.RemoteAddr().String(), "limit", s.cfg.MaxHandshakes)
+	} else {
+		s.fault(FaultTooManyHandshakes, "connection refused: too many handshakes in progress from its source",
+			"remote", c.RemoteAddr().String(), "source", src, "limit_per_source", s.cfg.MaxHandshakesPerSource)
+	}
+	c.Close()
+	return false
+}
+
+// endShakeLocked takes c out of the handshake accounting; s.mu is held.
+func (s *Server) endShakeLocked(c net.Conn) {
+	src, ok := s.shaking[c]
+	if !ok {
+		return
+	}
+	delete(s.shaking, c)
+	if src == "" {
+		return
+	}
+	if s.shakeSrc[src] <= 1 {
+		delete(s.shakeSrc, src) // the map holds only sources with a handshake in progress
+	} else {
+		s.shakeSrc[src]--
+	}
+}
+
 // handle runs one connection: handshake, the datapath claim, and the session until it
 // ends. The accept loop has put c in s.shaking.
 func (s *Server) handle(c net.Conn) {
@@ -215,7 +255,7 @@ func (s *Server) handle(c net.Conn) {
 	log := s.cfg.Logger.With("remote", remote)
 	s.mu.Lock()
 	if s.closed {
-		delete(s.shaking, c)
+		s.endShakeLocked(c)
 		s.mu.Unlock()
 		c.Close()
 		return
@@ -223,7 +263,7 @@ func (s *Server) handle(c net.Conn) {
 	s.mu.Unlock()
 	sw, err := s.handshake(c)
 	s.mu.Lock()
-	delete(s.shaking, c)
+	s.endShakeLocked(c)
 	s.mu.Unlock()
 	if err != nil {
 		s.handshakeFails.Add(1)
