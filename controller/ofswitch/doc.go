@@ -9,7 +9,10 @@
 //
 // Anyone who can reach the OpenFlow port can claim to be a switch, so everything a peer can
 // make the session hold is bounded, and every refusal is counted by Fault (Stats.Faults, a
-// fixed set) and logged at most once per 10 s per session and fault (controller/ratelog):
+// fixed set) and logged at most once per 10 s per fault and source address and per fault and
+// datapath id. The limits live on the Server (peerlog.go), not in the session, so a peer
+// reconnecting in a loop cannot reset them; the switch's description and other per-session
+// lines are limited the same way, and a bounded table of scopes keeps the memory fixed:
 //
 //   - Writes: one writer goroutine per session drains a queue bounded in messages and bytes
 //     (Config.WriteQueueMessages, WriteQueueBytes). Our own requests wait for room; replies

@@ -224,8 +224,8 @@ func bareSwitch(r io.Reader, cfg Config) *Switch {
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg = cfg.withDefaults()
 	srv := &Server{cfg: cfg, now: time.Now, switches: map[uint64]*Switch{}}
-	srv.lim = ratelog.New(cfg.Logger, nil)
-	return &Switch{srv: srv, cfg: cfg, br: bufio.NewReader(r), remote: "test", log: cfg.Logger, lim: srv.lim,
+	srv.plog = newPeerLog(time.Now)
+	return &Switch{srv: srv, cfg: cfg, br: bufio.NewReader(r), remote: "test", log: cfg.Logger,
 		pending: map[uint32]*waiter{}, out: newOutQueue(cfg), packetIns: make(chan PacketIn, 1), done: make(chan struct{}),
 		roleChanged: make(chan struct{}, 1)}
 }

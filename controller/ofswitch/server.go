@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -15,8 +16,6 @@ import (
 
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
-
-	"flowweight/controller/ratelog"
 )
 
 // Handler receives session events. Connected runs on the session's goroutine with the
@@ -49,7 +48,7 @@ type Server struct {
 	closed   bool
 	wg       sync.WaitGroup
 
-	lim            *ratelog.Limiter // server-wide fault lines (before a session exists)
+	plog           *peerLog // every peer-caused log line, per source and per datapath id
 	faults         [numFaults]atomic.Uint64
 	packetInDrops  atomic.Uint64
 	errorsReceived atomic.Uint64
@@ -105,7 +104,7 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		claiming: make(map[uint64]bool),
 		pins:     make(map[uint64]string),
 	}
-	srv.lim = ratelog.New(cfg.Logger, func() time.Time { return srv.now() })
+	srv.plog = newPeerLog(func() time.Time { return srv.now() })
 	return srv, nil
 }
 
@@ -115,10 +114,11 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 // many ids, then take that one).
 func (s *Server) maxPins() int { return 4 * s.cfg.MaxSwitches }
 
-// fault counts f and logs msg for it, at most once per ratelog.Every server-wide per fault.
-func (s *Server) fault(f Fault, msg string, args ...any) {
+// fault counts f and logs msg for it, at most once per ratelog.Every per fault and source
+// address (src, a sourceKey) and per datapath id (dpid, "" before the handshake told it).
+func (s *Server) fault(f Fault, src, dpid, msg string, args ...any) {
 	s.faults[f].Add(1)
-	s.lim.Log(f.level(), f.String(), msg, append(args, "reason", f.String())...)
+	s.plog.Log(s.cfg.Logger, f.level(), f.String(), src, dpid, msg, append(args, "reason", f.String())...)
 }
 
 // Addr is the listening address.
@@ -220,10 +220,10 @@ func (s *Server) startShake(c net.Conn) bool {
 		return true
 	}
 	if total >= s.cfg.MaxHandshakes {
-		s.fault(FaultTooManyHandshakes, "connection refused: too many handshakes in progress",
+		s.fault(FaultTooManyHandshakes, src, "", "connection refused: too many handshakes in progress",
 			"remote", c.RemoteAddr().String(), "limit", s.cfg.MaxHandshakes)
 	} else {
-		s.fault(FaultTooManyHandshakes, "connection refused: too many handshakes in progress from its source",
+		s.fault(FaultTooManyHandshakes, src, "", "connection refused: too many handshakes in progress from its source",
 			"remote", c.RemoteAddr().String(), "source", src, "limit_per_source", s.cfg.MaxHandshakesPerSource)
 	}
 	c.Close()
@@ -267,12 +267,11 @@ func (s *Server) handle(c net.Conn) {
 	s.mu.Unlock()
 	if err != nil {
 		s.handshakeFails.Add(1)
-		s.fault(FaultHandshakeFailed, "switch handshake failed", "remote", remote, "err", err)
+		s.fault(FaultHandshakeFailed, sourceKey(c.RemoteAddr()), "", "switch handshake failed", "remote", remote, "err", err)
 		c.Close()
 		return
 	}
 	sw.log = log.With("dpid", sw.String())
-	sw.lim = ratelog.New(sw.log, func() time.Time { return s.now() })
 	if err := s.claim(sw); err != nil {
 		f := FaultDuplicateDatapath
 		switch {
@@ -282,7 +281,7 @@ func (s *Server) handle(c net.Conn) {
 			f = FaultTooManySwitches
 		}
 		if !errors.Is(err, ErrServerClosed) {
-			s.fault(f, "switch refused", "remote", remote, "dpid", sw.String(), "err", err)
+			s.fault(f, sw.src, sw.String(), "switch refused", "remote", remote, "dpid", sw.String(), "err", err)
 		}
 		c.Close()
 		return
@@ -363,7 +362,7 @@ func (s *Server) claim(sw *Switch) error {
 	s.mu.Unlock()
 	alive := old.probe()
 	if !alive {
-		sw.log.Info("switch reconnected, closing the older session that did not answer a probe", "old_remote", old.remote)
+		sw.logf(slog.LevelInfo, "replaced", "switch reconnected, closing the older session that did not answer a probe", "old_remote", old.remote)
 		old.close(fmt.Errorf("switch %s at %s: %w (new connection from %s)", old, old.remote, ErrReplaced, sw.remote))
 		<-old.stopped
 	}
@@ -411,7 +410,7 @@ func (s *Server) handshake(c net.Conn) (*Switch, error) {
 		}
 	}
 	sw := &Switch{
-		srv: s, cfg: s.cfg, conn: c, remote: c.RemoteAddr().String(), br: bufio.NewReader(c), log: s.cfg.Logger,
+		srv: s, cfg: s.cfg, conn: c, remote: c.RemoteAddr().String(), src: sourceKey(c.RemoteAddr()), br: bufio.NewReader(c), log: s.cfg.Logger,
 		identity:  peerIdentity(c),
 		out:       newOutQueue(s.cfg),
 		pending:   make(map[uint32]*waiter),

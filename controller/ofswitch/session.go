@@ -16,8 +16,6 @@ import (
 
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
-
-	"flowweight/controller/ratelog"
 )
 
 // Switch is one live OpenFlow 1.3 session with a datapath. All methods are safe for
@@ -28,9 +26,9 @@ type Switch struct {
 	cfg      Config
 	conn     net.Conn
 	remote   string
+	src      string // sourceKey of remote: the scope of its per-source log limits
 	br       *bufio.Reader
 	log      *slog.Logger
-	lim      *ratelog.Limiter // this session's per-fault log lines
 	features ofp.SwitchFeatures
 	identity string // TLS peer identity the datapath id is bound to ("" without a certificate)
 	desc     Desc   // set once before Connected (desc.go)
@@ -120,11 +118,17 @@ func (sw *Switch) closedErr() error {
 	return fmt.Errorf("switch %s: %w: %w", sw, ErrSessionClosed, sw.Err())
 }
 
-// fault counts f on the server and logs msg for it, at most once per ratelog.Every per
-// session and fault.
+// fault counts f on the server and logs msg for it, at most once per ratelog.Every per fault
+// and source address and per fault and datapath id, across sessions (peerLog).
 func (sw *Switch) fault(f Fault, msg string, args ...any) {
 	sw.srv.faults[f].Add(1)
-	sw.lim.Log(f.level(), f.String(), msg, append(args, "reason", f.String())...)
+	sw.logf(f.level(), f.String(), msg, append(args, "reason", f.String())...)
+}
+
+// logf writes one line of kind about this session to its logger, rate-limited like faults: a
+// switch reconnecting in a loop gets one line of each kind per window, not one per session.
+func (sw *Switch) logf(level slog.Level, kind, msg string, args ...any) bool {
+	return sw.srv.plog.Log(sw.log, level, kind, sw.src, sw.String(), msg, args...)
 }
 
 // Apply writes the stages in order. Each stage's messages go out with fresh xids in one
