@@ -28,6 +28,12 @@ const (
 	DefaultWriteQueueBytes    = 4 << 20
 	DefaultMaxHandshakes      = 64
 	DefaultMaxSwitches        = 256
+	// DefaultMaxBindingsPerCertificate is how many datapath ids one certificate may stay
+	// bound to: the bridges of one host (Open vSwitch presents one certificate for all).
+	DefaultMaxBindingsPerCertificate = 8
+	// DefaultBindingIdleTimeout is how long a bound datapath must have been away before its
+	// binding may lapse to make room in a full table.
+	DefaultBindingIdleTimeout = time.Hour
 )
 
 // Config configures a Server. Zero fields take the documented defaults.
@@ -77,7 +83,17 @@ type Config struct {
 	// always find a slot); at most MaxHandshakes.
 	MaxHandshakesPerSource int
 	// MaxSwitches bounds connected datapaths; further datapath ids are refused. Default 256.
+	// It also sizes the table of first-claim certificate bindings: 4×MaxSwitches.
 	MaxSwitches int
+	// MaxBindingsPerCertificate bounds the datapath ids one certificate identity stays bound
+	// to (first-claim binding, without CertNamesDatapath): its next new id replaces its own
+	// binding seen longest ago that is not connected, so one certificate cannot fill the
+	// table. Default 8, and never more than MaxSwitches.
+	MaxBindingsPerCertificate int
+	// BindingIdleTimeout: when the binding table is full, a binding whose datapath has not
+	// been connected for this long lapses to make room for a new one, the least recently
+	// seen first; a connected switch's binding never lapses. Default 1h.
+	BindingIdleTimeout time.Duration
 	// CertNamesDatapath, with TLS client certificates, requires each switch's certificate to
 	// name the datapath id it claims: its subject CN, or one of its DNS SANs, is the id as
 	// 16 hex digits (e.g. "0000feedface0001", or "dpid:0000feedface0001" as the CN).
@@ -127,6 +143,10 @@ func (c Config) withDefaults() Config {
 	setInt(&c.WriteQueueBytes, DefaultWriteQueueBytes)
 	setInt(&c.MaxHandshakes, DefaultMaxHandshakes)
 	setInt(&c.MaxSwitches, DefaultMaxSwitches)
+	setInt(&c.MaxBindingsPerCertificate, DefaultMaxBindingsPerCertificate)
+	if c.BindingIdleTimeout == 0 {
+		c.BindingIdleTimeout = DefaultBindingIdleTimeout
+	}
 	if c.MaxHandshakesPerSource == 0 {
 		c.MaxHandshakesPerSource = max(1, c.MaxHandshakes/8)
 	}
@@ -170,6 +190,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("ofswitch config: MaxHandshakesPerSource (%d) must be <= MaxHandshakes (%d)", c.MaxHandshakesPerSource, c.MaxHandshakes))
 	}
 	atLeast("MaxSwitches", c.MaxSwitches, 1, "one switch")
+	atLeast("MaxBindingsPerCertificate", c.MaxBindingsPerCertificate, 1, "one datapath id")
+	pos("BindingIdleTimeout", c.BindingIdleTimeout)
 	if c.CertNamesDatapath && c.TLS == nil {
 		// Without TLS no switch could ever present a certificate, so none could connect.
 		errs = append(errs, errors.New("ofswitch config: CertNamesDatapath needs TLS with verified client certificates (ClientCAs and RequireAndVerifyClientCert)"))

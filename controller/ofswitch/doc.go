@@ -60,7 +60,11 @@
 // session of an id pins the identity of its certificate (subject and issuer names, which a
 // renewal by the same CA keeps, or the SHA-256 of the public key when the subject is empty),
 // and a later claim of that id with another identity is refused (ErrIdentityMismatch) even
-// when the old session is dead, for the life of the process. Stronger, and surviving
+// when the old session is dead. These bindings are bounded so that no certificate can keep
+// another from connecting (bindings.go): at most Config.MaxBindingsPerCertificate per
+// certificate (its next new id replaces its own oldest binding that is not connected), at most
+// 4×MaxSwitches in all, and in a full table a binding whose switch has been away for
+// Config.BindingIdleTimeout lapses. Stronger, keeping no binding at all, and surviving
 // restarts, is Config.CertNamesDatapath: the certificate must then name the id it claims, its
 // subject CN being the datapath id as 16 hex digits ("0000feedface0001", as ovs-ofctl show
 // prints after "dpid:", with or without that prefix) or one of its DNS SANs being those 16

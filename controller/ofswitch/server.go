@@ -44,7 +44,8 @@ type Server struct {
 	shaking  map[net.Conn]string // connections still in the handshake -> their sourceKey
 	shakeSrc map[string]int      // connections in the handshake per sourceKey (not "")
 	claiming map[uint64]bool     // datapath ids whose established session is being probed
-	pins     map[uint64]string   // datapath id -> the certificate identity that first claimed it
+	pins     map[uint64]*binding // datapath id -> the certificate identity that first claimed it (bindings.go)
+	pinsOf   map[string]int      // bindings per certificate identity
 	closed   bool
 	wg       sync.WaitGroup
 
@@ -102,17 +103,12 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		shaking:  make(map[net.Conn]string),
 		shakeSrc: make(map[string]int),
 		claiming: make(map[uint64]bool),
-		pins:     make(map[uint64]string),
+		pins:     make(map[uint64]*binding),
+		pinsOf:   make(map[string]int),
 	}
 	srv.plog = newPeerLog(func() time.Time { return srv.now() })
 	return srv, nil
 }
-
-// maxPins bounds the datapath-to-certificate bindings kept for the process's life. When it
-// is full, new datapath ids presenting a certificate are refused rather than evicting a
-// binding (evicting would let a certificate holder unbind a dead switch's id by claiming
-// many ids, then take that one).
-func (s *Server) maxPins() int { return 4 * s.cfg.MaxSwitches }
 
 // fault counts f and logs msg for it, at most once per ratelog.Every per fault and source
 // address (src, a sourceKey) and per datapath id (dpid, "" before the handshake told it).
@@ -321,6 +317,7 @@ func (s *Server) handle(c net.Conn) {
 	s.mu.Lock()
 	if s.switches[sw.DatapathID()] == sw {
 		delete(s.switches, sw.DatapathID())
+		s.touchLocked(sw.DatapathID())
 	}
 	s.mu.Unlock()
 	err = sw.Err()
@@ -344,9 +341,9 @@ func (s *Server) claim(sw *Switch) error {
 	if s.closed {
 		return ErrServerClosed
 	}
-	if pin, ok := s.pins[dpid]; ok && pin != sw.identity {
+	if pin, ok := s.pins[dpid]; ok && pin.identity != sw.identity {
 		return fmt.Errorf("switch %s at %s: %w: datapath first connected with certificate %s, this one is %s",
-			sw, sw.remote, ErrIdentityMismatch, pin, describeIdentity(sw.identity))
+			sw, sw.remote, ErrIdentityMismatch, pin.identity, describeIdentity(sw.identity))
 	}
 	if s.claiming[dpid] {
 		return fmt.Errorf("switch %s at %s: %w: another connection's claim of it is being checked", sw, sw.remote, ErrDuplicateDatapath)
@@ -382,14 +379,10 @@ func (s *Server) claim(sw *Switch) error {
 
 // registerLocked makes sw the session of its datapath and binds the id to its certificate.
 func (s *Server) registerLocked(sw *Switch) error {
-	dpid := sw.DatapathID()
-	if _, ok := s.pins[dpid]; !ok && sw.identity != "" {
-		if len(s.pins) >= s.maxPins() {
-			return fmt.Errorf("switch %s at %s: %w: %d datapath bindings kept already, limit %d", sw, sw.remote, ErrTooManySwitches, len(s.pins), s.maxPins())
-		}
-		s.pins[dpid] = sw.identity
+	if err := s.bindLocked(sw); err != nil {
+		return err
 	}
-	s.switches[dpid] = sw
+	s.switches[sw.DatapathID()] = sw
 	return nil
 }
 
