@@ -98,8 +98,9 @@ type Config struct {
 	// name the datapath id it claims: its subject CN, or one of its DNS SANs, is the id as
 	// 16 hex digits (e.g. "0000feedface0001", or "dpid:0000feedface0001" as the CN).
 	// One Open vSwitch certificate serves all bridges of a host: list each bridge's id as a
-	// DNS SAN. Without this option, a datapath id is bound to the first certificate
-	// identity that claims it, for the life of the process.
+	// DNS SAN. No binding is kept then: the certificate is the binding. Without this option,
+	// a datapath id is bound to the first certificate identity that claims it, within the
+	// bounds of MaxBindingsPerCertificate and BindingIdleTimeout.
 	CertNamesDatapath bool
 	// Logger receives session events and rate-limited fault lines. Default slog.Default().
 	Logger *slog.Logger
