@@ -148,17 +148,17 @@ func (b *Balancer) expireARP() {
 			kick = true
 			b.log.Info("backend located", "dpid", dpid, "ip", c.IP.String(), "change", c.Kind.String(),
 				"mac", c.To.MAC.String(), "port", c.To.Port, "from_mac", c.From.MAC.String(), "from_port", c.From.Port)
-			b.events.add(Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s %s at %s on port %d", c.Kind, c.IP, c.To.MAC, c.To.Port)})
+			b.events.addPeer(Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s %s at %s on port %d", c.Kind, c.IP, c.To.MAC, c.To.Port)})
 		case arp.ChangeConfirmed:
 			b.log.Info("adopted backend location confirmed", "dpid", dpid, "ip", c.IP.String(), "mac", c.To.MAC.String(), "port", c.To.Port)
 		case arp.ChangeCandidate:
 			kick = true // the next update sends the re-confirmation request
 			b.log.Warn("backend answers from a new location; re-confirming before moving", "dpid", dpid, "ip", c.IP.String(),
 				"mac", c.To.MAC.String(), "port", c.To.Port, "current_mac", c.From.MAC.String(), "current_port", c.From.Port)
-			b.events.add(Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s answers from %s on port %d (at %s on port %d): re-confirming", c.IP, c.To.MAC, c.To.Port, c.From.MAC, c.From.Port)})
+			b.events.addPeer(Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s answers from %s on port %d (at %s on port %d): re-confirming", c.IP, c.To.MAC, c.To.Port, c.From.MAC, c.From.Port)})
 		case arp.ChangeDropped, arp.ChangeConflict:
 			b.refusedARP(dpid, arp.ReasonConflict, c.IP, c.To, now)
-			b.events.add(Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s: competing ARP answers (%s on port %d and %s on port %d); %s",
+			b.events.addPeer(Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s: competing ARP answers (%s on port %d and %s on port %d); %s",
 				c.IP, c.From.MAC, c.From.Port, c.To.MAC, c.To.Port, map[bool]string{true: "not located", false: "location kept"}[c.Kind == arp.ChangeDropped])})
 		}
 	}

@@ -430,8 +430,8 @@ func (b *Balancer) Connected(sw *ofswitch.Switch) {
 		},
 		After:    func(ctx context.Context, in *intent.Intent) { b.resolveBackends(ctx, sw, in) },
 		Observed: b.Kick,
-		Event: func(kind, service, text string) {
-			b.events.add(Event{Time: b.now(), Kind: kind, Service: service, Text: text})
+		Event: func(kind, service, text string) { // about this switch: the peers' ring
+			b.events.addPeer(Event{Time: b.now(), Kind: kind, Service: service, Text: text})
 		},
 		Notes: b.notes,
 		Plans: b.plans,
@@ -442,7 +442,7 @@ func (b *Balancer) Connected(sw *ofswitch.Switch) {
 	b.switches[dpid] = sy
 	b.mu.Unlock()
 	b.metrics.switchUp.WithLabelValues(sw.String()).Set(1)
-	b.events.add(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " connected from " + sw.RemoteAddr().String()})
+	b.events.addPeer(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " connected from " + sw.RemoteAddr().String()})
 	// Rate-limited per datapath id: a peer reconnecting in a loop cannot flood the log, and
 	// distinct switches each get their line (ratelog bounds the ids it tracks).
 	b.plog.Log(slog.LevelInfo, "connect "+sw.String(), "switch connected", "dpid", sw.String(), "remote", sw.RemoteAddr().String())
@@ -471,7 +471,7 @@ func (b *Balancer) Disconnected(sw *ofswitch.Switch, err error) {
 	// series per id ever seen would grow without bound. The session table refuses a second
 	// live session of an id, so no newer session of this id has set it yet.
 	b.metrics.forgetSwitch(sw.String())
-	b.events.add(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " disconnected"})
+	b.events.addPeer(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " disconnected"})
 	b.plog.Warn("disconnect "+sw.String(), "switch disconnected", "dpid", sw.String(), "err", err)
 }
 

@@ -15,37 +15,82 @@ type Event struct {
 	Text    string    `json:"text"`
 }
 
-// eventLog is a fixed-size ring of recent events.
+// eventLog keeps the recent events in two fixed-size rings, so that what peers drive cannot
+// flush what operators need. Peer events (addPeer: switches connecting and disconnecting, what
+// each switch's syncer reports, ARP answers from a switch's segment) come at the rate of
+// whoever can reach the OpenFlow port or a switch's segment; a peer reconnecting in a loop
+// filled the one 200-entry list in 0.3 s and the event of a refused reload was gone. The
+// controller's own events (add: reloads applied or refused, backend state changes, HA role
+// changes, state file errors) have the other ring, and each ring keeps its newest n. list
+// reads both as one list in the order the events were added.
 type eventLog struct {
-	mu   sync.Mutex
-	buf  []Event
+	mu    sync.Mutex
+	seq   uint64
+	own   ring
+	peers ring
+}
+
+// ring is a fixed-size ring of events, each with its place in the order of all events.
+type ring struct {
+	buf  []seqEvent
 	next int
 	full bool
 }
 
-func newEventLog(n int) *eventLog { return &eventLog{buf: make([]Event, n)} }
+type seqEvent struct {
+	seq uint64
+	ev  Event
+}
 
-func (l *eventLog) add(e Event) {
+func newEventLog(n int) *eventLog {
+	return &eventLog{own: ring{buf: make([]seqEvent, n)}, peers: ring{buf: make([]seqEvent, n)}}
+}
+
+// add records one of the controller's own events.
+func (l *eventLog) add(e Event) { l.put(&l.own, e) }
+
+// addPeer records an event a peer drives (a switch, or a host on a switch's segment).
+func (l *eventLog) addPeer(e Event) { l.put(&l.peers, e) }
+
+func (l *eventLog) put(r *ring, e Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.buf[l.next] = e
-	l.next = (l.next + 1) % len(l.buf)
-	if l.next == 0 {
-		l.full = true
+	l.seq++
+	r.buf[r.next] = seqEvent{l.seq, e}
+	r.next = (r.next + 1) % len(r.buf)
+	if r.next == 0 {
+		r.full = true
 	}
 }
 
-// list returns the events oldest first.
+// items returns the ring's events oldest first.
+func (r *ring) items() []seqEvent {
+	if !r.full {
+		return r.buf[:r.next]
+	}
+	return append(append([]seqEvent(nil), r.buf[r.next:]...), r.buf[:r.next]...)
+}
+
+// list returns the events of both rings oldest first, in the order they were added.
 func (l *eventLog) list() []Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.full {
-		return append([]Event(nil), l.buf[:l.next]...)
+	a, b := l.own.items(), l.peers.items()
+	out := make([]Event, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		if len(b) == 0 || (len(a) > 0 && a[0].seq < b[0].seq) {
+			out = append(out, a[0].ev)
+			a = a[1:]
+		} else {
+			out = append(out, b[0].ev)
+			b = b[1:]
+		}
 	}
-	return append(append([]Event(nil), l.buf[l.next:]...), l.buf[:l.next]...)
+	return out
 }
 
-// Events returns recent events, oldest first.
+// Events returns recent events, oldest first: the newest 200 of the controller's own and the
+// newest 200 that peers drove (switches, ARP), merged in the order they happened.
 func (b *Balancer) Events() []Event { return b.events.list() }
 
 // RecordEvent adds an event from outside the balancer (the binary's reload watcher).

@@ -28,6 +28,12 @@ const (
 	DefaultWriteQueueBytes    = 4 << 20
 	DefaultMaxHandshakes      = 64
 	DefaultMaxSwitches        = 256
+	// DefaultMaxBindingsPerCertificate is how many datapath ids one certificate may stay
+	// bound to: the bridges of one host (Open vSwitch presents one certificate for all).
+	DefaultMaxBindingsPerCertificate = 8
+	// DefaultBindingIdleTimeout is how long a bound datapath must have been away before its
+	// binding may lapse to make room in a full table.
+	DefaultBindingIdleTimeout = time.Hour
 )
 
 // Config configures a Server. Zero fields take the documented defaults.
@@ -70,14 +76,31 @@ type Config struct {
 	// MaxHandshakes bounds connections in HELLO/FEATURES at once; more are closed at
 	// accept. Default 64.
 	MaxHandshakes int
+	// MaxHandshakesPerSource bounds the connections in HELLO/FEATURES from one source (an
+	// IPv4 address, or an IPv6 /64), so one host's idle connections cannot take every
+	// slot; more from it are closed at accept. Unix-socket peers have only MaxHandshakes.
+	// Default MaxHandshakes/8, at least 1 (8 of the default 64, so eight hosts at least
+	// always find a slot); at most MaxHandshakes.
+	MaxHandshakesPerSource int
 	// MaxSwitches bounds connected datapaths; further datapath ids are refused. Default 256.
+	// It also sizes the table of first-claim certificate bindings: 4×MaxSwitches.
 	MaxSwitches int
+	// MaxBindingsPerCertificate bounds the datapath ids one certificate identity stays bound
+	// to (first-claim binding, without CertNamesDatapath): its next new id replaces its own
+	// binding seen longest ago that is not connected, so one certificate cannot fill the
+	// table. Default 8, and never more than MaxSwitches.
+	MaxBindingsPerCertificate int
+	// BindingIdleTimeout: when the binding table is full, a binding whose datapath has not
+	// been connected for this long lapses to make room for a new one, the least recently
+	// seen first; a connected switch's binding never lapses. Default 1h.
+	BindingIdleTimeout time.Duration
 	// CertNamesDatapath, with TLS client certificates, requires each switch's certificate to
 	// name the datapath id it claims: its subject CN, or one of its DNS SANs, is the id as
 	// 16 hex digits (e.g. "0000feedface0001", or "dpid:0000feedface0001" as the CN).
 	// One Open vSwitch certificate serves all bridges of a host: list each bridge's id as a
-	// DNS SAN. Without this option, a datapath id is bound to the first certificate
-	// identity that claims it, for the life of the process.
+	// DNS SAN. No binding is kept then: the certificate is the binding. Without this option,
+	// a datapath id is bound to the first certificate identity that claims it, within the
+	// bounds of MaxBindingsPerCertificate and BindingIdleTimeout.
 	CertNamesDatapath bool
 	// Logger receives session events and rate-limited fault lines. Default slog.Default().
 	Logger *slog.Logger
@@ -121,6 +144,13 @@ func (c Config) withDefaults() Config {
 	setInt(&c.WriteQueueBytes, DefaultWriteQueueBytes)
 	setInt(&c.MaxHandshakes, DefaultMaxHandshakes)
 	setInt(&c.MaxSwitches, DefaultMaxSwitches)
+	setInt(&c.MaxBindingsPerCertificate, DefaultMaxBindingsPerCertificate)
+	if c.BindingIdleTimeout == 0 {
+		c.BindingIdleTimeout = DefaultBindingIdleTimeout
+	}
+	if c.MaxHandshakesPerSource == 0 {
+		c.MaxHandshakesPerSource = max(1, c.MaxHandshakes/8)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -156,7 +186,13 @@ func (c Config) Validate() error {
 	atLeast("WriteQueueMessages", c.WriteQueueMessages, 4, "a quarter of it is the reply budget")
 	atLeast("WriteQueueBytes", c.WriteQueueBytes, 4*maxMsgLen, "the reply budget, a quarter, must hold one largest message")
 	atLeast("MaxHandshakes", c.MaxHandshakes, 1, "one connection")
+	atLeast("MaxHandshakesPerSource", c.MaxHandshakesPerSource, 1, "one connection")
+	if c.MaxHandshakesPerSource > c.MaxHandshakes {
+		errs = append(errs, fmt.Errorf("ofswitch config: MaxHandshakesPerSource (%d) must be <= MaxHandshakes (%d)", c.MaxHandshakesPerSource, c.MaxHandshakes))
+	}
 	atLeast("MaxSwitches", c.MaxSwitches, 1, "one switch")
+	atLeast("MaxBindingsPerCertificate", c.MaxBindingsPerCertificate, 1, "one datapath id")
+	pos("BindingIdleTimeout", c.BindingIdleTimeout)
 	if c.CertNamesDatapath && c.TLS == nil {
 		// Without TLS no switch could ever present a certificate, so none could connect.
 		errs = append(errs, errors.New("ofswitch config: CertNamesDatapath needs TLS with verified client certificates (ClientCAs and RequireAndVerifyClientCert)"))

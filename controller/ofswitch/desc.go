@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"unicode/utf8"
 
 	"github.com/netrack/openflow/ofp"
@@ -81,11 +82,11 @@ func (sw *Switch) fetchDesc() (Desc, error) {
 func (sw *Switch) loadDesc() {
 	d, err := sw.fetchDesc()
 	if err != nil {
-		sw.log.Warn("switch description unavailable; treating the switch as unknown", "err", err)
+		sw.logf(slog.LevelWarn, "desc_unavailable", "switch description unavailable; treating the switch as unknown", "err", err)
 		return
 	}
 	sw.desc = d
-	sw.log.Info("switch description", "manufacturer", d.Manufacturer, "hardware", d.Hardware, "software", d.Software)
+	sw.logf(slog.LevelInfo, "desc", "switch description", "manufacturer", d.Manufacturer, "hardware", d.Hardware, "software", d.Software)
 }
 
 // Desc is the switch's OFPMP_DESC reply, read once at connect; empty if the switch did not

@@ -9,7 +9,10 @@
 //
 // Anyone who can reach the OpenFlow port can claim to be a switch, so everything a peer can
 // make the session hold is bounded, and every refusal is counted by Fault (Stats.Faults, a
-// fixed set) and logged at most once per 10 s per session and fault (controller/ratelog):
+// fixed set) and logged at most once per 10 s per fault and source address and per fault and
+// datapath id. The limits live on the Server (peerlog.go), not in the session, so a peer
+// reconnecting in a loop cannot reset them; the switch's description and other per-session
+// lines are limited the same way, and a bounded table of scopes keeps the memory fixed:
 //
 //   - Writes: one writer goroutine per session drains a queue bounded in messages and bytes
 //     (Config.WriteQueueMessages, WriteQueueBytes). Our own requests wait for room; replies
@@ -23,8 +26,10 @@
 //     reply is bounded by a Limit (per call, default Config.MaxMultipartBytes and
 //     MaxMultipartParts) and one over it, or of another type than asked, fails that request
 //     alone (ErrReplyTooLarge, ErrMalformed) while the rest of it is discarded.
-//   - Connections: Config.MaxHandshakes bounds connections still in HELLO/FEATURES (more are
-//     closed at accept) and Config.MaxSwitches the connected datapath ids.
+//   - Connections: Config.MaxHandshakes bounds connections still in HELLO/FEATURES, and
+//     Config.MaxHandshakesPerSource those of one source address (an IPv6 /64 counts as one),
+//     so one host cannot hold every slot; more are closed at accept. Config.MaxSwitches
+//     bounds the connected datapath ids.
 //
 // # Controller roles
 //
@@ -43,9 +48,11 @@
 //
 // The established session wins unless it is dead. When a second connection claims a
 // connected datapath id, the existing session is probed: if nothing was received from it for
-// Config.EchoTimeout it is dead; otherwise it is sent an ECHO_REQUEST, and if that is answered
-// within Config.ProbeTimeout the newcomer is refused (ErrDuplicateDatapath, counted, logged
-// rate-limited) and closed. If it is not answered, the old session is closed (ErrReplaced)
+// Config.EchoTimeout it is dead; otherwise it is sent an ECHO_REQUEST, ahead of whatever of
+// ours is queued for it, and if that is answered, or anything else is read from it, within
+// Config.ProbeTimeout the newcomer is refused (ErrDuplicateDatapath, counted, logged
+// rate-limited) and closed. Dead means silent, never busy: a full write queue is a switch
+// still reading what we sent. If nothing arrives, the old session is closed (ErrReplaced)
 // and the newcomer takes over. Only one claim per id is probed at a time; others meanwhile
 // are refused.
 //
@@ -53,7 +60,11 @@
 // session of an id pins the identity of its certificate (subject and issuer names, which a
 // renewal by the same CA keeps, or the SHA-256 of the public key when the subject is empty),
 // and a later claim of that id with another identity is refused (ErrIdentityMismatch) even
-// when the old session is dead, for the life of the process. Stronger, and surviving
+// when the old session is dead. These bindings are bounded so that no certificate can keep
+// another from connecting (bindings.go): at most Config.MaxBindingsPerCertificate per
+// certificate (its next new id replaces its own oldest binding that is not connected), at most
+// 4×MaxSwitches in all, and in a full table a binding whose switch has been away for
+// Config.BindingIdleTimeout lapses. Stronger, keeping no binding at all, and surviving
 // restarts, is Config.CertNamesDatapath: the certificate must then name the id it claims, its
 // subject CN being the datapath id as 16 hex digits ("0000feedface0001", as ovs-ofctl show
 // prints after "dpid:", with or without that prefix) or one of its DNS SANs being those 16

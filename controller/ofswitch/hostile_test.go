@@ -54,7 +54,7 @@ func newPipePeer(t *testing.T, srv *Server, dpid uint64) *pipePeer {
 	client, server := net.Pipe()
 	t.Cleanup(func() { client.Close() })
 	srv.mu.Lock()
-	srv.shaking[server] = struct{}{}
+	srv.shaking[server] = "" // a pipe has no source address
 	srv.mu.Unlock()
 	srv.wg.Add(1)
 	go srv.handle(server)
@@ -224,8 +224,8 @@ func bareSwitch(r io.Reader, cfg Config) *Switch {
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg = cfg.withDefaults()
 	srv := &Server{cfg: cfg, now: time.Now, switches: map[uint64]*Switch{}}
-	srv.lim = ratelog.New(cfg.Logger, nil)
-	return &Switch{srv: srv, cfg: cfg, br: bufio.NewReader(r), remote: "test", log: cfg.Logger, lim: srv.lim,
+	srv.plog = newPeerLog(time.Now)
+	return &Switch{srv: srv, cfg: cfg, br: bufio.NewReader(r), remote: "test", log: cfg.Logger,
 		pending: map[uint32]*waiter{}, out: newOutQueue(cfg), packetIns: make(chan PacketIn, 1), done: make(chan struct{}),
 		roleChanged: make(chan struct{}, 1)}
 }
@@ -594,10 +594,11 @@ func TestMaxSwitches(t *testing.T) {
 }
 
 // TestMaxHandshakes: connections beyond MaxHandshakes that sit in the handshake are closed
-// at accept, before a goroutine is spent on them.
+// at accept, before a goroutine is spent on them. (All from one source, with a per-source
+// share as large as the whole: TestHandshakesBudgetedPerSource tests the share.)
 func TestMaxHandshakes(t *testing.T) {
 	h := newRecHandler()
-	srv, _ := testServer(t, Config{MaxHandshakes: 2}, h)
+	srv, _ := testServer(t, Config{MaxHandshakes: 2, MaxHandshakesPerSource: 2}, h)
 	var idle []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", srv.Addr().String())

@@ -139,39 +139,6 @@ func TestDatapathBoundToCertificate(t *testing.T) {
 	})
 }
 
-// TestPinsBounded: the datapath-to-certificate bindings outlive sessions, so their number is
-// bounded (4×MaxSwitches); a new id beyond that is refused rather than evicting a binding.
-func TestPinsBounded(t *testing.T) {
-	p := newTLSPKI(t)
-	h := newRecHandler()
-	srv, _ := testServer(t, Config{TLS: p.srv, MaxSwitches: 1}, h)
-	as := p.dialAs("switch-a")
-	for dpid := uint64(1); dpid <= 4; dpid++ {
-		f, ok := claimTLS(t, srv, h, as, dpid)
-		if !ok {
-			t.Fatalf("claim %d of 4 refused", dpid)
-		}
-		f.conn.Close()
-		h.wait(t, "disconnected")
-	}
-	f := newFake(t, 5)
-	f.dial = as
-	f.connect(srv.Addr())
-	select {
-	case <-f.eof:
-	case ev := <-h.events:
-		t.Fatalf("fifth datapath id taken (%s) with the bindings full", ev.kind)
-	case <-time.After(guard):
-		t.Fatal("fifth claim neither taken nor refused")
-	}
-	if n := srv.Stats().Faults[FaultTooManySwitches]; n != 1 {
-		t.Errorf("too_many_switches = %d, want 1", n)
-	}
-	if _, ok := claimTLS(t, srv, h, as, 2); !ok {
-		t.Error("a bound id refused for its own certificate")
-	}
-}
-
 func TestLeafNamesDatapath(t *testing.T) {
 	const dpid = 0xfe00_0000_00ab_cdef
 	tests := []struct {

@@ -36,7 +36,7 @@ func (sw *Switch) readLoop() {
 			sw.close(fmt.Errorf("switch %s at %s: %w", sw, sw.remote, err))
 			return
 		}
-		sw.lastRx.Store(sw.srv.now().UnixNano())
+		sw.noteRx()
 		if h.Version != version13 {
 			sw.fault(FaultBadVersion, "message in another OpenFlow version, closing", "version", h.Version, "type", h.Type.String())
 			sw.close(fmt.Errorf("switch %s at %s: %w: version %d message (%v) after negotiating 1.3", sw, sw.remote, ErrMalformed, h.Version, h.Type))

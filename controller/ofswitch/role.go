@@ -307,9 +307,9 @@ func (sw *Switch) routeExperimenter(h header, n int) error {
 		sw.fault(FaultMalformedRoleStatus, "bad role status, discarded", "xid", h.Xid, "err", err)
 		return nil
 	}
-	// One line per change at most once per ratelog.Every: a peer repeating statuses cannot
-	// flood the log, and a real demotion is rare.
-	sw.lim.Log(slog.LevelInfo, "role_status", "switch reports our role", "role", RoleName(rs.Role),
+	// One line at most once per ratelog.Every per switch and source, across sessions: a peer
+	// repeating statuses cannot flood the log, and a real demotion is rare.
+	sw.logf(slog.LevelInfo, "role_status", "switch reports our role", "role", RoleName(rs.Role),
 		"generation_id", rs.GenerationID, "role_reason", roleStatusReason(rs.Reason))
 	sw.setRole(rs.RoleReply)
 	return nil

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -15,8 +16,6 @@ import (
 
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
-
-	"flowweight/controller/ratelog"
 )
 
 // Handler receives session events. Connected runs on the session's goroutine with the
@@ -42,13 +41,15 @@ type Server struct {
 
 	mu       sync.Mutex
 	switches map[uint64]*Switch
-	shaking  map[net.Conn]struct{} // connections still in the handshake
-	claiming map[uint64]bool       // datapath ids whose established session is being probed
-	pins     map[uint64]string     // datapath id -> the certificate identity that first claimed it
+	shaking  map[net.Conn]string // connections still in the handshake -> their sourceKey
+	shakeSrc map[string]int      // connections in the handshake per sourceKey (not "")
+	claiming map[uint64]bool     // datapath ids whose established session is being probed
+	pins     map[uint64]*binding // datapath id -> the certificate identity that first claimed it (bindings.go)
+	pinsOf   map[string]int      // bindings per certificate identity
 	closed   bool
 	wg       sync.WaitGroup
 
-	lim            *ratelog.Limiter // server-wide fault lines (before a session exists)
+	plog           *peerLog // every peer-caused log line, per source and per datapath id
 	faults         [numFaults]atomic.Uint64
 	packetInDrops  atomic.Uint64
 	errorsReceived atomic.Uint64
@@ -99,24 +100,21 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 			return t.C, t.Stop
 		},
 		switches: make(map[uint64]*Switch),
-		shaking:  make(map[net.Conn]struct{}),
+		shaking:  make(map[net.Conn]string),
+		shakeSrc: make(map[string]int),
 		claiming: make(map[uint64]bool),
-		pins:     make(map[uint64]string),
+		pins:     make(map[uint64]*binding),
+		pinsOf:   make(map[string]int),
 	}
-	srv.lim = ratelog.New(cfg.Logger, func() time.Time { return srv.now() })
+	srv.plog = newPeerLog(func() time.Time { return srv.now() })
 	return srv, nil
 }
 
-// maxPins bounds the datapath-to-certificate bindings kept for the process's life. When it
-// is full, new datapath ids presenting a certificate are refused rather than evicting a
-// binding (evicting would let a certificate holder unbind a dead switch's id by claiming
-// many ids, then take that one).
-func (s *Server) maxPins() int { return 4 * s.cfg.MaxSwitches }
-
-// fault counts f and logs msg for it, at most once per ratelog.Every server-wide per fault.
-func (s *Server) fault(f Fault, msg string, args ...any) {
+// fault counts f and logs msg for it, at most once per ratelog.Every per fault and source
+// address (src, a sourceKey) and per datapath id (dpid, "" before the handshake told it).
+func (s *Server) fault(f Fault, src, dpid, msg string, args ...any) {
 	s.faults[f].Add(1)
-	s.lim.Log(f.level(), f.String(), msg, append(args, "reason", f.String())...)
+	s.plog.Log(s.cfg.Logger, f.level(), f.String(), src, dpid, msg, append(args, "reason", f.String())...)
 }
 
 // Addr is the listening address.
@@ -173,19 +171,9 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 			break
 		}
-		s.mu.Lock()
-		busy := len(s.shaking) >= s.cfg.MaxHandshakes
-		s.mu.Unlock()
-		if busy {
-			// Before any goroutine or buffer: a connection flood costs an accept and a close.
-			s.fault(FaultTooManyHandshakes, "connection refused: too many handshakes in progress",
-				"remote", c.RemoteAddr().String(), "limit", s.cfg.MaxHandshakes)
-			c.Close()
+		if !s.startShake(c) {
 			continue
 		}
-		s.mu.Lock()
-		s.shaking[c] = struct{}{}
-		s.mu.Unlock()
 		s.wg.Add(1)
 		go s.handle(c)
 	}
@@ -207,6 +195,54 @@ func (s *Server) Serve(ctx context.Context) error {
 	return serveErr
 }
 
+// startShake admits an accepted connection into the handshake, or closes it at once (before
+// any goroutine or buffer: a connection flood costs an accept and a close) when
+// Config.MaxHandshakes connections are in the handshake, or Config.MaxHandshakesPerSource
+// from its source. The per-source share keeps one host's idle connections, each held for up
+// to HandshakeTimeout, from taking every slot from the switches of other hosts.
+func (s *Server) startShake(c net.Conn) bool {
+	src := sourceKey(c.RemoteAddr())
+	s.mu.Lock()
+	total, mine := len(s.shaking), s.shakeSrc[src]
+	ok := total < s.cfg.MaxHandshakes && (src == "" || mine < s.cfg.MaxHandshakesPerSource)
+	if ok {
+		s.shaking[c] = src
+		if src != "" {
+			s.shakeSrc[src]++
+		}
+	}
+	s.mu.Unlock()
+	if ok {
+		return true
+	}
+	if total >= s.cfg.MaxHandshakes {
+		s.fault(FaultTooManyHandshakes, src, "", "connection refused: too many handshakes in progress",
+			"remote", c.RemoteAddr().String(), "limit", s.cfg.MaxHandshakes)
+	} else {
+		s.fault(FaultTooManyHandshakes, src, "", "connection refused: too many handshakes in progress from its source",
+			"remote", c.RemoteAddr().String(), "source", src, "limit_per_source", s.cfg.MaxHandshakesPerSource)
+	}
+	c.Close()
+	return false
+}
+
+// endShakeLocked takes c out of the handshake accounting; s.mu is held.
+func (s *Server) endShakeLocked(c net.Conn) {
+	src, ok := s.shaking[c]
+	if !ok {
+		return
+	}
+	delete(s.shaking, c)
+	if src == "" {
+		return
+	}
+	if s.shakeSrc[src] <= 1 {
+		delete(s.shakeSrc, src) // the map holds only sources with a handshake in progress
+	} else {
+		s.shakeSrc[src]--
+	}
+}
+
 // handle runs one connection: handshake, the datapath claim, and the session until it
 // ends. The accept loop has put c in s.shaking.
 func (s *Server) handle(c net.Conn) {
@@ -215,7 +251,7 @@ func (s *Server) handle(c net.Conn) {
 	log := s.cfg.Logger.With("remote", remote)
 	s.mu.Lock()
 	if s.closed {
-		delete(s.shaking, c)
+		s.endShakeLocked(c)
 		s.mu.Unlock()
 		c.Close()
 		return
@@ -223,16 +259,15 @@ func (s *Server) handle(c net.Conn) {
 	s.mu.Unlock()
 	sw, err := s.handshake(c)
 	s.mu.Lock()
-	delete(s.shaking, c)
+	s.endShakeLocked(c)
 	s.mu.Unlock()
 	if err != nil {
 		s.handshakeFails.Add(1)
-		s.fault(FaultHandshakeFailed, "switch handshake failed", "remote", remote, "err", err)
+		s.fault(FaultHandshakeFailed, sourceKey(c.RemoteAddr()), "", "switch handshake failed", "remote", remote, "err", err)
 		c.Close()
 		return
 	}
 	sw.log = log.With("dpid", sw.String())
-	sw.lim = ratelog.New(sw.log, func() time.Time { return s.now() })
 	if err := s.claim(sw); err != nil {
 		f := FaultDuplicateDatapath
 		switch {
@@ -242,7 +277,7 @@ func (s *Server) handle(c net.Conn) {
 			f = FaultTooManySwitches
 		}
 		if !errors.Is(err, ErrServerClosed) {
-			s.fault(f, "switch refused", "remote", remote, "dpid", sw.String(), "err", err)
+			s.fault(f, sw.src, sw.String(), "switch refused", "remote", remote, "dpid", sw.String(), "err", err)
 		}
 		c.Close()
 		return
@@ -282,6 +317,7 @@ func (s *Server) handle(c net.Conn) {
 	s.mu.Lock()
 	if s.switches[sw.DatapathID()] == sw {
 		delete(s.switches, sw.DatapathID())
+		s.touchLocked(sw.DatapathID())
 	}
 	s.mu.Unlock()
 	err = sw.Err()
@@ -305,9 +341,9 @@ func (s *Server) claim(sw *Switch) error {
 	if s.closed {
 		return ErrServerClosed
 	}
-	if pin, ok := s.pins[dpid]; ok && pin != sw.identity {
+	if pin, ok := s.pins[dpid]; ok && pin.identity != sw.identity {
 		return fmt.Errorf("switch %s at %s: %w: datapath first connected with certificate %s, this one is %s",
-			sw, sw.remote, ErrIdentityMismatch, pin, describeIdentity(sw.identity))
+			sw, sw.remote, ErrIdentityMismatch, pin.identity, describeIdentity(sw.identity))
 	}
 	if s.claiming[dpid] {
 		return fmt.Errorf("switch %s at %s: %w: another connection's claim of it is being checked", sw, sw.remote, ErrDuplicateDatapath)
@@ -323,7 +359,7 @@ func (s *Server) claim(sw *Switch) error {
 	s.mu.Unlock()
 	alive := old.probe()
 	if !alive {
-		sw.log.Info("switch reconnected, closing the older session that did not answer a probe", "old_remote", old.remote)
+		sw.logf(slog.LevelInfo, "replaced", "switch reconnected, closing the older session that did not answer a probe", "old_remote", old.remote)
 		old.close(fmt.Errorf("switch %s at %s: %w (new connection from %s)", old, old.remote, ErrReplaced, sw.remote))
 		<-old.stopped
 	}
@@ -343,14 +379,10 @@ func (s *Server) claim(sw *Switch) error {
 
 // registerLocked makes sw the session of its datapath and binds the id to its certificate.
 func (s *Server) registerLocked(sw *Switch) error {
-	dpid := sw.DatapathID()
-	if _, ok := s.pins[dpid]; !ok && sw.identity != "" {
-		if len(s.pins) >= s.maxPins() {
-			return fmt.Errorf("switch %s at %s: %w: %d datapath bindings kept already, limit %d", sw, sw.remote, ErrTooManySwitches, len(s.pins), s.maxPins())
-		}
-		s.pins[dpid] = sw.identity
+	if err := s.bindLocked(sw); err != nil {
+		return err
 	}
-	s.switches[dpid] = sw
+	s.switches[sw.DatapathID()] = sw
 	return nil
 }
 
@@ -371,7 +403,7 @@ func (s *Server) handshake(c net.Conn) (*Switch, error) {
 		}
 	}
 	sw := &Switch{
-		srv: s, cfg: s.cfg, conn: c, remote: c.RemoteAddr().String(), br: bufio.NewReader(c), log: s.cfg.Logger,
+		srv: s, cfg: s.cfg, conn: c, remote: c.RemoteAddr().String(), src: sourceKey(c.RemoteAddr()), br: bufio.NewReader(c), log: s.cfg.Logger,
 		identity:  peerIdentity(c),
 		out:       newOutQueue(s.cfg),
 		pending:   make(map[uint32]*waiter),
@@ -380,6 +412,7 @@ func (s *Server) handshake(c net.Conn) (*Switch, error) {
 		packetIns: make(chan PacketIn, s.cfg.PacketInQueue),
 
 		roleChanged: make(chan struct{}, 1),
+		rxWake:      make(chan struct{}, 1),
 	}
 	send := func(t of.Type, xid uint32, body rawBody) error {
 		b, err := encodeMessage(t, xid, body)

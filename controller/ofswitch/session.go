@@ -16,8 +16,6 @@ import (
 
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
-
-	"flowweight/controller/ratelog"
 )
 
 // Switch is one live OpenFlow 1.3 session with a datapath. All methods are safe for
@@ -28,9 +26,9 @@ type Switch struct {
 	cfg      Config
 	conn     net.Conn
 	remote   string
+	src      string // sourceKey of remote: the scope of its per-source log limits
 	br       *bufio.Reader
 	log      *slog.Logger
-	lim      *ratelog.Limiter // this session's per-fault log lines
 	features ofp.SwitchFeatures
 	identity string // TLS peer identity the datapath id is bound to ("" without a certificate)
 	desc     Desc   // set once before Connected (desc.go)
@@ -46,7 +44,9 @@ type Switch struct {
 	closeOnce sync.Once
 	stopped   chan struct{} // closed after Disconnected returned
 
-	lastRx        atomic.Int64 // srv.now() in Unix nanoseconds of the last message read
+	lastRx        atomic.Int64  // srv.now() in Unix nanoseconds of the last message read
+	rxCount       atomic.Uint64 // messages read: a probe that sees it move knows the switch lives
+	rxWake        chan struct{} // capacity 1: a token after each message read, for the probe
 	packetIns     chan PacketIn
 	packetInDrops atomic.Uint64
 	echoRTT       atomic.Int64
@@ -118,11 +118,17 @@ func (sw *Switch) closedErr() error {
 	return fmt.Errorf("switch %s: %w: %w", sw, ErrSessionClosed, sw.Err())
 }
 
-// fault counts f on the server and logs msg for it, at most once per ratelog.Every per
-// session and fault.
+// fault counts f on the server and logs msg for it, at most once per ratelog.Every per fault
+// and source address and per fault and datapath id, across sessions (peerLog).
 func (sw *Switch) fault(f Fault, msg string, args ...any) {
 	sw.srv.faults[f].Add(1)
-	sw.lim.Log(f.level(), f.String(), msg, append(args, "reason", f.String())...)
+	sw.logf(f.level(), f.String(), msg, append(args, "reason", f.String())...)
+}
+
+// logf writes one line of kind about this session to its logger, rate-limited like faults: a
+// switch reconnecting in a loop gets one line of each kind per window, not one per session.
+func (sw *Switch) logf(level slog.Level, kind, msg string, args ...any) bool {
+	return sw.srv.plog.Log(sw.log, level, kind, sw.src, sw.String(), msg, args...)
 }
 
 // Apply writes the stages in order. Each stage's messages go out with fresh xids in one
@@ -313,9 +319,8 @@ func (sw *Switch) PacketOut(ctx context.Context, inPort uint32, actions ofp.Acti
 }
 
 // keepalive sends an ECHO_REQUEST every EchoInterval carrying the send time, and closes
-// the session when nothing at all has been read for EchoTimeout. An echo that finds our
-// share of the write queue full is skipped: the queue is busy, and the idle check still
-// catches a dead switch.
+// the session when nothing at all has been read for EchoTimeout. The echo goes ahead of our
+// queued requests (sendControl), so a busy queue delays neither it nor the switch's answer.
 func (sw *Switch) keepalive() {
 	tick, stop := sw.srv.ticker(sw.cfg.EchoInterval)
 	defer stop()
@@ -336,33 +341,56 @@ func (sw *Switch) keepalive() {
 			b, _ := encodeMessage(of.TypeEchoRequest, xid, rawBody(ts[:]))
 			sw.echoXid.Store(xid)
 			sw.echoSent.Store(now.UnixNano())
-			sw.trySend(b)
+			sw.sendControl(b)
 		}
 	}
 }
 
-// probe asks whether the session is alive: an ECHO_REQUEST answered within
-// Config.ProbeTimeout. A session silent for EchoTimeout already counts as dead.
+// noteRx records that a message was read: for the idle check, and for a running probe.
+func (sw *Switch) noteRx() {
+	sw.lastRx.Store(sw.srv.now().UnixNano())
+	sw.rxCount.Add(1)
+	select {
+	case sw.rxWake <- struct{}{}:
+	default:
+	}
+}
+
+// probe asks whether the session is alive, when another connection claims its datapath id.
+// Dead means silent: nothing read for EchoTimeout (no probe needed), or, within
+// Config.ProbeTimeout of the probe's ECHO_REQUEST, neither its reply nor any other message.
+// How full our write queue is says nothing about that: the echo goes ahead of our queued
+// requests (sendControl), and one that could not be queued at all only leaves the switch's
+// own traffic to prove it alive.
 func (sw *Switch) probe() bool {
 	if sw.srv.now().Sub(time.Unix(0, sw.lastRx.Load())) >= sw.cfg.EchoTimeout {
 		return false
 	}
+	select { // a token from before the probe proves nothing
+	case <-sw.rxWake:
+	default:
+	}
+	seen := sw.rxCount.Load()
 	xid := sw.nextXID()
 	w := newWaiter(waitEcho)
 	sw.register(w, xid)
 	defer sw.unregister(xid)
 	b, _ := encodeMessage(of.TypeEchoRequest, xid, nil)
-	if !sw.trySend(b) {
-		return false
-	}
+	sw.sendControl(b)
 	timeout := sw.srv.after(sw.cfg.ProbeTimeout)
-	select {
-	case <-w.notify:
-		return true
-	case <-timeout:
-		return false
-	case <-sw.done:
-		return false
+	for {
+		select {
+		case <-w.notify:
+			return true
+		case <-sw.rxWake:
+			if sw.rxCount.Load() != seen {
+				return true
+			}
+		case <-timeout:
+			return sw.rxCount.Load() != seen
+		case <-sw.done:
+			return false
+		}
 	}
 }
 

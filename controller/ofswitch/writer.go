@@ -25,6 +25,7 @@ type outQueue struct {
 	bytes   int
 	replies int // peer-provoked messages among msgs
 	rbytes  int
+	ctrl    int // liveness echoes queued or being written, counted apart from msgs (sendControl)
 	wake    chan struct{}
 	room    chan struct{} // closed (and replaced) whenever writeLoop frees space
 
@@ -36,7 +37,12 @@ type outQueue struct {
 type queued struct {
 	b     []byte
 	reply bool
+	ctrl  bool
 }
+
+// maxControl bounds the liveness echoes (keepalive, probe) queued at once: they are 8 or 16
+// bytes each, so they need no byte budget, and there are never more than two in use.
+const maxControl = 4
 
 func newOutQueue(c Config) *outQueue {
 	return &outQueue{
@@ -97,22 +103,29 @@ func (sw *Switch) send(ctx context.Context, b []byte) error {
 	}
 }
 
-// trySend queues one of our own writes if our share of the queue has room, without waiting.
-func (sw *Switch) trySend(b []byte) bool {
+// sendControl queues a liveness echo ahead of everything not yet handed to the writer,
+// outside both budgets: a queue full of our own requests means the switch is busy, not dead,
+// so the echo must not wait behind them nor fail for want of room. It reports false only when
+// maxControl echoes are already waiting, which the caller treats as "not sent", never as death.
+func (sw *Switch) sendControl(b []byte) bool {
 	q := sw.out
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	own, ownB := q.msgs-q.replies, q.bytes-q.rbytes
-	if own+1 > q.maxMsgs || ownB+len(b) > q.maxBytes {
+	if q.ctrl >= maxControl {
 		return false
 	}
-	q.push(b, false)
+	q.ctrl++
+	q.items = append([]queued{{b: b, ctrl: true}}, q.items...)
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
 	return true
 }
 
 // push appends under q.mu and wakes the writer.
 func (q *outQueue) push(b []byte, reply bool) {
-	q.items = append(q.items, queued{b, reply})
+	q.items = append(q.items, queued{b: b, reply: reply})
 	q.msgs++
 	q.bytes += len(b)
 	if reply {
@@ -138,6 +151,10 @@ func (q *outQueue) take() []queued {
 func (q *outQueue) release(items []queued) {
 	q.mu.Lock()
 	for _, m := range items {
+		if m.ctrl {
+			q.ctrl--
+			continue
+		}
 		q.msgs--
 		q.bytes -= len(m.b)
 		if m.reply {
