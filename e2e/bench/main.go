@@ -41,6 +41,7 @@ func main() {
 	peerQuotas := flag.String("peer-quotas", "0.125,0.25,0.5", "peers, step, overload: the backends' CPU quotas (cores), declared right")
 	work := flag.Int("work", 0, "peers, step, overload: backendd -work rounds per request; 0: tuned so a request costs -request-cpu")
 	requestCPU := flag.Duration("request-cpu", 2*time.Millisecond, "peers, step, overload: the backend CPU one request should cost, when -work is 0")
+	flag.IntVar(&sourceAddrs, "sources", 0, "peers, step, overload: send the connections from this many more client addresses in turn (0: the client's own; at most 50)")
 	idle := flag.Duration("idle", 20*time.Second, "step: the idle time before the step")
 	flag.Parse()
 	if *repeat < 0 || *repeat > 20 {
@@ -63,6 +64,10 @@ func main() {
 		work: *work, requestCPU: *requestCPU, idle: *idle}
 	if b.peerQuotas, err = parseQuotas(*peerQuotas); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: -peer-quotas: %v\n", err)
+		os.Exit(2)
+	}
+	if sourceAddrs < 0 || sourceAddrs > 50 {
+		fmt.Fprintf(os.Stderr, "bench: -sources %d: want 0 to 50\n", sourceAddrs)
 		os.Exit(2)
 	}
 	if *work < 0 || *requestCPU <= 0 || *idle < 0 {

@@ -23,6 +23,10 @@ const (
 // HAProxy needs no learning; its short settle only warms the path like the others'.
 const settleHAProxy = 4 * time.Second
 
+// sourceAddrs is -sources: the client addresses the peer runs' connections come from (0: the
+// client's own, as one load generator host would).
+var sourceAddrs int
+
 // Ports of the two HAProxy peers on the client's loopback.
 const (
 	portHAPlain    = 8401
@@ -110,9 +114,16 @@ func (pl *peerLab) header(title string) {
 	fmt.Printf("## %s\n\n", title)
 	fmt.Printf("Backends: quotas %s core, declared right (capacity = quota). Backend work: %s; `backendd -work %d`.\n\n", fmtQuotas(pl.quotas), pl.calibration, pl.work)
 	fmt.Printf("Pool capacity under the fixed split (16 clients, no rate limit, 10 s): %.1f req/s (%s).\n\n", pl.capacity, pl.pool)
-	fmt.Printf("Load: open loop, Poisson arrivals (seeded: every peer of a level and repetition gets the same arrivals), a new TCP connection per request, latency from the scheduled arrival, at most 1024 open (an arrival beyond is an `overflow` failure), 5 s timeout. ")
+	fmt.Printf("Load: open loop, Poisson arrivals (seeded: every peer of a level and repetition gets the same arrivals), a new TCP connection per request from %s, latency from the scheduled arrival, at most 1024 open (an arrival beyond is an `overflow` failure), 5 s timeout. ", sourcesText())
 	fmt.Printf("HAProxy %s in the client's namespace, `mode tcp`, `balance leastconn`, servers = the backends, `%s` with `option httpchk GET /health` (the probes' health check: every 1 s, 500 ms timeout, down after 3, up after 2); weighted: `weight` %v. ", haproxyVersion(), haproxyCheck, w)
 	fmt.Printf("Balancer CPU: HAProxy's process, or the controller's + the probes' (utime+stime over the measured run); ovs-vswitchd (userspace datapath) forwards both sides' packets and is listed apart.\n\n")
+}
+
+func sourcesText() string {
+	if sourceAddrs == 0 {
+		return "the client's one address"
+	}
+	return fmt.Sprintf("%d client addresses in turn (-sources)", sourceAddrs)
 }
 
 func fmtQuotas(q []float64) string {
@@ -174,7 +185,7 @@ func poisson(r policyRun, seed int64, phases ...scenario.Phase) scenario.LoadOpt
 		n += int(1.5 * p.Rate * p.Duration.Seconds())
 	}
 	lo := scenario.LoadOptions{Arrivals: scenario.Poisson, Phases: phases, Duration: d, MaxRequests: n,
-		Timeout: 5 * time.Second, MaxInFlight: 1024, Seed: seed}
+		Timeout: 5 * time.Second, MaxInFlight: 1024, Seed: seed, SourceAddrs: sourceAddrs}
 	if r.hap != nil {
 		lo.Target = r.hap.listen
 	}

@@ -38,6 +38,11 @@ type LoadOptions struct {
 	Phases []Phase
 	// Window > 0 adds LoadResult.Windows, a time series by scheduled arrival.
 	Window time.Duration
+	// SourceAddrs > 0 sends the connections from that many more client addresses
+	// (ClientAddrs), in turn, instead of the client's own: one address opening hundreds of
+	// connections a second reuses its 4-tuples within the switch's conntrack memory of them
+	// (docs/benchmarks.md, "source-port reuse through conntrack"); real clients are many.
+	SourceAddrs int
 
 	// Target is the host:port the requests go to, from the client host, instead of the VIP
 	// (VIP:VIPPort): another balancer in front of the same backends. Both modes.
@@ -151,8 +156,21 @@ func (s *Scenario) Load(ctx context.Context, o LoadOptions) (LoadResult, error) 
 	case Poisson:
 		// The request's context carries its deadline (scheduled arrival + Timeout); the
 		// client's own timeout is only a backstop.
-		client := s.Client.HTTPClient(2 * o.Timeout)
-		return openLoop(ctx, o, func(ctx context.Context) (string, error) { return get(ctx, client, url) })
+		clients := []*http.Client{s.Client.HTTPClient(2 * o.Timeout)}
+		if o.SourceAddrs > 0 {
+			addrs, err := s.ClientAddrs(o.SourceAddrs)
+			if err != nil {
+				return LoadResult{}, err
+			}
+			clients = clients[:0]
+			for _, a := range addrs {
+				clients = append(clients, s.Client.HTTPClientFrom(a, 2*o.Timeout))
+			}
+		}
+		var next atomic.Uint64
+		return openLoop(ctx, o, func(ctx context.Context) (string, error) {
+			return get(ctx, clients[(next.Add(1)-1)%uint64(len(clients))], url)
+		})
 	default:
 		return LoadResult{}, fmt.Errorf("scenario: load: Arrivals %d: want Closed or Poisson", o.Arrivals)
 	}
