@@ -33,8 +33,9 @@ const haproxyCheck = "check inter 1s fastinter 100ms fall 3 rise 2"
 
 // haproxyConfig renders haproxy.cfg for a peer of flowweight: TCP mode (no HTTP parsing,
 // as the switch does none), least connections, listening on listen, with the servers given.
-// Health checks mirror the probes' (haproxyCheck). Logs go to stderr (-db keeps HAProxy in
-// the foreground), where server state changes ("is DOWN") are counted.
+// Health checks mirror the probes' (haproxyCheck). No log target: a log line per connection
+// would cost HAProxy CPU the switch does not spend; in the foreground (-db) HAProxy still
+// writes its warnings to stderr, server state changes ("is DOWN") among them.
 func haproxyConfig(listen string, servers []haproxyServer) (string, error) {
 	if _, _, err := net.SplitHostPort(listen); err != nil {
 		return "", fmt.Errorf("haproxy listen %q: %w", listen, err)
@@ -43,8 +44,8 @@ func haproxyConfig(listen string, servers []haproxyServer) (string, error) {
 		return "", fmt.Errorf("haproxy: no servers")
 	}
 	var b strings.Builder
-	b.WriteString("global\n    maxconn 4096\n    log stderr format short local0 info\n\n")
-	b.WriteString("defaults\n    mode tcp\n    log global\n    option dontlognull\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n    timeout check 500ms\n\n")
+	b.WriteString("global\n    maxconn 4096\n\n")
+	b.WriteString("defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n    timeout check 500ms\n\n")
 	fmt.Fprintf(&b, "frontend fe\n    bind %s\n    default_backend pool\n\n", listen)
 	b.WriteString("backend pool\n    balance leastconn\n    option httpchk GET /health\n")
 	for _, s := range servers {
@@ -149,7 +150,19 @@ func (h *haproxyPeer) downs() int {
 	if err != nil {
 		return 0
 	}
-	return strings.Count(string(data), " is DOWN")
+	return countDowns(string(data))
+}
+
+// countDowns counts HAProxy's warnings of a server going down in its stderr; the same event
+// sent to a log target ("<1>Server ... is DOWN") is not counted again.
+func countDowns(log string) int {
+	n := 0
+	for _, l := range strings.Split(log, "\n") {
+		if strings.HasPrefix(l, "[WARNING]") && strings.Contains(l, ": Server ") && strings.Contains(l, " is DOWN") {
+			n++
+		}
+	}
+	return n
 }
 
 // Stop ends this HAProxy by its PID.

@@ -171,3 +171,22 @@ func TestSeedOf(t *testing.T) {
 		}
 	}
 }
+
+func TestCountDowns(t *testing.T) {
+	log := `[NOTICE]   (1) : haproxy version is 2.6.12
+[WARNING]  (27013) : Server pool/be1 is DOWN, reason: Layer4 connection problem, info: "Connection refused", check duration: 0ms. 0 active and 0 backup servers left. 0 sessions active, 0 requeued, 0 remaining in queue.
+<1>Server pool/be1 is DOWN, reason: Layer4 connection problem, info: "Connection refused", check duration: 0ms. 0 active and 0 backup servers left.
+[ALERT]    (27013) : backend 'pool' has no server available!
+[WARNING]  (27013) : Server pool/be1 is UP, reason: Layer7 check passed, code: 200, check duration: 1ms.
+[WARNING]  (27013) : Server pool/be2 is DOWN, reason: Layer7 timeout, check duration: 501ms.
+`
+	tests := []struct {
+		log  string
+		want int
+	}{{log, 2}, {"", 0}, {"[WARNING]  (1) : Server pool/be3 is UP\n", 0}}
+	for _, tt := range tests {
+		if got := countDowns(tt.log); got != tt.want {
+			t.Errorf("countDowns = %d, want %d in\n%s", got, tt.want, tt.log)
+		}
+	}
+}
