@@ -4,12 +4,16 @@
 // bounded load through the VIP under equal, oracle, dynamic (1/AL) and headroom weights,
 // including a hidden-capacity run (equal quotas, neighbours using about half of two
 // backends' CPU) where headroom is also compared with the best static split of a search
-// through the switch.
+// through the switch. peers, step, overload and hidden-peers compare flowweight with what a
+// user would deploy instead, HAProxy's leastconn (with and without weights) and the fixed
+// split, on the same backends under an open-loop Poisson load (docs/e2e.md, "Against the
+// peers").
 //
 // It needs root and the lab's daemons (see docs/e2e.md, "Balancing benchmarks"); it prints
 // markdown tables.
 //
 //	go run ./e2e/bench -run share,disruption,quality,hidden
+//	flock /tmp/flowweight-daemons.lock go run ./e2e/bench -run peers -repeat 3 -levels 0.4,0.8
 package main
 
 import (
@@ -26,7 +30,7 @@ import (
 )
 
 func main() {
-	run := flag.String("run", "share,disruption,quality,hidden", "comma-separated experiments: share, disruption, quality, hidden, portreuse, peers, step, overload")
+	run := flag.String("run", "share,disruption,quality,hidden", "comma-separated experiments: share, disruption, quality, hidden, portreuse, peers, step, overload, hidden-peers")
 	conns := flag.Int("conns", 2000, "new connections per share measurement (bounded)")
 	long := flag.Int("long", 100, "long-lived connections in the disruption run")
 	reweights := flag.Int("reweights", 10, "reweights in the disruption run")
@@ -113,6 +117,8 @@ func main() {
 			err = b.step()
 		case "overload":
 			err = b.overload()
+		case "hidden-peers":
+			err = b.hiddenPeers()
 		case "":
 			continue
 		default:

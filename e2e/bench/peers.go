@@ -253,40 +253,48 @@ func (b *bench) peers() error {
 	defer stop()
 	pl.header("Peers: flowweight against HAProxy and the fixed split, open-loop Poisson load")
 	s := pl.s
-	ns := names(s)
 	runs := b.selected(pl.peerRuns())
 	levels := b.levelsOr(0.4, 0.8, 0.95)
+	results, err := peerLoop(s, pl.capacity, levels, runs, b.repeatOr(3), b.measure)
+	if err != nil {
+		return err
+	}
+	printPeerMedians(results, levels, runs)
+	printPeerRatios(results, levels)
+	return nil
+}
+
+// peerLoop measures runs at each level, reps times, each repetition in an order rotated by
+// one, and prints a row per run.
+func peerLoop(s *scenario.Scenario, capacity float64, levels []float64, runs []policyRun, reps int, measure time.Duration) ([]runResult, error) {
+	ns := names(s)
 	fmt.Println("| offered load | peer | requests ok | failed (by kind) | p50 | p99 of answers | p99 of all | max | share of answers | balancer CPU (cores) | ovs-vswitchd CPU (cores) | generator's max lag |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var results []runResult
-	reps := b.repeatOr(3)
 	for _, lvl := range levels {
-		rate := lvl * pl.capacity
+		rate := lvl * capacity
 		for rep := range reps {
 			for j := range runs {
 				r := runs[(j+rep)%len(runs)]
 				if err := configure(s, r); err != nil {
-					return fmt.Errorf("%.0f%% %s: %w", 100*lvl, r.label, err)
+					return nil, fmt.Errorf("%.0f%% %s: %w", 100*lvl, r.label, err)
 				}
 				seed := seedOf(lvl, rep)
 				if err := settle(s, r, rate, seed); err != nil {
-					return fmt.Errorf("%.0f%% %s: settle: %w", 100*lvl, r.label, err)
+					return nil, fmt.Errorf("%.0f%% %s: settle: %w", 100*lvl, r.label, err)
 				}
-				res, bal, ovs, err := measureLoad(s, r, poisson(r, seed, scenario.Phase{Rate: rate, Duration: b.measure}))
+				res, bal, ovs, err := measureLoad(s, r, poisson(r, seed, scenario.Phase{Rate: rate, Duration: measure}))
 				if err != nil {
-					return fmt.Errorf("%.0f%% %s: %w", 100*lvl, r.label, err)
+					return nil, fmt.Errorf("%.0f%% %s: %w", 100*lvl, r.label, err)
 				}
-				out := runResult{level: lvl, rep: rep, run: r, res: res, bal: bal, ovs: ovs}
-				results = append(results, out)
+				results = append(results, runResult{level: lvl, rep: rep, run: r, res: res, bal: bal, ovs: ovs})
 				fmt.Printf("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", levelCell(lvl, rate, rep, reps), r.label,
 					res.OK, failedCell(res), ms(res.P50), ms(res.P99), allCell(res), ms(res.Max), shareCell(res, ns), bal, ovs, ms(res.MaxLag))
 			}
 		}
 	}
 	fmt.Println()
-	printPeerMedians(results, levels, runs)
-	printPeerRatios(results, levels)
-	return nil
+	return results, nil
 }
 
 // printPeerMedians lists, per level and peer, the median run (by p99 of all) with every run.
