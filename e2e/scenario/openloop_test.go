@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -252,5 +253,33 @@ func TestOpenLoopCancelled(t *testing.T) {
 	}
 	if r.Errors != 0 || r.Elapsed > 2*time.Second {
 		t.Fatalf("%d errors in %v after the caller cancelled: %v", r.Errors, r.Elapsed, r.ErrSamples)
+	}
+}
+
+// TestLoadRejects: a bad target or arrival mode is refused with its name before anything is
+// sent (the zero Scenario has no client host: reaching the network would panic).
+func TestLoadRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		o    LoadOptions
+		want string
+	}{
+		{"target without a port", LoadOptions{Target: "127.0.0.1"}, `"127.0.0.1"`},
+		{"target with a path", LoadOptions{Target: "127.0.0.1:80/x:1"}, `"127.0.0.1:80/x:1"`},
+		{"unknown arrivals", LoadOptions{Arrivals: Arrivals(7)}, "Arrivals 7"},
+		{"no bound", LoadOptions{Duration: 0}, "Duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.o
+			if o.Duration == 0 && tt.want != "Duration" {
+				o.Duration = time.Second
+			}
+			o.MaxRequests = 1
+			_, err := (&Scenario{}).Load(context.Background(), o)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want one naming %s", err, tt.want)
+			}
+		})
 	}
 }
