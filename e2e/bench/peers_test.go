@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"flowweight/e2e/scenario"
 )
 
 func TestHAProxyWeights(t *testing.T) {
@@ -187,6 +189,35 @@ func TestCountDowns(t *testing.T) {
 	for _, tt := range tests {
 		if got := countDowns(tt.log); got != tt.want {
 			t.Errorf("countDowns = %d, want %d in\n%s", got, tt.want, tt.log)
+		}
+	}
+}
+
+func TestSplitAtDrop(t *testing.T) {
+	s := time.Second
+	ws := []scenario.Window{
+		{Start: 0, Offered: 100, Errors: 3},
+		{Start: 10 * s, Offered: 110, Errors: 7, P99All: 900 * time.Millisecond},
+		{Start: 20 * s, Offered: 80, Errors: 1, P99All: 400 * time.Millisecond},
+		{Start: 30 * s, Offered: 80, P99All: 60 * time.Millisecond},
+	}
+	tests := []struct {
+		name            string
+		ws              []scenario.Window
+		drop            time.Duration
+		failed, offered int
+		after           time.Duration
+		ok              bool
+	}{
+		{"overload of 20 s", ws, 20 * s, 10, 210, 400 * time.Millisecond, true},
+		{"drop between windows' starts", ws, 15 * s, 10, 210, 400 * time.Millisecond, true},
+		{"no window after the drop", ws[:2], 20 * s, 10, 210, 0, false},
+		{"none", nil, 20 * s, 0, 0, 0, false},
+	}
+	for _, tt := range tests {
+		f, o, a, ok := splitAtDrop(tt.ws, tt.drop)
+		if f != tt.failed || o != tt.offered || ok != tt.ok || a.P99All != tt.after {
+			t.Errorf("%s: %d failed of %d, after %v (ok %v); want %d of %d, %v (%v)", tt.name, f, o, a.P99All, ok, tt.failed, tt.offered, tt.after, tt.ok)
 		}
 	}
 }

@@ -157,33 +157,42 @@ func (b *bench) overload() error {
 				}
 				evictions = fmt.Sprintf("%d (down %d, stale %d)", d+st, d, st)
 			}
-			over := scenario.LoadResult{ErrKinds: map[string]int{}}
-			nOver := int(b.measure / half)
-			for _, w := range res.Windows[:min(nOver, len(res.Windows))] {
-				over.Errors += w.Errors
-				over.OK += w.OK
-			}
+			failed, offered, afterW, okAfter := splitAtDrop(res.Windows, b.measure)
 			overKinds := ""
 			if res.Errors > 0 {
 				overKinds = " (whole run: " + res.ErrSummary() + ")"
 			}
-			after := "–"
-			ratio := "–"
-			if nOver < len(res.Windows) {
-				w := res.Windows[nOver]
-				after = ms(w.P99All)
-				if w.P99Failed {
+			after, ratio := "–", "–"
+			if okAfter {
+				after = ms(afterW.P99All)
+				if afterW.P99Failed {
 					after = "failed"
 				}
-				ratio = plainRatio(scenario.LoadResult{P99All: w.P99All, P99Failed: w.P99Failed}, steady)
+				ratio = plainRatio(scenario.LoadResult{P99All: afterW.P99All, P99Failed: afterW.P99Failed}, steady)
 			}
-			fmt.Printf("| #%d | %s | %s | %d of %d%s | %s | %s | %s | %s |\n", rep+1, r.label, p99Only(steady), over.Errors, over.Errors+over.OK,
+			fmt.Printf("| #%d | %s | %s | %d of %d%s | %s | %s | %s | %s |\n", rep+1, r.label, p99Only(steady), failed, offered,
 				overKinds, windowsCell(res.Windows), evictions, after, ratio)
 		}
 	}
 	fmt.Println()
 	fmt.Printf("Offered: 80 %% = %.0f req/s, 110 %% = %.0f req/s of %.1f. Failures by scheduled arrival time; the overload's stragglers answered after it count in its windows.\n\n", lo80, hi, pl.capacity)
 	return nil
+}
+
+// splitAtDrop reads an overload run's windows: the failures and arrivals of those that start
+// before drop (the overload), and the first window from drop on (the load just dropped).
+func splitAtDrop(ws []scenario.Window, drop time.Duration) (failed, offered int, after scenario.Window, ok bool) {
+	for _, w := range ws {
+		if w.Start < drop {
+			failed += w.Errors
+			offered += w.Offered
+			continue
+		}
+		if !ok {
+			after, ok = w, true
+		}
+	}
+	return failed, offered, after, ok
 }
 
 // plainRatio is num's p99 of all over den's, without a target.
