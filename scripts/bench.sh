@@ -27,6 +27,8 @@
 #        ONLY="weights fwsim" scripts/bench.sh  (a subset, by step name)
 #        LAB_RUN=share,disruption scripts/bench.sh
 #        ONLY=lab LAB_RUN=hidden scripts/bench.sh   (one e2e/bench step; docs/e2e.md, "Balancing benchmarks")
+#        ONLY=lab LAB_RUN=peers scripts/bench.sh    (flowweight against HAProxy and the fixed split;
+#                                                    LAB_RUN=peers,step,overload for all three; about 25 minutes for peers)
 # Exit status: 1 if any step failed. Stops only the processes it started (each step cleans up).
 set -uo pipefail
 
@@ -60,7 +62,7 @@ declare -A pick=(
 	[fwsim]='^(#|\|)'
 	[peers]='^(#|\||[A-Za-z].*:)'
 	[probe-footprint]='(RSS|HWM|CPU|cpu|%)'
-	[lab]='^(#|\||Pool|Neighbour|Hidden run)'
+	[lab]='^(#|\||Pool|Neighbour|Hidden run|Backends:|Offered)'
 	[detect]='(Benchmark|kill +[0-9]+:|target|ok|FAIL)'
 	[failover]='(figure:|round [0-9]+:|failover|--- |ok|FAIL)'
 	[fleet]='^(#|-|  -)'

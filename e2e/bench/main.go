@@ -4,12 +4,16 @@
 // bounded load through the VIP under equal, oracle, dynamic (1/AL) and headroom weights,
 // including a hidden-capacity run (equal quotas, neighbours using about half of two
 // backends' CPU) where headroom is also compared with the best static split of a search
-// through the switch.
+// through the switch. peers, step, overload and hidden-peers compare flowweight with what a
+// user would deploy instead, HAProxy's leastconn (with and without weights) and the fixed
+// split, on the same backends under an open-loop Poisson load (docs/e2e.md, "Against the
+// peers").
 //
 // It needs root and the lab's daemons (see docs/e2e.md, "Balancing benchmarks"); it prints
 // markdown tables.
 //
 //	go run ./e2e/bench -run share,disruption,quality,hidden
+//	flock /tmp/flowweight-daemons.lock go run ./e2e/bench -run peers -repeat 3 -levels 0.4,0.8
 package main
 
 import (
@@ -26,7 +30,7 @@ import (
 )
 
 func main() {
-	run := flag.String("run", "share,disruption,quality,hidden", "comma-separated experiments: share, disruption, quality, hidden, portreuse")
+	run := flag.String("run", "share,disruption,quality,hidden", "comma-separated experiments: share, disruption, quality, hidden, portreuse, peers, step, overload, hidden-peers")
 	conns := flag.Int("conns", 2000, "new connections per share measurement (bounded)")
 	long := flag.Int("long", 100, "long-lived connections in the disruption run")
 	reweights := flag.Int("reweights", 10, "reweights in the disruption run")
@@ -36,10 +40,15 @@ func main() {
 	margins := flag.String("plan-margins", "", "comma-separated weighting.plan_margin values: quality and hidden add a headroom run for each (the default margin's run is always there)")
 	pressures := flag.String("pressures", "", "comma-separated weighting.pressure values: quality and hidden add a headroom run for each (the default's run is always there)")
 	levels := flag.String("levels", "", "comma-separated offered loads as fractions of the measured capacity, for quality and hidden (default 0.4,0.8 and 0.5,0.8)")
-	repeat := flag.Int("repeat", 1, "quality and hidden: measure each level's runs this many times, each time in an order rotated by one, and compare medians")
+	repeat := flag.Int("repeat", 0, "measure each level's runs this many times, each time in an order rotated by one, and compare medians (default 1 for quality and hidden, 3 for peers, step and overload)")
 	policies := flag.String("policies", "", "quality and hidden: comma-separated label prefixes of the runs to measure (for example \"oracle,headroom\"); default all")
+	peerQuotas := flag.String("peer-quotas", "0.125,0.25,0.5", "peers, step, overload: the backends' CPU quotas (cores), declared right")
+	work := flag.Int("work", 0, "peers, step, overload: backendd -work rounds per request; 0: tuned so a request costs -request-cpu")
+	requestCPU := flag.Duration("request-cpu", 2*time.Millisecond, "peers, step, overload: the backend CPU one request should cost, when -work is 0")
+	flag.IntVar(&sourceAddrs, "sources", 0, "peers, step, overload: send the connections from this many more client addresses in turn (0: the client's own; at most 50)")
+	idle := flag.Duration("idle", 20*time.Second, "step: the idle time before the step")
 	flag.Parse()
-	if *repeat < 1 || *repeat > 20 {
+	if *repeat < 0 || *repeat > 20 {
 		fmt.Fprintf(os.Stderr, "bench: -repeat %d: want 1 to 20\n", *repeat)
 		os.Exit(2)
 	}
@@ -55,7 +64,20 @@ func main() {
 		fatal("build", err)
 	}
 	b := &bench{bins: bins, conns: *conns, long: *long, reweights: *reweights, measure: *measure,
-		hiddenBudget: *hiddenBudget, noServiceCPU: *noServiceCPU, repeat: *repeat}
+		hiddenBudget: *hiddenBudget, noServiceCPU: *noServiceCPU, repeat: *repeat,
+		work: *work, requestCPU: *requestCPU, idle: *idle}
+	if b.peerQuotas, err = parseQuotas(*peerQuotas); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: -peer-quotas: %v\n", err)
+		os.Exit(2)
+	}
+	if sourceAddrs < 0 || sourceAddrs > 50 {
+		fmt.Fprintf(os.Stderr, "bench: -sources %d: want 0 to 50\n", sourceAddrs)
+		os.Exit(2)
+	}
+	if *work < 0 || *requestCPU <= 0 || *idle < 0 {
+		fmt.Fprintf(os.Stderr, "bench: -work %d, -request-cpu %v, -idle %v: want -work >= 0, -request-cpu > 0, -idle >= 0\n", *work, *requestCPU, *idle)
+		os.Exit(2)
+	}
 	for _, p := range strings.Split(*policies, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			b.policies = append(b.policies, p)
@@ -89,6 +111,14 @@ func main() {
 			err = b.hidden()
 		case "portreuse":
 			err = b.portReuse()
+		case "peers":
+			err = b.peers()
+		case "step":
+			err = b.step()
+		case "overload":
+			err = b.overload()
+		case "hidden-peers":
+			err = b.hiddenPeers()
 		case "":
 			continue
 		default:
@@ -132,6 +162,37 @@ type bench struct {
 	levels                 []float64 // offered loads for quality and hidden; nil: each one's own
 	repeat                 int       // repetitions of each level
 	policies               []string  // label prefixes of the runs to measure; nil: all
+	peerQuotas             []float64 // peers, step, overload: the backends' quotas
+	work                   int       // backendd -work for the peer runs; 0: calibrate
+	requestCPU             time.Duration
+	idle                   time.Duration // step: idle before the step
+}
+
+// repeatOr is -repeat, or def when it was not given.
+func (b *bench) repeatOr(def int) int {
+	if b.repeat > 0 {
+		return b.repeat
+	}
+	return def
+}
+
+// parseQuotas reads -peer-quotas: at least two CPU quotas in cores, each in (0, 64].
+func parseQuotas(list string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || !(v > 0 && v <= 64) {
+			return nil, fmt.Errorf("%q is not a quota in (0,64] cores", f)
+		}
+		out = append(out, v)
+	}
+	if len(out) < 2 {
+		return nil, fmt.Errorf("%q: want at least two quotas", list)
+	}
+	return out, nil
 }
 
 // levelsOr is the offered loads from -levels, or def.

@@ -52,6 +52,8 @@ type policyRun struct {
 	settle time.Duration
 	// search marks a run of a search: it is skipped when it would overrun the time budget.
 	search bool
+	// hap, when set, is an HAProxy peer: the run's load goes to it, not to the VIP.
+	hap *haproxyPeer
 }
 
 // runResult is one row of compare: a measured run, or a search run skipped for time.
@@ -66,6 +68,9 @@ type runResult struct {
 	fallback string
 	// reps are, in a median made by find, every repetition it is the median of.
 	reps []runResult
+	// bal and ovs are the CPU of the balancer (HAProxy, or the controller and the probes)
+	// and of ovs-vswitchd over the measured run, in the peer experiments.
+	bal, ovs cpuUse
 }
 
 func feedback(label, policy string) policyRun {

@@ -438,3 +438,42 @@ func (b *Backend) StopProbe() error {
 	}
 	return nil
 }
+
+// ProbePID is the backend's running probe's process id (0 if none), for measuring its CPU.
+func (b *Backend) ProbePID() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.probe == nil || b.probe.Exited() {
+		return 0
+	}
+	return b.probe.PID
+}
+
+// HTTPPID is the backend's running backendd's process id (0 if none).
+func (b *Backend) HTTPPID() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.http == nil || b.http.Exited() {
+		return 0
+	}
+	return b.http.PID
+}
+
+// SetWork restarts every backendd with -work rounds per request and waits until the
+// controller has every backend up again. Not concurrent with the other methods that start
+// or stop backendd.
+func (s *Scenario) SetWork(rounds int) error {
+	if rounds < 0 {
+		return fmt.Errorf("scenario: set work: %d rounds", rounds)
+	}
+	s.Opts.Work = rounds
+	for _, b := range s.Backends {
+		if err := b.StopHTTP(); err != nil {
+			return err
+		}
+		if err := b.StartHTTP(); err != nil {
+			return err
+		}
+	}
+	return s.WaitReady(60 * time.Second)
+}

@@ -20,11 +20,33 @@ import (
 // LoadOptions bound a load run: it stops at MaxRequests issued, after Duration, or when ctx
 // ends, whichever comes first. Both bounds are required.
 type LoadOptions struct {
-	Concurrency int           // parallel clients; default 4
-	Rate        float64       // requests per second over all clients; 0: as fast as they go
-	Duration    time.Duration // required, > 0
+	Concurrency int           // parallel clients (Closed only); default 4
+	Rate        float64       // requests per second over all clients; Closed: 0 is as fast as they go
+	Duration    time.Duration // required, > 0; Poisson: arrivals stop then, open requests finish by Timeout
 	MaxRequests int           // required, > 0
-	Timeout     time.Duration // per request; default 5s
+	Timeout     time.Duration // per request (Poisson: from its scheduled arrival); default 5s
+
+	// Arrivals is Closed (the default) or Poisson; the fields below apply to Poisson only.
+	Arrivals Arrivals
+	// Seed seeds the arrival schedule: runs with the same seed offer the same arrivals.
+	Seed int64
+	// MaxInFlight caps the open requests; an arrival finding the cap full fails as
+	// "overflow". Default 1024.
+	MaxInFlight int
+	// Phases are consecutive rates (a step, an overload and its end); empty: Rate for
+	// Duration. Duration still bounds the whole run.
+	Phases []Phase
+	// Window > 0 adds LoadResult.Windows, a time series by scheduled arrival.
+	Window time.Duration
+	// SourceAddrs > 0 sends the connections from that many more client addresses
+	// (ClientAddrs), in turn, instead of the client's own: one address opening hundreds of
+	// connections a second reuses its 4-tuples within the switch's conntrack memory of them
+	// (docs/benchmarks.md, "source-port reuse through conntrack"); real clients are many.
+	SourceAddrs int
+
+	// Target is the host:port the requests go to, from the client host, instead of the VIP
+	// (VIP:VIPPort): another balancer in front of the same backends. Both modes.
+	Target string
 }
 
 // LoadResult is what a load run saw.
@@ -42,6 +64,14 @@ type LoadResult struct {
 	// requests failed) P99Failed is set and P99All is the timeout.
 	P99All    time.Duration
 	P99Failed bool
+
+	// Poisson only: Offered is the arrivals due within the run's bounds (OK + Errors),
+	// Overflow those refused at MaxInFlight (also in Errors, as ErrKinds["overflow"]),
+	// MaxLag the latest the generator sent an arrival after its due time (latency includes
+	// it), Windows the time series when LoadOptions.Window was set.
+	Offered, Overflow int
+	MaxLag            time.Duration
+	Windows           []Window
 }
 
 // ErrKind names the cause of a failed request without its addresses and ports, so that
@@ -101,8 +131,8 @@ func (r LoadResult) String() string {
 		strings.Join(per, " "), r.P50, r.P90, r.P99, r.Max)
 }
 
-// Load sends GET / to the VIP from the client host, each request on a new connection, and
-// counts which backend answered (backendd's body is its name).
+// Load sends GET / to the VIP (or o.Target) from the client host, each request on a new
+// connection, and counts which backend answered (backendd's body is its name).
 func (s *Scenario) Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
 	if o.Duration <= 0 || o.MaxRequests <= 0 {
 		return LoadResult{}, fmt.Errorf("scenario: load: Duration (%v) and MaxRequests (%d) must both be > 0", o.Duration, o.MaxRequests)
@@ -113,10 +143,40 @@ func (s *Scenario) Load(ctx context.Context, o LoadOptions) (LoadResult, error) 
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
 	}
+	target := net.JoinHostPort(s.VIP.String(), strconv.Itoa(VIPPort))
+	if o.Target != "" {
+		if _, _, err := net.SplitHostPort(o.Target); err != nil {
+			return LoadResult{}, fmt.Errorf("scenario: load: Target %q: %w", o.Target, err)
+		}
+		target = o.Target
+	}
+	url := "http://" + target + "/"
+	switch o.Arrivals {
+	case Closed:
+	case Poisson:
+		// The request's context carries its deadline (scheduled arrival + Timeout); the
+		// client's own timeout is only a backstop.
+		clients := []*http.Client{s.Client.HTTPClient(2 * o.Timeout)}
+		if o.SourceAddrs > 0 {
+			addrs, err := s.ClientAddrs(o.SourceAddrs)
+			if err != nil {
+				return LoadResult{}, err
+			}
+			clients = clients[:0]
+			for _, a := range addrs {
+				clients = append(clients, s.Client.HTTPClientFrom(a, 2*o.Timeout))
+			}
+		}
+		var next atomic.Uint64
+		return openLoop(ctx, o, func(ctx context.Context) (string, error) {
+			return get(ctx, clients[(next.Add(1)-1)%uint64(len(clients))], url)
+		})
+	default:
+		return LoadResult{}, fmt.Errorf("scenario: load: Arrivals %d: want Closed or Poisson", o.Arrivals)
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.Duration)
 	defer cancel()
 	client := s.Client.HTTPClient(o.Timeout)
-	url := "http://" + net.JoinHostPort(s.VIP.String(), strconv.Itoa(VIPPort)) + "/"
 
 	var tokens <-chan time.Time
 	if o.Rate > 0 {
