@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"flowweight/e2e/scenario"
+	"flowweight/weights"
 )
 
 // Labels of the peer runs. None is a prefix of another: find matches by prefix.
@@ -17,6 +19,7 @@ const (
 	labelHAWeighted = "HAProxy leastconn, weights = capacities"
 	labelFixed      = "fixed split = quotas (static)"
 	labelFWDefault  = "flowweight headroom (default)"
+	labelFWSlow     = "flowweight headroom, fast loop off"
 	labelFWLeast    = "flowweight least_conn"
 )
 
@@ -54,7 +57,10 @@ func (b *bench) setupPeers() (*peerLab, func(), error) {
 	if work == 0 {
 		work = 20000 // the first point of the calibration
 	}
+	// The product's defaults for the fast loop (probes' in_flight_interval and the
+	// controller's in_flight_period), which the lab leaves off for its tests.
 	s, stopLab, err := b.start(scenario.Options{Quotas: quotas, NoServiceCPU: b.noServiceCPU, Work: work,
+		InFlight:  weights.DefaultTuning().InFlightPeriod,
 		Weighting: map[string]string{"policy": `"static"`, "capacity": cpuOnly}})
 	if err != nil {
 		return nil, nil, err
@@ -141,8 +147,16 @@ func (pl *peerLab) peerRuns() []policyRun {
 		{label: labelHAWeighted, hap: pl.weighted, settle: settleHAProxy},
 		{label: labelFixed, policy: "static", extra: map[string]string{"capacity": cpuOnly}, want: pl.quotas},
 		feedback(labelFWDefault, "headroom"),
+		fastLoopOff(feedback(labelFWSlow, "headroom")),
 		feedback(labelFWLeast, "least_conn"),
 	}
+}
+
+// fastLoopOff is r with the controller's fast loop off (weighting.in_flight_period "0s"):
+// the slow loop alone, as before the fast loop existed, on the same lab.
+func fastLoopOff(r policyRun) policyRun {
+	r.extra = map[string]string{"in_flight_period": `"0s"`}
+	return r
 }
 
 // configure makes r the balancer of the next run: for a flowweight run, its policy (and
@@ -317,11 +331,25 @@ func printPeerMedians(results []runResult, levels []float64, runs []policyRun) {
 	fmt.Println()
 }
 
+// peerTargets are issue 27's targets for flowweight's default p99 at a load: at most
+// haproxy times HAProxy weighted leastconn's and at most fixed times the fixed split's, or,
+// with better set, at most better times the better of the two. 0: no target there.
+func peerTargets(lvl float64) (haproxy, fixed, better float64) {
+	switch {
+	case lvl >= 0.75 && lvl <= 0.85:
+		return 1.5, 1.0, 0
+	case lvl >= 0.35 && lvl <= 0.45:
+		return 0, 0, 1.2
+	}
+	return 0, 0, 0
+}
+
 // printPeerRatios prints what the targets need: flowweight's default p99 over HAProxy
-// weighted leastconn's and over the fixed split's, at each level (≤ 1: flowweight wins).
+// weighted leastconn's, over the fixed split's, and over the better of the two, at each
+// level, each judged against its target where the level has one (peerTargets).
 func printPeerRatios(results []runResult, levels []float64) {
-	fmt.Println("| offered load | flowweight default p99 | HAProxy weighted leastconn p99 | fixed split p99 | flowweight / HAProxy weighted (target ≤ 1.0) | flowweight / fixed split (target ≤ 1.0) |")
-	fmt.Println("|---|---|---|---|---|---|")
+	fmt.Println("| offered load | flowweight default p99 | HAProxy weighted leastconn p99 | fixed split p99 | flowweight / HAProxy weighted | flowweight / fixed split | flowweight / the better of the two |")
+	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, lvl := range levels {
 		f, okF := find(results, lvl, labelFWDefault)
 		h, okH := find(results, lvl, labelHAWeighted)
@@ -332,13 +360,22 @@ func printPeerRatios(results []runResult, levels []float64) {
 			}
 			return p99Only(r.res)
 		}
-		ratio := func(den runResult, ok bool) string {
+		th, tx, tb := peerTargets(lvl)
+		ratio := func(den runResult, ok bool, target float64) string {
 			if !ok || !okF {
 				return "–"
 			}
-			return ratioCell(f.res, den.res, 1.0)
+			if target == 0 {
+				return strings.Replace(ratioCell(f.res, den.res, math.Inf(1)), "(met)", "(no target)", 1)
+			}
+			return ratioCell(f.res, den.res, target) + fmt.Sprintf(" (target ≤ %.1f)", target)
 		}
-		fmt.Printf("| %.0f%% | %s | %s | %s | %s | %s |\n", 100*lvl, cell(f, okF), cell(h, okH), cell(x, okX), ratio(h, okH), ratio(x, okX))
+		better, okB := h, okH
+		if okX && (!okH || x.res.P99All < h.res.P99All) {
+			better, okB = x, true
+		}
+		fmt.Printf("| %.0f%% | %s | %s | %s | %s | %s | %s |\n", 100*lvl, cell(f, okF), cell(h, okH), cell(x, okX),
+			ratio(h, okH, th), ratio(x, okX, tx), ratio(better, okB, tb))
 	}
 	fmt.Println()
 }
