@@ -196,3 +196,35 @@ func TestInFlightReports(t *testing.T) {
 		t.Fatalf("with in-flight reports flowing: %v", got)
 	}
 }
+
+// TestFreshInFlightSaysBusy: at a load step the smoothed load still reads idle; a fresh
+// in-flight count says the backend is busy, so its late checks do not evict it.
+func TestFreshInFlightSaysBusy(t *testing.T) {
+	c, p, tr := upPool3(t)
+	for range 10 { // idle and healthy: the smoothed load reads idle
+		c.add(100 * time.Millisecond)
+		r := lateRep("a", false, 200, "")
+		r.Flags |= report.FlagHealthOK
+		p.Accept(r, from)
+	}
+	inflight := lateRep("a", false, 0, "")
+	inflight.Signals, inflight.Conns = report.SignalInFlight, 30
+	for range 5 {
+		c.add(50 * time.Millisecond)
+		p.Accept(inflight, from)
+		c.add(50 * time.Millisecond)
+		p.Accept(lateRep("a", false, 0, "GET http://127.0.0.1:8080/health: timeout"), from)
+	}
+	if st, _ := p.Get("a"); st.Status != weights.StatusUp || !st.Slow || len(*tr) != 0 {
+		t.Fatalf("a: %v slow %v, transitions %+v", st.Status, st.Slow, *tr)
+	}
+	// Without fresh counts (a second later) the same idle reports' timeouts evict.
+	c.add(2 * time.Second)
+	for range 3 {
+		c.add(100 * time.Millisecond)
+		p.Accept(lateRep("a", false, 0, "GET http://127.0.0.1:8080/health: timeout"), from)
+	}
+	if got := status(t, p, "a"); got != weights.StatusDown {
+		t.Fatalf("idle and late without a fresh count: %v", got)
+	}
+}

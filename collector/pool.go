@@ -501,7 +501,7 @@ func (p *Pool) observe(b *backend, now time.Time, s Sample) {
 // and evicting from it only concentrates the load (Envoy's ejection cap, for the same reason).
 func (p *Pool) check(b *backend, now time.Time, h Health) {
 	b.st.LastHealth = h
-	slow := !h.OK && h.Timeout && busy(&b.st)
+	slow := !h.OK && h.Timeout && busy(&b.st, now)
 	switch {
 	case h.OK:
 		b.st.ConsecOK++
@@ -564,8 +564,15 @@ const (
 	busyConnections = 1    // established connections on the service port
 )
 
-// busy reports whether st's latest signals show load.
-func busy(st *State) bool {
+// busyInFlightAge is how fresh an in-flight count must be to say a backend is busy.
+const busyInFlightAge = time.Second
+
+// busy reports whether st's latest signals show load: its smoothed load, or a fresh
+// in-flight count (at a load step the smoothed load lags; the count does not).
+func busy(st *State, now time.Time) bool {
+	if !st.InFlightAt.IsZero() && now.Sub(st.InFlightAt) <= busyInFlightAge && st.InFlight >= busyConnections {
+		return true
+	}
 	if !st.HasMetrics {
 		return false
 	}

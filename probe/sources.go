@@ -113,11 +113,11 @@ func servicePorts(cfg config.Config) *sample.PortSet {
 	return sample.NewPortSet(ports...)
 }
 
-// inFlightCounter is the counter of in-flight reports: its own Conns, which counts at every
-// call (the full reports' counter may reuse a count for conns_interval), or nil when they are
-// off or there are no service ports to count.
+// inFlightCounter counts the service ports' connections at every call (the full reports'
+// counter may reuse a count for conns_interval): for in-flight reports, and for a report whose
+// health check timed out. Nil when there are no service ports to count.
 func inFlightCounter(cfg config.Config) sample.Sampler {
-	if cfg.InFlightInterval <= 0 || len(cfg.ServicePorts) == 0 {
+	if len(cfg.ServicePorts) == 0 {
 		return nil
 	}
 	return sample.NewConns(servicePorts(cfg))

@@ -89,7 +89,9 @@ type Agent struct {
 	// counts as 1.
 	FastRise int
 
-	// InFlightInterval, when > 0 and InFlight is set, sends an in-flight report
+	// InFlight, when set, also counts the connections afresh for a report whose health check
+	// timed out between two samples, so that the collector sees the load the late answer
+	// queued behind. InFlightInterval, when > 0 and InFlight is set, sends an in-flight report
 	// (report.SignalInFlight) this often between full reports: InFlight's connection count
 	// now, with everything else as in the last full report. It feeds the controller's fast
 	// loop (weighting.in_flight_period), which follows the queues at tens of hertz while
@@ -359,6 +361,15 @@ func (a *Agent) tick(ctx context.Context, resample bool) {
 		}
 		a.noteHealth(h)
 		r.HealthStatus, r.HealthLatency, r.HealthError = h.Status, h.Latency, h.Err
+		if !h.OK && health.TimedOut(h.Err) && a.InFlight != nil {
+			// A late answer: the collector tells busy from hung by the load this report
+			// carries, so the connections are counted now rather than held from a sample, or
+			// a count reused for conns_interval, that may predate the load (docs/weights.md,
+			// "Busy is not dead").
+			if c, err := a.InFlight.Sample(ctx); err == nil && c.Known&sample.FieldConns != 0 {
+				v.Merge(sample.Values{Known: sample.FieldConns, Conns: c.Conns})
+			}
+		}
 		if !h.OK {
 			r.Flags = 0
 		}

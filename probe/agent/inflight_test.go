@@ -51,3 +51,25 @@ func TestInFlightReports(t *testing.T) {
 		t.Fatalf("after a failed count: wait %v, sent %d (was %d)", d, h.a.Stats.Sent.Load(), sent)
 	}
 }
+
+// TestTimedOutCheckCountsAfresh: a check that times out between two samples (the fast pace)
+// carries a fresh connection count, not the held one, so the collector sees the load the
+// late answer queued behind.
+func TestTimedOutCheckCountsAfresh(t *testing.T) {
+	counts := &script{results: []result{{sample.Values{Known: sample.FieldConns, Conns: 44}, nil}}}
+	late := health.Result{Latency: 100 * time.Millisecond, Err: "GET http://127.0.0.1:8080/health: timeout"}
+	h := start(t, func(a *Agent) {
+		a.Jitter = 0
+		a.Health = fakeHealth{late}
+		a.FastInterval, a.FastRise = 100*time.Millisecond, 2
+		a.InFlight = counts // in-flight reports off (no interval): only the fresh count on a timeout
+	})
+	first := h.tick() // the full tick: samplers ran, held Conns 17
+	if first.Conns != 17 {
+		t.Fatalf("full report: conns %d", first.Conns)
+	}
+	fast := h.tick() // the fast pace: no resample, but the timed-out check counts afresh
+	if fast.Conns != 44 || fast.Signals&report.SignalInFlight != 0 {
+		t.Fatalf("fast-pace report after a timeout: %+v", fast)
+	}
+}
