@@ -64,12 +64,15 @@ func TestTimedOutCheckCountsAfresh(t *testing.T) {
 		a.FastInterval, a.FastRise = 100*time.Millisecond, 2
 		a.InFlight = counts // in-flight reports off (no interval): only the fresh count on a timeout
 	})
-	first := h.tick() // the full tick: samplers ran, held Conns 17
-	if first.Conns != 17 {
-		t.Fatalf("full report: conns %d", first.Conns)
+	// The full tick's sampler says 17 (a count reused for conns_interval, say), the fresh
+	// count 44: a timed-out check reports 44, at the full tick and at the fast pace after it.
+	first := h.tick()
+	if first.Conns != 44 {
+		t.Fatalf("full report after a timeout: conns %d", first.Conns)
 	}
-	fast := h.tick() // the fast pace: no resample, but the timed-out check counts afresh
-	if fast.Conns != 44 || fast.Signals&report.SignalInFlight != 0 {
+	counts.set(result{sample.Values{Known: sample.FieldConns, Conns: 45}, nil})
+	fast := h.tick()
+	if fast.Conns != 45 || fast.Signals&report.SignalInFlight != 0 {
 		t.Fatalf("fast-pace report after a timeout: %+v", fast)
 	}
 }
