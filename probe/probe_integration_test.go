@@ -125,26 +125,35 @@ func TestProbeBinary(t *testing.T) {
 
 	guard := report.NewGuard(0)
 	var lastSeq uint64
+	// recv returns the next full report. The in-flight reports between them (the default
+	// in_flight_interval, 50ms) are checked for their sequence and counted.
+	inflight := 0
 	recv := func() report.Report {
 		t.Helper()
-		buf := make([]byte, 1024)
-		sink.SetReadDeadline(time.Now().Add(5 * time.Second))
-		n, _, err := sink.ReadFrom(buf)
-		if err != nil {
-			t.Fatalf("no report: %v", err)
+		for {
+			buf := make([]byte, 1024)
+			sink.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, _, err := sink.ReadFrom(buf)
+			if err != nil {
+				t.Fatalf("no report: %v", err)
+			}
+			var r report.Report
+			if err := report.Open(buf[:n], func(id string) ([]byte, bool) { return key, id == "it-web1" }, &r); err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			if err := guard.Check(&r, time.Now()); err != nil {
+				t.Fatalf("guard: %v", err)
+			}
+			if r.Seq != lastSeq+1 {
+				t.Errorf("seq %d after %d", r.Seq, lastSeq)
+			}
+			lastSeq = r.Seq
+			if r.Signals&report.SignalInFlight != 0 {
+				inflight++
+				continue
+			}
+			return r
 		}
-		var r report.Report
-		if err := report.Open(buf[:n], func(id string) ([]byte, bool) { return key, id == "it-web1" }, &r); err != nil {
-			t.Fatalf("open: %v", err)
-		}
-		if err := guard.Check(&r, time.Now()); err != nil {
-			t.Fatalf("guard: %v", err)
-		}
-		if r.Seq != lastSeq+1 {
-			t.Errorf("seq %d after %d", r.Seq, lastSeq)
-		}
-		lastSeq = r.Seq
-		return r
 	}
 	// waitFor reads reports until one satisfies ok, within max reports.
 	waitFor := func(what string, max int, ok func(report.Report) bool) report.Report {
@@ -181,9 +190,13 @@ func TestProbeBinary(t *testing.T) {
 	if d := time.Since(r.Time); d < 0 || d > 5*time.Second {
 		t.Errorf("report time %v is %v from now", r.Time, d)
 	}
+	before := inflight
 	r2 := recv()
 	if gap := r2.Time.Sub(r.Time); gap < interval/2 || gap > 3*interval {
 		t.Errorf("reports %v apart, interval %v", gap, interval)
+	}
+	if inflight == before {
+		t.Errorf("no in-flight report between two full reports %v apart (in_flight_interval defaults to 50ms)", r2.Time.Sub(r.Time))
 	}
 
 	healthy.Store(false)

@@ -30,9 +30,14 @@ type Tap struct {
 // Send implements Sender.
 func (t *Tap) Send(datagram []byte) error {
 	var r report.Report
-	if err := report.Open(datagram, func(string) ([]byte, bool) { return t.Key, true }, &r); err != nil {
+	switch err := report.Open(datagram, func(string) ([]byte, bool) { return t.Key, true }, &r); {
+	case err != nil:
 		t.OpenErrors.Add(1)
-	} else {
+	case r.Signals&report.SignalInFlight != 0:
+		// An in-flight report repeats the last full one with a fresh connection count, for
+		// the controller's fast loop; HAProxy's agent weight follows the full samples, or it
+		// would flip with every count between two of them.
+	default:
 		t.Server.Set(t.Weigher.Status(&r))
 	}
 	return t.Next.Send(datagram) // unwrapped: the agent logs it as the sender's own error

@@ -71,3 +71,28 @@ func TestTap(t *testing.T) {
 		})
 	}
 }
+
+// TestTapIgnoresInFlightReports: HAProxy's agent weight follows the full reports; an
+// in-flight report between them (another connection count) leaves the reply as it was.
+func TestTapIgnoresInFlightReports(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	srv := &Server{}
+	tap := &Tap{Key: key, Server: srv, Weigher: Weigher{CPU: 0.5, Conn: 0.5, MaxConns: 100, Floor: 1}, Next: &recorder{}}
+	full := report.Report{BackendID: "web1", BootNonce: 1, Seq: 1, Time: time.Unix(1e9, 0), Interval: time.Second, Flags: report.FlagHealthOK,
+		CPUUtil: 0.5, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30, Conns: 3}
+	b, err := full.AppendSeal(nil, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap.Send(b)
+	want := string(*srv.reply.Load())
+	in := full
+	in.Seq, in.Conns, in.Signals = 2, 90, report.SignalInFlight
+	if b, err = in.AppendSeal(nil, key); err != nil {
+		t.Fatal(err)
+	}
+	tap.Send(b)
+	if got := string(*srv.reply.Load()); got != want {
+		t.Fatalf("after an in-flight report: %q, want %q", got, want)
+	}
+}
