@@ -117,6 +117,7 @@ type Agent struct {
 
 	dueFull    time.Time // when the next sample is due: the start of the last one + nextWait
 	dueFlight  time.Time // when the next in-flight report is due
+	dueFast    time.Time // the end of the last tick + FastInterval: the next check at the fast pace
 	fastLeft   int       // passing checks still to make at FastInterval; 0: normal pace
 	paced      bool      // the last tick was made at the fast pace
 	healthOK   bool      // the last check's result, for logging transitions
@@ -170,6 +171,7 @@ func (a *Agent) Run(ctx context.Context, drain <-chan bool) error {
 			}
 			a.paced = a.fast()
 			a.fullTick(ctx)
+			a.dueFast = a.Clock.Now().Add(a.FastInterval)
 		case <-timer:
 			if flight {
 				a.inFlightTick(ctx)
@@ -182,6 +184,8 @@ func (a *Agent) Run(ctx context.Context, drain <-chan bool) error {
 			} else {
 				a.fullTick(ctx)
 			}
+			a.dueFast = a.Clock.Now().Add(a.FastInterval)
+			a.dueFlight = a.Clock.Now().Add(a.InFlightInterval) // in-flight reports go between, not beside
 		}
 	}
 }
@@ -226,13 +230,18 @@ func (a *Agent) fast() bool { return a.fastOn() && a.fastLeft > 0 }
 // not stretch the period the collector expects (Report.Interval). At the fast pace it is
 // FastInterval from now, the end of the last tick. Leaving the fast pace, the wait is still
 // at least FastInterval, so the reports never come closer than that.
+//
+// The fast pace is counted from dueFast, the end of the last tick, not from the moment wait
+// is called: an in-flight report between two ticks (InFlightInterval shorter than
+// FastInterval) must not push the next check back each time, or the checks would starve.
 func (a *Agent) wait() time.Duration {
+	now := a.Clock.Now()
 	if a.fast() {
-		return a.FastInterval
+		return max(a.dueFast.Sub(now), 0)
 	}
-	w := a.dueFull.Sub(a.Clock.Now())
+	w := a.dueFull.Sub(now)
 	if a.paced {
-		return max(w, a.FastInterval)
+		return max(w, a.dueFast.Sub(now), 0)
 	}
 	return max(w, 0)
 }

@@ -76,3 +76,34 @@ func TestTimedOutCheckCountsAfresh(t *testing.T) {
 		t.Fatalf("fast-pace report after a timeout: %+v", fast)
 	}
 }
+
+// TestFastPaceWithInFlightReports: in-flight reports every 50 ms between checks at the fast
+// pace (100 ms) do not push the checks back: a failing service is still checked every 100 ms.
+// (The fast pace used to count from the last wake-up, so every in-flight report restarted it
+// and the checks starved.)
+func TestFastPaceWithInFlightReports(t *testing.T) {
+	counts := &script{results: []result{{sample.Values{Known: sample.FieldConns, Conns: 5}, nil}}}
+	h := start(t, func(a *Agent) {
+		a.Jitter = 0
+		a.Health = fakeHealth{health.Result{Status: 503, Latency: time.Millisecond, Err: "GET http://127.0.0.1/health: status 503"}}
+		a.FastInterval, a.FastRise = 100*time.Millisecond, 2
+		a.InFlightInterval, a.InFlight = 50*time.Millisecond, counts
+	})
+	first := h.tick() // the full tick at 5 s: the check fails, the fast pace starts
+	if first.HealthStatus != 503 {
+		t.Fatalf("first report %+v", first)
+	}
+	checks := 0
+	for range 12 { // 600 ms at 50 ms steps
+		r := h.tick()
+		if r.Signals&report.SignalInFlight == 0 {
+			checks++
+			if d := r.Time.Sub(first.Time); d%(100*time.Millisecond) != 0 {
+				t.Fatalf("a check at %v after the first, not on the 100 ms pace", d)
+			}
+		}
+	}
+	if checks != 6 {
+		t.Fatalf("%d checks in 600 ms at the fast pace, want 6", checks)
+	}
+}
