@@ -92,6 +92,7 @@ func TestProbeBinary(t *testing.T) {
 		`interval = "` + interval.String() + `"`,
 		`jitter = 0.0`,
 		`service_ports = [` + portStr + `]`,
+		`in_flight_interval = "50ms"`,
 		`drain_file = "` + drainFile + `"`,
 		`log_level = "debug"`,
 		`[health]`,
@@ -125,8 +126,8 @@ func TestProbeBinary(t *testing.T) {
 
 	guard := report.NewGuard(0)
 	var lastSeq uint64
-	// recv returns the next full report. The in-flight reports between them (the default
-	// in_flight_interval, 50ms) are checked for their sequence and counted.
+	// recv returns the next full report. The in-flight reports between them
+	// (in_flight_interval 50ms) are checked for their sequence and counted.
 	inflight := 0
 	recv := func() report.Report {
 		t.Helper()
@@ -196,7 +197,7 @@ func TestProbeBinary(t *testing.T) {
 		t.Errorf("reports %v apart, interval %v", gap, interval)
 	}
 	if inflight == before {
-		t.Errorf("no in-flight report between two full reports %v apart (in_flight_interval defaults to 50ms)", r2.Time.Sub(r.Time))
+		t.Errorf("no in-flight report between two full reports %v apart (in_flight_interval 50ms)", r2.Time.Sub(r.Time))
 	}
 
 	healthy.Store(false)

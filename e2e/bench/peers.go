@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"flowweight/e2e/scenario"
-	"flowweight/weights"
 )
 
 // Labels of the peer runs. None is a prefix of another: find matches by prefix.
@@ -19,7 +18,7 @@ const (
 	labelHAWeighted = "HAProxy leastconn, weights = capacities"
 	labelFixed      = "fixed split = quotas (static)"
 	labelFWDefault  = "flowweight headroom (default)"
-	labelFWSlow     = "flowweight headroom, fast loop off"
+	labelFWFast     = "flowweight headroom, fast loop 50 ms"
 	labelFWLeast    = "flowweight least_conn"
 )
 
@@ -57,10 +56,11 @@ func (b *bench) setupPeers() (*peerLab, func(), error) {
 	if work == 0 {
 		work = 20000 // the first point of the calibration
 	}
-	// The product's defaults for the fast loop (probes' in_flight_interval and the
-	// controller's in_flight_period), which the lab leaves off for its tests.
+	// The probes send in-flight reports at the fast loop's suggested period in every run (both
+	// it and the controller's in_flight_period are off by default); the controller follows
+	// them only in the run with the fast loop on.
 	s, stopLab, err := b.start(scenario.Options{Quotas: quotas, NoServiceCPU: b.noServiceCPU, Work: work,
-		InFlight:  weights.DefaultTuning().InFlightPeriod,
+		InFlight:  fastLoopPeriod,
 		Weighting: map[string]string{"policy": `"static"`, "capacity": cpuOnly}})
 	if err != nil {
 		return nil, nil, err
@@ -146,14 +146,17 @@ func (pl *peerLab) peerRuns() []policyRun {
 		{label: labelHAPlain, hap: pl.plain, settle: settleHAProxy},
 		{label: labelHAWeighted, hap: pl.weighted, settle: settleHAProxy},
 		{label: labelFixed, policy: "static", extra: map[string]string{"capacity": cpuOnly}, want: pl.quotas},
-		feedback(labelFWDefault, "headroom"),
-		fastLoopOff(feedback(labelFWSlow, "headroom")),
-		feedback(labelFWLeast, "least_conn"),
+		fastLoopOff(feedback(labelFWDefault, "headroom")),
+		feedback(labelFWFast, "headroom"),
+		fastLoopOff(feedback(labelFWLeast, "least_conn")),
 	}
 }
 
-// fastLoopOff is r with the controller's fast loop off (weighting.in_flight_period "0s"):
-// the slow loop alone, as before the fast loop existed, on the same lab.
+// fastLoopPeriod is the fast loop's suggested period, used by the run that turns it on.
+const fastLoopPeriod = 50 * time.Millisecond
+
+// fastLoopOff is r with the controller's fast loop off (weighting.in_flight_period "0s", the
+// default; the scenario turns it on for the probes' sake).
 func fastLoopOff(r policyRun) policyRun {
 	r.extra = map[string]string{"in_flight_period": `"0s"`}
 	return r

@@ -100,8 +100,10 @@ type Config struct {
 	// flight the controller's fast loop follows (weighting.in_flight_period). Each costs one
 	// count, a walk of the kernel's TCP hash: about 1.6 ms of CPU on a machine with a
 	// 262,144-bucket hash, so 3 % of a core at the default (docs/probe.md, "In-flight
-	// reports"). Needs service_ports. "0s" switches them off; otherwise 10ms up to below
-	// interval. Default "50ms".
+	// reports"). Needs service_ports. "0s" (the default) switches them off; otherwise 10ms
+	// up to below interval, "50ms" with the controller's in_flight_period "50ms". Off by
+	// default: under load, with many sockets in the hash, the counts cost far more (three
+	// probes used about half a core in the lab at 80 % load).
 	InFlightInterval time.Duration `toml:"in_flight_interval"`
 	// NIC is the interface whose throughput is reported, e.g. "eth0". Empty: not reported.
 	// Default: empty.
@@ -231,7 +233,6 @@ func unfilled() Config {
 		KeyFile:          "/etc/flowweight/probe.key",
 		Interval:         5 * time.Second,
 		ConnsInterval:    5 * time.Second,
-		InFlightInterval: 50 * time.Millisecond,
 		Jitter:           0.1,
 		Scope:            ScopeHost,
 		Health: Health{
