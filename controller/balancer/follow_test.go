@@ -76,32 +76,25 @@ func TestFastLoopFollowsInFlight(t *testing.T) {
 		t.Fatalf("stale counts still followed: %v, base %v", w, s.applied)
 	}
 
-	// Stateless mode is never followed: each rewrite would re-hash live connections.
-	cfgS := testConfig(t, `in_flight_period = "50ms"`)
-	cfgS.Collector.KeyFile = b.Config().Collector.KeyFile
-	cfgS.Services[0].Mode = "stateless"
-	if err := b.Reload(cfgS); err != nil {
-		t.Fatal(err)
-	}
-	b.update(context.Background(), true)
-	b.pool.Accept(rep("a", 9), netip.AddrPort{})
-	b.pool.Accept(rep("b", 0), netip.AddrPort{})
-	b.followOnce(50 * time.Millisecond)
-	if s := b.services[0]; s.followed != nil {
-		t.Fatalf("stateless service followed: %v", s.followed)
-	}
-
-	// A fixed split is never followed.
-	cfg := testConfig(t, `in_flight_period = "50ms"`+"\npolicy = \"static\"")
-	cfg.Collector.KeyFile = b.Config().Collector.KeyFile
-	if err := b.Reload(cfg); err != nil {
-		t.Fatal(err)
-	}
-	b.update(context.Background(), true)
-	b.pool.Accept(rep("a", 9), netip.AddrPort{})
-	b.pool.Accept(rep("b", 0), netip.AddrPort{})
-	b.followOnce(50 * time.Millisecond)
-	if s := b.services[0]; s.followed != nil {
-		t.Fatalf("static policy followed: %v", s.followed)
+	// Never followed: a stateless service (each rewrite would re-hash live connections) and
+	// a fixed split.
+	for _, tc := range []struct {
+		name, extra, mode string
+	}{{"stateless mode", "", "stateless"}, {"static policy", "\npolicy = \"static\"", ""}} {
+		cfg := testConfig(t, `in_flight_period = "50ms"`+tc.extra)
+		cfg.Collector.KeyFile = b.Config().Collector.KeyFile
+		if tc.mode != "" {
+			cfg.Services[0].Mode = tc.mode
+		}
+		if err := b.Reload(cfg); err != nil {
+			t.Fatal(err)
+		}
+		b.update(context.Background(), true)
+		b.pool.Accept(rep("a", 9), netip.AddrPort{})
+		b.pool.Accept(rep("b", 0), netip.AddrPort{})
+		b.followOnce(50 * time.Millisecond)
+		if s := b.services[0]; s.followed != nil {
+			t.Fatalf("%s followed: %v", tc.name, s.followed)
+		}
 	}
 }
