@@ -229,12 +229,12 @@ func Defaults() Config {
 func unfilled() Config {
 	host, _ := os.Hostname()
 	return Config{
-		BackendID:        host,
-		KeyFile:          "/etc/flowweight/probe.key",
-		Interval:         5 * time.Second,
-		ConnsInterval:    5 * time.Second,
-		Jitter:           0.1,
-		Scope:            ScopeHost,
+		BackendID:     host,
+		KeyFile:       "/etc/flowweight/probe.key",
+		Interval:      5 * time.Second,
+		ConnsInterval: 5 * time.Second,
+		Jitter:        0.1,
+		Scope:         ScopeHost,
 		Health: Health{
 			// Timeout is 0 here: fill derives it from Interval (HealthTimeout).
 			ExpectStatus: "200-399",
