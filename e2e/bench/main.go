@@ -21,9 +21,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"flowweight/e2e/scenario"
@@ -59,6 +61,17 @@ func main() {
 		fatal("temp dir", err)
 	}
 	defer os.RemoveAll(binDir)
+	// SIGINT or SIGTERM: stop the running scenarios (and what they started) before exiting,
+	// rather than leave them holding the host's switch.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		slog.Error("interrupted: stopping what the bench started", "signal", sig.String())
+		teardowns.runAll()
+		os.RemoveAll(binDir)
+		os.Exit(130)
+	}()
 	bins, err := scenario.Build(binDir)
 	if err != nil {
 		fatal("build", err)
@@ -223,14 +236,14 @@ func (b *bench) start(o scenario.Options) (*scenario.Scenario, func(), error) {
 		return nil, nil, fmt.Errorf("scenario start (log %s): %w", logf.Name(), err)
 	}
 	slog.Info("scenario up", "took", time.Since(t0).Round(time.Millisecond), "mode", o.Mode, "quotas", o.Quotas, "log", logf.Name())
-	return s, func() {
+	return s, teardowns.add(func() {
 		if err := s.Close(); err != nil {
 			slog.Error("scenario close", "err", err)
 		}
 		logf.Close()
 		os.Remove(logf.Name())
 		os.RemoveAll(dir)
-	}, nil
+	}), nil
 }
 
 // fractions splits a comma-separated flag value into its numbers, kept as written (they go
