@@ -199,27 +199,35 @@ func affinityRoundSeq(ctx context.Context, t *testing.T, s *scenario.Scenario, c
 	errs := 0
 	var sample error
 	t0 := time.Now()
-	for _, c := range clients {
+	// Each client's goroutine writes only its own map and slice; the shared maps are filled
+	// after Wait (a write to seqs from a goroutine raced with the loop adding the next client).
+	got := make([]map[string]int, len(clients))
+	seq := make([][]string, len(clients))
+	for i, c := range clients {
 		hc := s.Client.HTTPClientFrom(c, 5*time.Second)
-		got := map[string]int{}
-		out[c] = got
-		seqs[c] = nil
+		got[i] = map[string]int{}
 		wg.Go(func() {
-			for i := 0; i < n && ctx.Err() == nil; i++ {
+			for range n {
+				if ctx.Err() != nil {
+					return
+				}
 				name, err := scenario.Get(ctx, hc, url)
-				mu.Lock()
 				if err != nil {
+					mu.Lock()
 					errs++
 					sample = err
-				} else {
-					got[name]++
-					seqs[c] = append(seqs[c], name)
+					mu.Unlock()
+					continue
 				}
-				mu.Unlock()
+				got[i][name]++
+				seq[i] = append(seq[i], name)
 			}
 		})
 	}
 	wg.Wait()
+	for i, c := range clients {
+		out[c], seqs[c] = got[i], seq[i]
+	}
 	total := sumAll(out)
 	t.Logf("round of %d x %d: %d answers, %d errors in %v (%v)", len(clients), n, total, errs, time.Since(t0).Round(time.Millisecond), sample)
 	if total < len(clients)*n*99/100 {
