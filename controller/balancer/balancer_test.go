@@ -258,6 +258,9 @@ func TestReloadChangesWeightsAndBuckets(t *testing.T) {
 	grown := testConfig(t, "")
 	grown.Collector.KeyFile = cfg.Collector.KeyFile
 	grown.Services[0].Backends = append(grown.Services[0].Backends, config.Backend{Name: "c", IP: "10.0.0.3", Port: 80, Source: "probe", Capacity: 1})
+	if err := grown.Validate(); err != nil { // as Load does: a Config is parsed by its validation
+		t.Fatal(err)
+	}
 	if err := b.Reload(grown); err != nil {
 		t.Fatal(err)
 	}

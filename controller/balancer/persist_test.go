@@ -46,6 +46,9 @@ func (r *stateRig) cfg(backends ...string) *config.Config {
 		c.Services[0].Backends = append(c.Services[0].Backends, config.Backend{Name: n, IP: "10.0.0." + string(rune('1'+n[0]-'a')),
 			Port: 80, Source: "probe", Capacity: 1})
 	}
+	if err := c.Validate(); err != nil { // as Load does: a Config is parsed by its validation
+		r.t.Fatal(err)
+	}
 	return c
 }
 

@@ -53,7 +53,10 @@ var rules = []struct {
 }
 
 // TestImportRules reads every non-test Go file's imports and checks them against rules.
-func TestImportRules(t *testing.T) {
+// readImports reads every non-test Go file's imports under the repository root: package ->
+// import -> a file importing it.
+func readImports(t *testing.T) map[string]map[string]string {
+	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +97,11 @@ func TestImportRules(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil || len(imports) < 20 {
 		t.Fatalf("found %d packages under %s: not the repository root", len(imports), root)
 	}
+	return imports
+}
+
+func TestImportRules(t *testing.T) {
+	imports := readImports(t)
 	checked := 0
 	for _, r := range rules {
 		matched := false
