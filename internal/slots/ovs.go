@@ -1,4 +1,4 @@
-package dataplane
+package slots
 
 import (
 	"fmt"
@@ -21,14 +21,14 @@ import (
 //   - slots go to buckets one at a time, each to the bucket with the largest
 //     weight/(2·hits+1) (Webster/Sainte-Laguë), ties to the earlier bucket.
 
-// OVSVersion is an Open vSwitch release, as its OFPMP_DESC sw_desc names it ("3.1.0"). The zero
+// Version is an Open vSwitch release, as its OFPMP_DESC sw_desc names it ("3.1.0"). The zero
 // value is an unknown version (or a switch that is not Open vSwitch).
-type OVSVersion struct{ Major, Minor, Patch int }
+type Version struct{ Major, Minor, Patch int }
 
-// ParseOVSVersion reads "MAJOR.MINOR[.PATCH]" followed by anything that does not start with a
+// ParseVersion reads "MAJOR.MINOR[.PATCH]" followed by anything that does not start with a
 // digit or a dot ("3.1.0", "2.17.9", "3.3.0-rc1", "3.1.0+dfsg"). It fails on anything else,
 // so a switch whose software description is not a version number is treated as unknown.
-func ParseOVSVersion(s string) (OVSVersion, error) {
+func ParseVersion(s string) (Version, error) {
 	s = strings.TrimSpace(s)
 	end := strings.IndexFunc(s, func(r rune) bool { return r != '.' && (r < '0' || r > '9') })
 	num := s
@@ -37,33 +37,33 @@ func ParseOVSVersion(s string) (OVSVersion, error) {
 	}
 	parts := strings.Split(num, ".")
 	if len(parts) < 2 || len(parts) > 3 {
-		return OVSVersion{}, fmt.Errorf("switch software %q is not an Open vSwitch version (MAJOR.MINOR.PATCH)", s)
+		return Version{}, fmt.Errorf("switch software %q is not an Open vSwitch version (MAJOR.MINOR.PATCH)", s)
 	}
 	var v [3]int
 	for i, p := range parts {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 0 || n > 9999 || (len(p) > 1 && p[0] == '0') {
-			return OVSVersion{}, fmt.Errorf("switch software %q: version part %q is not a number", s, p)
+			return Version{}, fmt.Errorf("switch software %q: version part %q is not a number", s, p)
 		}
 		v[i] = n
 	}
 	if v == [3]int{} {
-		return OVSVersion{}, fmt.Errorf("switch software %q: version 0.0.0", s)
+		return Version{}, fmt.Errorf("switch software %q: version 0.0.0", s)
 	}
-	return OVSVersion{v[0], v[1], v[2]}, nil
+	return Version{v[0], v[1], v[2]}, nil
 }
 
 // Known reports whether v is a parsed version rather than the zero value.
-func (v OVSVersion) Known() bool { return v != OVSVersion{} }
+func (v Version) Known() bool { return v != Version{} }
 
-func (v OVSVersion) String() string {
+func (v Version) String() string {
 	if !v.Known() {
 		return "unknown"
 	}
 	return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch)
 }
 
-func (v OVSVersion) atLeast(major, minor, patch int) bool {
+func (v Version) atLeast(major, minor, patch int) bool {
 	if v.Major != major {
 		return v.Major > major
 	}
@@ -76,7 +76,7 @@ func (v OVSVersion) atLeast(major, minor, patch int) bool {
 // MaxHash is the largest slot table the switch builds by default: 256 from 2.17, 64 from 2.10,
 // 0 before (no dp_hash table; every group takes the slow-path score). An unknown version is
 // modelled as 2.10–2.16.
-func (v OVSVersion) MaxHash() int {
+func (v Version) MaxHash() int {
 	switch {
 	case !v.Known():
 		return 64
@@ -90,7 +90,7 @@ func (v OVSVersion) MaxHash() int {
 
 // BucketTerm reports whether the switch raises the table to 4·n_buckets slots (3.5.0 and the
 // backports 3.4.1, 3.3.3, 3.2.4, 3.1.6; not 3.0.x or 2.17.x).
-func (v OVSVersion) BucketTerm() bool {
+func (v Version) BucketTerm() bool {
 	switch {
 	case v.atLeast(3, 5, 0):
 		return true
@@ -106,8 +106,8 @@ func (v OVSVersion) BucketTerm() bool {
 	return false
 }
 
-// SlotTable is the dp_hash table a switch builds for one select group.
-type SlotTable struct {
+// Table is the dp_hash table a switch builds for one select group.
+type Table struct {
 	// NHash is the number of slots; 0 when the group has no dp_hash table (Fallback, or no
 	// bucket with weight).
 	NHash int
@@ -120,10 +120,10 @@ type SlotTable struct {
 	Bucket []int
 }
 
-// OVSSlots returns the slot table Open vSwitch v builds for buckets of the given weights, in
+// OVS returns the slot table Open vSwitch v builds for buckets of the given weights, in
 // bucket order.
-func OVSSlots(weights []uint16, v OVSVersion) SlotTable {
-	t := SlotTable{Hits: make([]int, len(weights))}
+func OVS(weights []uint16, v Version) Table {
+	t := Table{Hits: make([]int, len(weights))}
 	total, least := 0, 0
 	for _, w := range weights {
 		if w > 0 && (least == 0 || int(w) < least) {
@@ -167,15 +167,4 @@ func OVSSlots(weights []uint16, v OVSVersion) SlotTable {
 		t.Bucket[s] = win
 	}
 	return t
-}
-
-// SwitchVersion reads the Open vSwitch version from a switch's OFPMP_DESC hardware and
-// software descriptions ("Open vSwitch", "3.1.0"). Any other switch, or a software
-// description that is not a version, is unknown: the error says why, for the one log line
-// that explains the 64-slot layout.
-func SwitchVersion(hardware, software string) (OVSVersion, error) {
-	if strings.TrimSpace(hardware) != "Open vSwitch" {
-		return OVSVersion{}, fmt.Errorf("switch hardware %q is not Open vSwitch", hardware)
-	}
-	return ParseOVSVersion(software)
 }
