@@ -3,9 +3,9 @@ package weights
 import "flowweight/internal/apportion"
 
 // round turns exact units into integers by the largest remainder method (internal/apportion,
-// the one the slot model rounds by too), so live weights sum
-// exactly to the total; every live backend keeps at least 1 (Open vSwitch never selects a
-// bucket of weight 0), taken from the largest weight when needed.
+// the one the slot model rounds by too), so live weights sum exactly to the total; every live
+// backend keeps at least 1 (Open vSwitch never selects a bucket of weight 0), taken from the
+// largest weight when needed.
 func round(w []work, out *Result) {
 	out.rem = out.rem[:0]
 	assigned, zeros := 0, false
