@@ -98,7 +98,7 @@ func TestPropertySumAndNoStarvation(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for iter := 0; iter < 2000; iter++ {
 		tun := DefaultTuning()
-		tun.Policy = []Policy{PolicyDynamic, PolicyStatic, PolicyEqual, PolicyLeastConn}[rng.IntN(4)]
+		tun.Policy = []PolicyName{PolicyDynamic, PolicyStatic, PolicyEqual, PolicyLeastConn}[rng.IntN(4)]
 		tun.Total = 1 + rng.IntN(65535)
 		in := randomPool(rng, 1+rng.IntN(40))
 		r := compute(in, tun)
@@ -285,7 +285,7 @@ func TestDeadBand(t *testing.T) {
 			t.Errorf("Worth(%v) = %v, want %v", c.prev, got, c.want)
 		}
 	}
-	for _, p := range []Policy{PolicyStatic, PolicyEqual} {
+	for _, p := range []PolicyName{PolicyStatic, PolicyEqual} {
 		exact := tun
 		exact.Policy = p
 		if !Worth([]uint16{499, 501}, next, exact) {

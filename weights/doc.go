@@ -18,6 +18,14 @@
 // speed (work per second at full utilisation), so equal utilisation gives weights
 // proportional to capacity. See docs/weights.md for why each rule exists.
 //
+// The formula above is the dynamic policy's. Each policy (static, equal, least_conn, dynamic,
+// headroom) is a Policy in its own file that supplies only its raw target shares and a few
+// traits (whether it learns and is damped, whether it is a fixed split); Compute (compute.go)
+// is the pipeline they share, from eligibility and bounded capacity claims to the explanation.
+// The shaping steps are in shape.go, the rounding in round.go (through internal/apportion,
+// the largest remainder the slot model uses too), the panic rule in panic.go and the rewrite
+// test in worth.go.
+//
 // It is pure arithmetic: it does no I/O, does not log, and must not import the collector,
 // the probe or the controller (internal/layers checks).
 package weights

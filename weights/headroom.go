@@ -1,6 +1,10 @@
 package weights
 
-import "flowweight/internal/fraction"
+import (
+	"math"
+
+	"flowweight/internal/fraction"
+)
 
 // The headroom policy (docs/weights.md, "The headroom policy").
 //
@@ -78,17 +82,63 @@ func cpuSplit(in []Backend, w []work, pressure float64) (missing int) {
 	return missing
 }
 
-// util is the utilisation learn divides throughput by: the service's own CPU for the
-// headroom policy, the composite load for 1/AL.
-func (x *work) util(t Tuning) float64 {
-	if t.Policy == PolicyHeadroom {
-		return x.own
+// headroomPolicy gives each backend the load that leaves every backend the same spare
+// capacity (above). It learns speed from the CPU the service itself used, so a neighbour's
+// use does not read as slowness, and is damped like the dynamic policy.
+type headroomPolicy struct{}
+
+func (headroomPolicy) Name() PolicyName { return PolicyHeadroom }
+func (headroomPolicy) Adaptive() bool   { return true }
+func (headroomPolicy) Fixed() bool      { return false }
+
+// prepare splits each backend's CPU into the service's and everyone else's, and falls back
+// to 1/AL when some backend cannot tell them apart.
+func (headroomPolicy) prepare(in []Backend, w []work, t Tuning, out *Result) Policy {
+	if missing := cpuSplit(in, w, t.Pressure); missing > 0 {
+		// Without the service's own CPU a neighbour's use reads as the service's, and the
+		// spare capacity the policy shares out is wrong in both directions (4× the
+		// oracle's p99 in the simulator); 1/AL copes with it, so the pool falls back.
+		out.Fallback = missing
+		return dynamicPolicy{}
 	}
-	return x.ls
+	return nil
 }
 
-// headroom sets the live backends' targets (summing to 1) and returns their sum. It runs after
-// C has been normalised to a pool mean of 1.
+// util: the service's own CPU.
+func (headroomPolicy) util(x *work) float64 { return x.own }
+
+// shares water-fills the headroom. The filling is scale-free, so it runs on C before C is
+// normalised, as it always has (the figures the tests pin come from that order).
+func (headroomPolicy) shares(_ []Backend, w []work, t Tuning, meanC float64) float64 {
+	sum := headroom(w, t)
+	for i := range w {
+		if w[i].live {
+			w[i].c /= meanC
+		}
+	}
+	return sum
+}
+
+// explain shows the signals used, and, when the policy ran, its terms.
+func (headroomPolicy) explain(e *Explanation, x *work, out *Result) {
+	e.Used = "cpu"
+	if x.svc {
+		e.Used, e.Own = "service_cpu", x.own // shown even when the pool fell back
+	}
+	if out.Fallback == 0 {
+		e.Own, e.Avail, e.Pressure = x.own, x.avail, x.press
+		e.Headroom = max(x.supply()-x.c*x.own, 0)
+	}
+}
+
+// worth: a move inside the dead-band also counts when it would change some backend's spare
+// CPU by more than spareBand of what it has (see Worth), unless the pool fell back to 1/AL.
+func (headroomPolicy) worth(e Explanation, prev uint16, next *Result) bool {
+	return next.Fallback == 0 && spareMoves(e, float64(e.Weight)/float64(prev))
+}
+
+// headroom sets the live backends' targets and returns their sum. Only the
+// ratios of C matter to it.
 func headroom(w []work, t Tuning) float64 {
 	var sumS, sumD float64
 	n := 0
@@ -173,3 +223,20 @@ func (x *work) supply() float64 { return x.c * x.avail * (1 - x.press) }
 // minTarget is a dropped backend's target share: small enough that the floor decides its
 // weight, large enough that damping's logarithms stay finite.
 const minTarget = 1e-4
+
+// spareBand is the part of a backend's spare CPU a reweight must move for the headroom policy
+// to rewrite inside the dead-band; minSpare stands in for a spare capacity measured at or near
+// zero, so that a one-unit change to a saturated backend is not a rewrite by itself.
+const (
+	spareBand = 0.5
+	minSpare  = 0.02
+)
+
+// spareMoves reports whether scaling a backend's traffic by ratio changes its spare CPU by
+// more than spareBand of the smaller of before and after. Spare now is Avail − Own (1 − the
+// CPU's whole use); the service's own CPU Own scales with its traffic.
+func spareMoves(e Explanation, ratio float64) bool {
+	now := max(e.Avail-e.Own, 0)
+	after := max(now-e.Own*(ratio-1), 0)
+	return math.Abs(after-now) > spareBand*max(min(now, after), minSpare)
+}

@@ -230,7 +230,7 @@ func TestHeadroomFallsBackWithoutServiceCPU(t *testing.T) {
 // slowness and the learned factor falls.
 func TestHeadroomLearnsSpeedFromOwnCPU(t *testing.T) {
 	for _, c := range []struct {
-		policy  Policy
+		policy  PolicyName
 		keepsUp bool
 	}{{PolicyHeadroom, true}, {PolicyDynamic, false}} {
 		t.Run(string(c.policy), func(t *testing.T) {

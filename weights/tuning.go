@@ -1,30 +1,9 @@
 package weights
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
-)
-
-// Policy selects how a service's weights are derived. Operators compare policies and fall
-// back to a simpler one when a dynamic decision looks wrong, without redeploying.
-type Policy string
-
-const (
-	// PolicyDynamic derives weights from 1/AL with learned capacity (the seeds' formula; the
-	// headroom policy falls back to it when a backend lacks the service's own CPU).
-	PolicyDynamic Policy = "dynamic"
-	// PolicyStatic uses declared capacity only and ignores load.
-	PolicyStatic Policy = "static"
-	// PolicyEqual gives every live backend the same weight.
-	PolicyEqual Policy = "equal"
-	// PolicyLeastConn approximates weighted least-connections: weight ∝ C/(conns+1).
-	PolicyLeastConn Policy = "least_conn"
-	// PolicyHeadroom (the default) gives each backend the load that leaves every backend the same spare
-	// capacity, from the CPU its service uses and the CPU nobody uses (docs/weights.md,
-	// "The headroom policy").
-	PolicyHeadroom Policy = "headroom"
 )
 
 // PanicMode says what to serve when every backend would get weight 0.
@@ -70,10 +49,10 @@ type Learn struct {
 // Tuning holds every knob of the weighting. The zero value is not valid; start from
 // DefaultTuning, which is the single place where defaults are defined.
 type Tuning struct {
-	Policy   Policy   `toml:"policy"`   // dynamic | static | equal | least_conn; default dynamic
-	Load     Load     `toml:"load"`     // LS coefficients
-	Capacity Capacity `toml:"capacity"` // C coefficients
-	Learn    Learn    `toml:"learn"`    // learned capacity
+	Policy   PolicyName `toml:"policy"`   // headroom | dynamic | static | equal | least_conn; default headroom
+	Load     Load       `toml:"load"`     // LS coefficients
+	Capacity Capacity   `toml:"capacity"` // C coefficients
+	Learn    Learn      `toml:"learn"`    // learned capacity
 	// Alpha is the EWMA smoothing factor the collector applies to samples, in (0,1]; default 0.3.
 	Alpha float64 `toml:"alpha"`
 	// MaxConns is the connection count at which the connection term is saturated; default 1000.
@@ -174,7 +153,7 @@ const (
 // FollowsInFlight reports whether the fast loop runs for this tuning: a period is set and the
 // policy adapts to load (static and equal are fixed splits by choice).
 func (t Tuning) FollowsInFlight() bool {
-	return t.InFlightPeriod > 0 && (t.Policy == PolicyHeadroom || t.Policy == PolicyDynamic || t.Policy == PolicyLeastConn)
+	return t.InFlightPeriod > 0 && !t.Policy.Policy().Fixed()
 }
 
 // Validate reports every problem at once; each error starts with the key it is about,
@@ -262,13 +241,4 @@ func (t Tuning) Validate() []error {
 		bad("panic", "%q is not one of last_good, all", t.Panic)
 	}
 	return errs
-}
-
-// Validate reports whether p names a known policy.
-func (p Policy) Validate() error {
-	switch p {
-	case PolicyDynamic, PolicyStatic, PolicyEqual, PolicyLeastConn, PolicyHeadroom:
-		return nil
-	}
-	return errors.New(fmt.Sprintf("%q is not one of headroom, dynamic, static, equal, least_conn", string(p)))
 }

@@ -105,15 +105,15 @@ const MaxAffinityTimeout = 65535 * time.Second
 
 // Service is one virtual IP balanced over backends.
 type Service struct {
-	Name     string         `toml:"name"`     // unique; shows in cookies' meaning, logs and the API
-	VIP      string         `toml:"vip"`      // IPv4 or IPv6 address answered by the controller's ARP or ND responder; on no host
-	VIPMAC   string         `toml:"vip_mac"`  // optional; default derived from the VIP (locally administered)
-	Protocol string         `toml:"protocol"` // "tcp" (default) or "udp"
-	Port     int            `toml:"port"`     // 1-65535
-	Mode     string         `toml:"mode"`     // "conntrack" (default, keeps connections across reweights) or "stateless"
-	GroupID  int            `toml:"group_id"` // OpenFlow group id, unique, 1..0xffffff00
-	Zone     int            `toml:"zone"`     // conntrack zone; default = group_id (must fit 16 bits)
-	Policy   weights.Policy `toml:"policy"`   // overrides weighting.policy for this service
+	Name     string             `toml:"name"`     // unique; shows in cookies' meaning, logs and the API
+	VIP      string             `toml:"vip"`      // IPv4 or IPv6 address answered by the controller's ARP or ND responder; on no host
+	VIPMAC   string             `toml:"vip_mac"`  // optional; default derived from the VIP (locally administered)
+	Protocol string             `toml:"protocol"` // "tcp" (default) or "udp"
+	Port     int                `toml:"port"`     // 1-65535
+	Mode     string             `toml:"mode"`     // "conntrack" (default, keeps connections across reweights) or "stateless"
+	GroupID  int                `toml:"group_id"` // OpenFlow group id, unique, 1..0xffffff00
+	Zone     int                `toml:"zone"`     // conntrack zone; default = group_id (must fit 16 bits)
+	Policy   weights.PolicyName `toml:"policy"`   // overrides weighting.policy for this service
 	// Datapaths places the service on these switches only (datapath ids as ovs-ofctl shows
 	// them: 16 hex digits, or 0x-prefixed hex); empty places it on every connected switch.
 	Datapaths []string  `toml:"datapaths"`
@@ -312,7 +312,7 @@ func (b *Backend) ParsedIP() netip.Addr { return b.ip }
 func (b *Backend) ParsedMAC() net.HardwareAddr { return b.mac }
 
 // EffectivePolicy is the service's policy or the global one.
-func (c *Config) EffectivePolicy(s *Service) weights.Policy {
+func (c *Config) EffectivePolicy(s *Service) weights.PolicyName {
 	if s.Policy != "" {
 		return s.Policy
 	}

@@ -31,7 +31,7 @@
 // docs/dataplane.md "Exact shares"): Open vSwitch hashes new flows into 16–256 slots sized from
 // the bucket weights, so the planner apportions 256 slots (64 on old or unknown switches) from
 // the computed weights and writes bucket weights that make the switch build exactly that table
-// (OVSSlots models it per version). Options.OVS carries the switch's version; KeepSlots keeps
+// (internal/slots models it per version, for the planner and the simulator alike). Options.OVS carries the switch's version; KeepSlots keeps
 // stateless groups' slots in place across reweights; Layout reports the realised shares.
 //
 // The wire encodings of the Nicira actions live in controller/nx; this package must not

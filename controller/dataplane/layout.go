@@ -1,10 +1,10 @@
 package dataplane
 
 import (
-	"cmp"
 	"fmt"
-	"net"
 	"slices"
+
+	"flowweight/internal/slots"
 )
 
 // How computed weights become buckets (docs/dataplane.md, "Exact shares"). The controller
@@ -12,89 +12,17 @@ import (
 // later, 64 on older or unknown switches (LayoutSlots) — and writes bucket weights that make
 // Open vSwitch build exactly that table, so the realised split is the computed one to 1/N:
 //
-//   - conntrack mode, one bucket per live backend whose weight is its slot count; the counts
-//     sum to N. When every count is at least 2 the switch would build a smaller table (it sizes
-//     the table by total/smallest weight), so one slot of the first backend moves to an extra
-//     bucket of weight 1 at the end with the same action: total N, smallest 1, so the table has
-//     N slots and Webster gives every bucket exactly its weight. A group with a single live
-//     backend needs no extra bucket.
+//   - conntrack mode, one bucket per live backend whose weight is its slot count, plus at
+//     most one bucket of weight 1 that fixes the table's size (slots.Weighted); the counts
+//     (slots.Apportion) sum to N.
 //   - stateless mode, N buckets of weight 1: Webster then maps slot i to bucket i, so the
 //     controller decides each slot's backend, and KeepSlots keeps every slot whose backend
 //     still has room when shares change — the fewest slots move, and connections hashed to
 //     the others keep their backend. If N buckets would not fit one 64 KiB GROUP_MOD the
 //     stateless group uses the conntrack-style layout instead.
 
-// LayoutSlots is the slot-table size the controller lays groups out for on Open vSwitch v:
-// 256 from 2.17, 64 for older and unknown switches (64 slots stay inside every dp_hash limit).
-func LayoutSlots(v OVSVersion) int {
-	if v.MaxHash() >= 256 {
-		return 256
-	}
-	return 64
-}
-
 // maxGroupMod is the largest OpenFlow message: its length field is 16 bits.
 const maxGroupMod = 0xffff
-
-// Apportion divides n slots among weights in proportion, by largest remainder (ties to the
-// earlier weight). A positive weight gets at least one slot while there are at least as many
-// slots as positive weights: the slot is taken from the backend that is most over its exact
-// quota and has two or more. With more positive weights than slots, some get none: the split
-// is then the closest one the table can hold (no minimum).
-func Apportion(weights []uint16, n int) []int { return apportion(weights, n, true) }
-
-// apportion is Apportion, with the lift to one slot only when lift is set.
-func apportion(weights []uint16, n int, lift bool) []int {
-	out := make([]int, len(weights))
-	total, live := 0, 0
-	for _, w := range weights {
-		total += int(w)
-		if w > 0 {
-			live++
-		}
-	}
-	if total == 0 || n <= 0 {
-		return out
-	}
-	// Integer arithmetic: quota of i is n·w/total = out[i] + rem[i]/total.
-	rem := make([]int, len(weights))
-	given := 0
-	for i, w := range weights {
-		out[i] = n * int(w) / total
-		rem[i] = n * int(w) % total
-		given += out[i]
-	}
-	order := make([]int, 0, len(weights))
-	for i := range weights {
-		order = append(order, i)
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rem[b], rem[a]) })
-	for j := 0; given < n; j++ {
-		out[order[j]]++ // at most one each: the remainders sum to less than one slot per weight
-		given++
-	}
-	if live > n || !lift {
-		return out
-	}
-	for i, w := range weights {
-		if w == 0 || out[i] > 0 {
-			continue
-		}
-		// excess of j over its quota, in units of 1/total: out[j]·total − n·w[j].
-		donor := -1
-		for j := range weights {
-			if out[j] < 2 {
-				continue
-			}
-			if donor < 0 || out[j]*total-n*int(weights[j]) > out[donor]*total-n*int(weights[donor]) {
-				donor = j
-			}
-		}
-		out[donor]-- // exists: live ≤ n and some live weight has no slot, so another has two
-		out[i]++
-	}
-	return out
-}
 
 // bucketPlan is one planned bucket: the backend it sends to and its weight.
 type bucketPlan struct {
@@ -106,8 +34,8 @@ type bucketPlan struct {
 type GroupLayout struct {
 	// N is the table size the buckets were laid out for (LayoutSlots of the switch).
 	N int
-	// Table is the slot table Open vSwitch builds for the buckets (OVSSlots).
-	Table SlotTable
+	// Table is the slot table Open vSwitch builds for the buckets (slots.OVS).
+	Table slots.Table
 	// Backends lists the live backends (reachable, weight > 0) in Index order. With more live
 	// backends than slots some have Slots 0 and no bucket.
 	Backends []BackendSlots
@@ -169,7 +97,7 @@ func groupLayout(live []Backend, buckets []bucketPlan, n int, notes []Note, opt 
 	for i, b := range buckets {
 		w[i] = b.weight
 	}
-	l := GroupLayout{N: n, Table: OVSSlots(w, opt.OVS), Notes: notes}
+	l := GroupLayout{N: n, Table: slots.OVS(w, opt.OVS), Notes: notes}
 	for _, b := range live {
 		l.Backends = append(l.Backends, BackendSlots{Index: b.Index, Name: b.Name, Weight: b.Weight})
 	}
@@ -196,20 +124,20 @@ func layoutBuckets(s Service, live []Backend, opt Options, actionLen func(i int)
 	if len(live) == 0 {
 		return nil, 0, nil
 	}
-	n := LayoutSlots(opt.OVS)
+	n := slots.Size(opt.OVS)
 	w := make([]uint16, len(live))
 	total := 0
 	for i, b := range live {
 		w[i] = b.Weight
 		total += int(b.Weight)
 	}
-	slots, plain := Apportion(w, n), apportion(w, n, false)
+	count, plain := slots.Apportion(w, n), slots.Nearest(w, n)
 	var notes []Note
 	zero := 0
 	for i, b := range live {
 		exact := float64(b.Weight) / float64(total)
 		switch {
-		case slots[i] == 0:
+		case count[i] == 0:
 			zero++
 		case plain[i] == 0:
 			notes = append(notes, Note{Key: fmt.Sprintf("%s backend %s lifted", s.Name, b.Name),
@@ -220,7 +148,7 @@ func layoutBuckets(s Service, live []Backend, opt Options, actionLen func(i int)
 	if zero > 0 {
 		worst := 0.0
 		for i, b := range live {
-			worst = max(worst, abs(float64(slots[i])/float64(n)-float64(b.Weight)/float64(total)))
+			worst = max(worst, abs(float64(count[i])/float64(n)-float64(b.Weight)/float64(total)))
 		}
 		notes = append(notes, Note{Key: s.Name + " starved",
 			Text: fmt.Sprintf("service %q: %d live backends for %d slots: %d get no slot; largest share error %.2f points",
@@ -230,35 +158,21 @@ func layoutBuckets(s Service, live []Backend, opt Options, actionLen func(i int)
 	if perSlot && actionLen != nil {
 		size := 8 + groupModFixedLen
 		for i := range live {
-			size += slots[i] * (bucketFixedLen + actionLen(i))
+			size += count[i] * (bucketFixedLen + actionLen(i))
 		}
 		perSlot = size <= maxGroupMod
 	}
 	var out []bucketPlan
 	if perSlot {
 		for i := range live {
-			for range slots[i] {
+			for range count[i] {
 				out = append(out, bucketPlan{backend: i, weight: 1})
 			}
 		}
 		return out, n, notes
 	}
-	least := 0
-	for i := range live {
-		if slots[i] == 0 {
-			continue
-		}
-		out = append(out, bucketPlan{backend: i, weight: uint16(slots[i])})
-		if least == 0 || slots[i] < least {
-			least = slots[i]
-		}
-	}
-	if len(out) > 1 && least > 1 {
-		// The first bucket's backend lends the slot: which backends have buckets, in which
-		// order, then stays the same while the shares move (a restarted controller finds the
-		// same bucket list), and every count is at least 2, so the lender keeps a slot.
-		out[0].weight--
-		out = append(out, bucketPlan{backend: out[0].backend, weight: 1})
+	for _, b := range slots.Weighted(count) {
+		out = append(out, bucketPlan{backend: b.Part, weight: b.Weight})
 	}
 	return out, n, notes
 }
@@ -322,22 +236,4 @@ func unitWeights(g Group) bool {
 		}
 	}
 	return len(g.Buckets) > 0
-}
-
-// SlotsFor returns the slots of the switch's table that each of the computed weights (in
-// order) gets under the controller's layout on Open vSwitch v, and the table's size — what
-// Layout reports for a service whose backends are all reachable. The simulator uses it so
-// that its dispatch is exactly what the switch would do.
-func SlotsFor(weights []uint16, v OVSVersion) (slots []int, n int) {
-	s := Service{Name: "sim", Mode: ModeConntrack}
-	for i, w := range weights {
-		s.Backends = append(s.Backends, Backend{Index: uint16(i), Weight: w, SwitchPort: uint32(i + 1),
-			MAC: net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)}})
-	}
-	l := Layout(s, Options{OVS: v})
-	slots = make([]int, len(weights))
-	for _, b := range l.Backends {
-		slots[b.Index] = b.Slots
-	}
-	return slots, l.Table.NHash
 }

@@ -104,12 +104,12 @@ func TestDesired(t *testing.T) {
 		{
 			// 256 slots from 2.17: 170.7/85.3 round to 171/85, and one slot of a moves to
 			// the extra bucket so the switch builds 256 slots.
-			name: "conntrack on Open vSwitch 3.1.0", services: []Service{ct}, opt: Options{OVS: OVSVersion{3, 1, 0}},
+			name: "conntrack on Open vSwitch 3.1.0", services: []Service{ct}, opt: Options{OVS: OVSVersion{Major: 3, Minor: 1, Patch: 0}},
 			flows:   append(ctPerService(1, 0, 1), conntrackShared()...),
 			weights: map[uint32][]uint16{10: {170, 85, 1}},
 		},
 		{
-			name: "stateless on Open vSwitch 3.1.0", services: []Service{sl}, opt: Options{OVS: OVSVersion{3, 1, 0}},
+			name: "stateless on Open vSwitch 3.1.0", services: []Service{sl}, opt: Options{OVS: OVSVersion{Major: 3, Minor: 1, Patch: 0}},
 			flows: []flowID{{TableClassify, KindARP, 1, X}, {TableClassify, KindVIP, 1, X},
 				{TableClassify, KindReturn, 1, 0}, {TableClassify, KindReturn, 1, 1}},
 			weights: map[uint32][]uint16{10: ones(256)},

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"flowweight/controller/ofswitch"
+	"flowweight/internal/slots"
 
 	"github.com/netrack/openflow/ofp"
 )
@@ -151,7 +152,7 @@ func TestOVSSlotTableMatchesModel(t *testing.T) {
 			t.Fatalf("%s: adding the group: %v", vc.name, err)
 		}
 		got := log.next()
-		want := OVSSlots(weightsOf(vc.group), v)
+		want := slots.OVS(weightsOf(vc.group), v)
 		if got.nHash != want.NHash || got.fallback != want.Fallback || (!got.fallback && !slices.Equal(got.hits, want.Hits)) {
 			t.Errorf("%s (weights %v): switch built n=%d fallback=%v hits=%v; model n=%d fallback=%v hits=%v",
 				vc.name, short(weightsOf(vc.group)), got.nHash, got.fallback, short(got.hits), want.NHash, want.Fallback, short(want.Hits))

@@ -10,183 +10,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"flowweight/internal/slots"
 )
 
 var (
-	ovs216 = OVSVersion{2, 16, 0}
-	ovs310 = OVSVersion{3, 1, 0}
-	ovs316 = OVSVersion{3, 1, 6}
-	ovs350 = OVSVersion{3, 5, 0}
+	ovs216 = OVSVersion{Major: 2, Minor: 16, Patch: 0}
+	ovs310 = OVSVersion{Major: 3, Minor: 1, Patch: 0}
+	ovs316 = OVSVersion{Major: 3, Minor: 1, Patch: 6}
+	ovs350 = OVSVersion{Major: 3, Minor: 5, Patch: 0}
 )
-
-func TestParseOVSVersion(t *testing.T) {
-	cases := []struct {
-		in   string
-		want OVSVersion
-		ok   bool
-	}{
-		{"3.1.0", ovs310, true},
-		{" 2.17.9\x00", OVSVersion{2, 17, 9}, true},
-		{"3.3.0-rc1", OVSVersion{3, 3, 0}, true},
-		{"3.1.0+dfsg", ovs310, true},
-		{"2.9", OVSVersion{2, 9, 0}, true},
-		{"", OVSVersion{}, false},
-		{"Open vSwitch", OVSVersion{}, false},
-		{"3", OVSVersion{}, false},
-		{"3.1.0.1", OVSVersion{}, false},
-		{"3..1", OVSVersion{}, false},
-		{"03.1.0", OVSVersion{}, false},
-		{"0.0.0", OVSVersion{}, false},
-		{"99999.1.0", OVSVersion{}, false},
-	}
-	for _, c := range cases {
-		got, err := ParseOVSVersion(c.in)
-		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("ParseOVSVersion(%q) = %v, %v; want %v, ok=%v", c.in, got, err, c.want, c.ok)
-		}
-		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("%q", strings.TrimSpace(c.in))) {
-			t.Errorf("ParseOVSVersion(%q): error %q does not name the input", c.in, err)
-		}
-	}
-}
-
-func FuzzParseOVSVersion(f *testing.F) {
-	for _, s := range []string{"3.1.0", "2.17.12", "3.3.0-rc1", "x", "1.2.3.4", "0.0.0"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		v, err := ParseOVSVersion(s)
-		if err != nil {
-			if v.Known() {
-				t.Fatalf("ParseOVSVersion(%q) failed but returned %v", s, v)
-			}
-			return
-		}
-		if !v.Known() {
-			t.Fatalf("ParseOVSVersion(%q) = zero version without error", s)
-		}
-		again, err := ParseOVSVersion(v.String())
-		if err != nil || again != v {
-			t.Fatalf("ParseOVSVersion(%q) = %v does not round-trip: %v, %v", s, v, again, err)
-		}
-	})
-}
-
-func TestVersionRules(t *testing.T) {
-	cases := []struct {
-		v      OVSVersion
-		max    int
-		term   bool
-		layout int
-	}{
-		{OVSVersion{}, 64, false, 64},
-		{OVSVersion{2, 9, 0}, 0, false, 64},
-		{OVSVersion{2, 10, 0}, 64, false, 64},
-		{ovs216, 64, false, 64},
-		{OVSVersion{2, 17, 0}, 256, false, 256},
-		{OVSVersion{3, 0, 8}, 256, false, 256},
-		{ovs310, 256, false, 256},
-		{OVSVersion{3, 1, 5}, 256, false, 256},
-		{ovs316, 256, true, 256},
-		{OVSVersion{3, 2, 3}, 256, false, 256},
-		{OVSVersion{3, 2, 4}, 256, true, 256},
-		{OVSVersion{3, 3, 2}, 256, false, 256},
-		{OVSVersion{3, 3, 3}, 256, true, 256},
-		{OVSVersion{3, 4, 0}, 256, false, 256},
-		{OVSVersion{3, 4, 1}, 256, true, 256},
-		{ovs350, 256, true, 256},
-		{OVSVersion{4, 0, 0}, 256, true, 256},
-	}
-	for _, c := range cases {
-		if got := c.v.MaxHash(); got != c.max {
-			t.Errorf("%v.MaxHash() = %d, want %d", c.v, got, c.max)
-		}
-		if got := c.v.BucketTerm(); got != c.term {
-			t.Errorf("%v.BucketTerm() = %v, want %v", c.v, got, c.term)
-		}
-		if got := LayoutSlots(c.v); got != c.layout {
-			t.Errorf("LayoutSlots(%v) = %d, want %d", c.v, got, c.layout)
-		}
-	}
-}
-
-// TestOVSSlots holds the tables measured or logged on Open vSwitch (docs/dataplane.md) and the
-// version rules.
-func TestOVSSlots(t *testing.T) {
-	cases := []struct {
-		name     string
-		w        []uint16
-		v        OVSVersion
-		n        int
-		hits     []int
-		fallback bool
-	}{
-		{"700/200/100 on 3.1.0: 16 slots", []uint16{700, 200, 100}, ovs310, 16, []int{11, 3, 2}, false},
-		{"equal thirds on 3.1.0", []uint16{334, 333, 333}, ovs310, 16, []int{6, 5, 5}, false},
-		{"25:50:100 on 3.1.0", []uint16{25, 50, 100}, ovs310, 16, []int{2, 5, 9}, false},
-		{"178/51/26/1 on 3.1.0: one slot per unit", []uint16{178, 51, 26, 1}, ovs310, 256, []int{178, 51, 26, 1}, false},
-		{"zero bucket gets nothing", []uint16{0, 500, 500}, ovs310, 16, []int{0, 8, 8}, false},
-		{"1:999 needs 1024 slots: fallback", []uint16{1, 999}, ovs310, 0, []int{0, 0}, true},
-		{"1:200 on 2.16 needs 256 > 64: fallback", []uint16{1, 200}, ovs216, 0, []int{0, 0}, true},
-		{"1:200 on 3.1.0: 256", []uint16{1, 200}, ovs310, 256, []int{1, 255}, false},
-		{"anything before 2.10 falls back", []uint16{1, 1}, OVSVersion{2, 9, 0}, 0, []int{0, 0}, true},
-		{"10 equal buckets on 3.1.0: 16 slots", slices.Repeat([]uint16{1}, 10), ovs310, 16, []int{2, 2, 2, 2, 2, 2, 1, 1, 1, 1}, false},
-		{"10 equal buckets on 3.1.6: 4·10 → 64 slots", slices.Repeat([]uint16{1}, 10), ovs316, 64, []int{7, 7, 7, 7, 6, 6, 6, 6, 6, 6}, false},
-		{"no weight: no table", []uint16{0, 0}, ovs310, 0, []int{0, 0}, false},
-		{"no buckets", nil, ovs310, 0, []int{}, false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got := OVSSlots(c.w, c.v)
-			if got.NHash != c.n || got.Fallback != c.fallback || !reflect.DeepEqual(got.Hits, c.hits) {
-				t.Errorf("OVSSlots(%v, %v) = n %d fallback %v hits %v; want n %d fallback %v hits %v",
-					c.w, c.v, got.NHash, got.Fallback, got.Hits, c.n, c.fallback, c.hits)
-			}
-			if len(got.Bucket) != got.NHash {
-				t.Errorf("slot map has %d entries for %d slots", len(got.Bucket), got.NHash)
-			}
-		})
-	}
-	// Equal weights: Webster hands slot i to bucket i mod n (ties to the earlier bucket); the
-	// stateless layout relies on it.
-	tab := OVSSlots(slices.Repeat([]uint16{1}, 256), ovs310)
-	for i, b := range tab.Bucket {
-		if b != i {
-			t.Fatalf("256 unit buckets: slot %d goes to bucket %d, want %d", i, b, i)
-		}
-	}
-	tab = OVSSlots(slices.Repeat([]uint16{1}, 64), ovs350) // 4·64 = 256 slots
-	for i, b := range tab.Bucket {
-		if b != i%64 {
-			t.Fatalf("64 unit buckets on 3.5.0: slot %d goes to bucket %d, want %d", i, b, i%64)
-		}
-	}
-}
-
-func TestApportion(t *testing.T) {
-	cases := []struct {
-		w    []uint16
-		n    int
-		want []int
-	}{
-		{[]uint16{700, 200, 100}, 256, []int{179, 51, 26}},
-		{[]uint16{699, 199, 102}, 256, []int{179, 51, 26}},
-		{[]uint16{600, 400}, 256, []int{154, 102}},
-		{[]uint16{1, 1, 1}, 256, []int{86, 85, 85}},
-		{[]uint16{970, 20, 10}, 256, []int{248, 5, 3}},
-		{[]uint16{1000, 1}, 256, []int{255, 1}},           // lifted from 0.26 slots to 1
-		{[]uint16{1000, 1, 1, 1}, 16, []int{13, 1, 1, 1}}, // three lifts
-		{[]uint16{0, 5, 0}, 64, []int{0, 64, 0}},
-		{[]uint16{1, 1, 1}, 2, []int{1, 1, 0}}, // more live than slots: no minimum
-		{[]uint16{0, 0}, 64, []int{0, 0}},
-		{nil, 64, []int{}},
-	}
-	for _, c := range cases {
-		if got := Apportion(c.w, c.n); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("Apportion(%v, %d) = %v, want %v", c.w, c.n, got, c.want)
-		}
-	}
-}
 
 // liveService is a service with the given weights on reachable backends.
 func liveService(mode Mode, w []uint16) Service {
@@ -214,7 +47,7 @@ func checkLayout(t *testing.T, s Service, opt Options) GroupLayout {
 			g = x
 		}
 	}
-	tab := OVSSlots(weightsOf(g), opt.OVS)
+	tab := slots.OVS(weightsOf(g), opt.OVS)
 	if !reflect.DeepEqual(tab, l.Table) {
 		t.Fatalf("Layout's table %v differs from the table of Desired's group", l.Table)
 	}
@@ -235,7 +68,7 @@ func checkLayout(t *testing.T, s Service, opt Options) GroupLayout {
 	for i, b := range l.Backends {
 		w[i] = b.Weight
 	}
-	want := Apportion(w, l.N)
+	want := slots.Apportion(w, l.N)
 	for i, b := range l.Backends {
 		if b.Slots*l.N != want[i]*tab.NHash {
 			t.Errorf("backend %s: %d of %d slots, want %d of %d", b.Name, b.Slots, tab.NHash, want[i], l.N)
@@ -316,7 +149,7 @@ func TestLayoutRandom(t *testing.T) {
 			s := liveService(mode, w)
 			l := Layout(s, Options{})
 			g := Desired([]Service{s}, Options{})
-			tab := OVSSlots(weightsOf(g.Groups[0]), ovs350)
+			tab := slots.OVS(weightsOf(g.Groups[0]), ovs350)
 			if tab.Fallback || tab.NHash%64 != 0 {
 				t.Fatalf("64-slot layout of %v on 3.5.0: %d slots, fallback %v", w, tab.NHash, tab.Fallback)
 			}
@@ -372,7 +205,7 @@ func TestKeepSlots(t *testing.T) {
 		if !sw.State().Equal(d1) {
 			t.Fatal("switch does not hold the kept layout")
 		}
-		old, now := Apportion(before, 256), Apportion(after, 256)
+		old, now := slots.Apportion(before, 256), slots.Apportion(after, 256)
 		minMoves := 0
 		for i := range k {
 			minMoves += max(0, now[i]-old[i])
@@ -453,29 +286,6 @@ func benchVectors() []benchVector {
 	}
 }
 
-func TestSlotsFor(t *testing.T) {
-	cases := []struct {
-		w     []uint16
-		v     OVSVersion
-		slots []int
-		n     int
-	}{
-		{[]uint16{700, 200, 100}, ovs310, []int{179, 51, 26}, 256},
-		{[]uint16{334, 333, 333}, ovs310, []int{86, 85, 85}, 256},
-		{[]uint16{0, 500, 500}, ovs310, []int{0, 128, 128}, 256},
-		{[]uint16{1, 999}, ovs310, []int{1, 255}, 256},
-		{[]uint16{700, 200, 100}, ovs216, []int{45, 13, 6}, 64},
-		{[]uint16{5}, ovs310, []int{16}, 16}, // one bucket: the switch's smallest table, all to it
-		{[]uint16{0, 0}, ovs310, []int{0, 0}, 0},
-	}
-	for _, c := range cases {
-		slots, n := SlotsFor(c.w, c.v)
-		if !slices.Equal(slots, c.slots) || n != c.n {
-			t.Errorf("SlotsFor(%v, %v) = %v of %d, want %v of %d", c.w, c.v, slots, n, c.slots, c.n)
-		}
-	}
-}
-
 // TestReadBackSlotLayout: both layouts survive the switch's encoding (EncodeGroupDesc →
 // DecodeGroupDesc) unchanged, and Locations finds every backend of a stateless group although
 // each has many buckets.
@@ -546,6 +356,40 @@ func TestBucketListStable(t *testing.T) {
 		a2, extra2 := actions(w2)
 		if extra1 && extra2 && !slices.Equal(a1, a2) {
 			t.Fatalf("weights %v and %v give different bucket lists", w1, w2)
+		}
+	}
+}
+
+// TestLayoutIsSlotsFor: the simulator dispatches through slots.For, a function of plain
+// weights; the planner lays a service out with Layout. For every weight vector they give
+// each backend the same slots of the same table, zero weights and unreachable backends
+// aside.
+func TestLayoutIsSlotsFor(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	vectors := [][]uint16{{700, 200, 100}, {334, 333, 333}, {0, 500, 500}, {1, 999}, {5}, {0, 0}, {1000, 1, 1, 1}}
+	for _, v := range benchVectors() {
+		vectors = append(vectors, v.weights)
+	}
+	for range 300 {
+		w := make([]uint16, 1+rng.IntN(300))
+		for i := range w {
+			if rng.IntN(5) > 0 {
+				w[i] = uint16(rng.IntN(2000))
+			}
+		}
+		vectors = append(vectors, w)
+	}
+	for _, w := range vectors {
+		for _, v := range []OVSVersion{{}, ovs216, ovs310, ovs316, ovs350} {
+			l := Layout(liveService(ModeConntrack, w), Options{OVS: v})
+			got := make([]int, len(w))
+			for _, b := range l.Backends {
+				got[b.Index] = b.Slots
+			}
+			want, n := slots.For(w, v)
+			if !slices.Equal(got, want) || l.Table.NHash != n {
+				t.Fatalf("weights %v on %v: Layout gives %v of %d, slots.For %v of %d", w, v, got, l.Table.NHash, want, n)
+			}
 		}
 	}
 }

@@ -25,7 +25,7 @@
 //     weights change only when weights.Worth says so (each change is one rewrite).
 //   - Optionally the weighted dispatch goes through Open vSwitch's select group as the
 //     controller lays it out: each new connection hashes into a 256-slot table rebuilt on
-//     every weight change (controller/dataplane's exact model, see slots.go).
+//     every weight change (internal/slots's exact model, see slots.go).
 //
 // Everything is driven by the seed: two random streams (arrivals and sizes; dispatch), so
 // every policy sees exactly the same jobs, and the same seed always gives the same Result.

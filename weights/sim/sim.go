@@ -82,8 +82,8 @@ const (
 // Policies lists every policy in the order tables show them.
 var Policies = []Policy{RoundRobin, LeastConn, Static, Oracle, Dynamic, Headroom, WeightsEqual, WeightsStatic, WeightsLeastConn}
 
-// weightsPolicy returns the weights.Policy a pipeline policy runs, or "" for the others.
-func (p Policy) weightsPolicy() weights.Policy {
+// weightsPolicy returns the weights.PolicyName a pipeline policy runs, or "" for the others.
+func (p Policy) weightsPolicy() weights.PolicyName {
 	switch p {
 	case Dynamic:
 		return weights.PolicyDynamic

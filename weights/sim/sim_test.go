@@ -223,7 +223,7 @@ func TestBusyTimeAndQueueLength(t *testing.T) {
 }
 
 // TestOVSSlots: the simulator's slot table is the controller's 256-slot layout through the
-// exact Open vSwitch model (controller/dataplane), not the 16-slot steps of raw weights.
+// exact Open vSwitch model (internal/slots), not the 16-slot steps of raw weights.
 func TestOVSSlots(t *testing.T) {
 	cases := []struct {
 		name string
