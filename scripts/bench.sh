@@ -4,7 +4,7 @@
 # Steps (each command is the one docs/benchmarks.md quotes, with short -benchtime):
 #   weights          go test -bench Compute ./weights                 (docs/benchmarks.md)
 #   sim-bench        go test -bench RunDynamic ./weights/sim/          (docs/benchmarks.md)
-#   report           go test -bench Open ./collector/report/           (docs/benchmarks.md)
+#   report           go test -bench Open ./internal/report/           (docs/benchmarks.md)
 #   push             go test -bench 'Ingest|Loopback' ./collector/push/ (docs/benchmarks.md)
 #   snmp             go test -bench . ./collector/snmp/ and -tags integration PollSnmpd (docs/benchmarks.md)
 #   probe-sample     go test -bench SampleHost ./probe/sample          (docs/benchmarks.md)
@@ -43,7 +43,7 @@ steps=(weights sim-bench report push snmp probe-sample ofswitch plan fwsim peers
 declare -A cmd=(
 	[weights]="go test -run '^\$' -bench Compute -benchmem -benchtime 1000x -count 2 ./weights"
 	[sim-bench]="go test -run '^\$' -bench RunDynamic -benchtime 5x -count 2 ./weights/sim/"
-	[report]="go test -run '^\$' -bench Open -benchmem -benchtime 100000x -cpu 1 -count 2 ./collector/report/"
+	[report]="go test -run '^\$' -bench Open -benchmem -benchtime 100000x -cpu 1 -count 2 ./internal/report/"
 	[push]="go test -run '^\$' -bench 'Ingest|Loopback' -benchmem -benchtime 50000x -cpu 1 -count 2 ./collector/push/"
 	[snmp]="go test -run '^\$' -bench . -benchtime 2000x -count 2 ./collector/snmp/ && go test -tags integration -run '^\$' -bench PollSnmpd -benchtime 100x -count 2 ./collector/snmp/"
 	[probe-sample]="go test -run '^\$' -bench SampleHost -benchmem -benchtime 1000x -count 2 ./probe/sample"

@@ -9,7 +9,7 @@ import (
 	"errors"
 	"fmt"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 	"math"
 	"net"
 	"net/netip"

@@ -35,12 +35,12 @@ import (
 	"syscall"
 	"time"
 
-	"flowweight/collector/report"
 	"flowweight/controller/balancer"
 	"flowweight/controller/config"
 	"flowweight/controller/dataplane"
 	"flowweight/controller/switchsync"
 	"flowweight/e2e/lab"
+	"flowweight/internal/report"
 	"flowweight/weights"
 
 	"github.com/prometheus/client_golang/prometheus"
