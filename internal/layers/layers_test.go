@@ -27,11 +27,13 @@ var rules = []struct {
 		[]string{"flowweight/weights/sim"}},
 	// The simulator may use the planner's exact slot model, nothing else of the controller.
 	{"flowweight/weights/sim", []string{"flowweight/collector", "flowweight/probe", "flowweight/controller/balancer",
-		"flowweight/controller/switchsync", "flowweight/controller/ofswitch", "os", "net", "log/slog"}, []string{"flowweight/weights/sim/cmd"}},
+		"flowweight/controller/switchsync", "flowweight/controller/ofswitch", "os", "net", "log/slog"}, nil},
 	// The collector ingests and keeps state; it does not compute placement or talk OpenFlow.
 	{"flowweight/collector", []string{"flowweight/controller", "flowweight/probe"}, nil},
-	// The probe shares only the wire format and the shared code with the collector.
-	{"flowweight/probe", []string{"flowweight/controller", "flowweight/collector/push", "flowweight/collector/snmp", "flowweight/weights"}, nil},
+	// The probe shares only the wire format (internal/report) and the shared code with the collector.
+	{"flowweight/probe", []string{"flowweight/controller", "flowweight/collector", "flowweight/weights"}, nil},
+	// The products and the shared code know nothing of the tools and the lab harness above them.
+	{"flowweight/", []string{"flowweight/cmd", "flowweight/e2e"}, []string{"flowweight/cmd", "flowweight/e2e"}},
 	// An intent is values: built by the balancer, read by the syncers.
 	{"flowweight/controller/intent", []string{"flowweight/controller/balancer", "flowweight/controller/switchsync",
 		"flowweight/controller/ofswitch", "flowweight/controller/config", "flowweight/collector", "os", "log/slog"}, nil},
@@ -59,6 +61,7 @@ func TestImportRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	imports := map[string]map[string]string{} // package -> import -> a file importing it
+	mains := map[string]bool{}                // packages named main
 	fset := token.NewFileSet()
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -81,6 +84,9 @@ func TestImportRules(t *testing.T) {
 		pkg := module + "/" + filepath.ToSlash(rel)
 		if imports[pkg] == nil {
 			imports[pkg] = map[string]string{}
+		}
+		if f.Name.Name == "main" {
+			mains[pkg] = true
 		}
 		for _, im := range f.Imports {
 			p, _ := strconv.Unquote(im.Path.Value)
@@ -117,9 +123,21 @@ func TestImportRules(t *testing.T) {
 	}
 	// Nothing but the binary, its API and the tools above it imports the balancer.
 	for pkg, ims := range imports {
-		if _, ok := ims["flowweight/controller/balancer"]; ok &&
-			pkg != "flowweight/controller" && pkg != "flowweight/controller/api" && !under(pkg, "flowweight/e2e") {
-			t.Errorf("%s imports the balancer: only the controller binary, its API and e2e tools may", pkg)
+		if _, ok := ims["flowweight/controller/balancer"]; ok && pkg != "flowweight/controller" &&
+			pkg != "flowweight/controller/api" && !under(pkg, "flowweight/cmd") && !under(pkg, "flowweight/e2e") {
+			t.Errorf("%s imports the balancer: only the controller binary, its API, the tools (cmd/) and e2e may", pkg)
+		}
+	}
+	// The two products are the main packages at controller/ and probe/; every other command
+	// is a tool and lives under cmd/, so the layout tells the products from the tools.
+	for pkg := range mains {
+		if pkg != "flowweight/controller" && pkg != "flowweight/probe" && !under(pkg, "flowweight/cmd") {
+			t.Errorf("%s is a main package outside cmd/: only controller/ and probe/ are products, tools go under cmd/", pkg)
+		}
+	}
+	for _, want := range []string{"flowweight/controller", "flowweight/probe", "flowweight/cmd/fwsim"} {
+		if !mains[want] {
+			t.Errorf("%s is not a main package: the main-package rule reads package clauses wrongly", want)
 		}
 	}
 	t.Logf("%d rules over %d packages", checked, len(imports))
