@@ -69,8 +69,8 @@ type frame struct {
 }
 
 // frameOf is the framing rule: versions 1 and 2, an id of 1..MaxIDLen bytes, a health error
-// of at most MaxHealthErrorLen bytes, checked in that order (docs/push-protocol.md, checks 3
-// to 5). The largest frame, 320 bytes, is well under MaxDatagram.
+// of at most MaxHealthErrorLen bytes, checked in that order (docs/push-protocol.md, checks 4
+// and 5; a frame's size is check 6). The largest frame, 320 bytes, is well under MaxDatagram.
 func frameOf(version byte, idLen, errLen int) (frame, fault) {
 	switch {
 	case version != Version1 && version != Version2:
