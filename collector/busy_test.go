@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 	"flowweight/weights"
 )
 

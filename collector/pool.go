@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 	"flowweight/weights"
 
 	"flowweight/internal/fraction"

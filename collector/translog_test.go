@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 	"flowweight/weights"
 )
 

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"flowweight/collector/report"
 	"flowweight/controller/config"
+	"flowweight/internal/report"
 )
 
 // keyCommand prints the push key of one probe backend, derived from collector.secret_file and

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"flowweight/collector/report"
 	"flowweight/controller/config"
+	"flowweight/internal/report"
 )
 
 func TestKeyCommand(t *testing.T) {

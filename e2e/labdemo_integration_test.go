@@ -19,7 +19,7 @@ import (
 	"flowweight/e2e/lab"
 )
 
-// labStateDir is where scripts/lab.sh records the running lab (e2e/cmd/lab DefaultStateDir).
+// labStateDir is where scripts/lab.sh records the running lab (cmd/lab DefaultStateDir).
 const labStateDir = "/run/flowweight-lab"
 
 // labDemoState is the part of the lab's state file this test reads (redeclared, as the

@@ -24,11 +24,11 @@ import (
 	"flowweight/e2e/lab"
 )
 
-// buildBackendd builds e2e/backendd into dir (never into the source tree).
+// buildBackendd builds cmd/backendd into dir (never into the source tree).
 func buildBackendd(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "backendd")
-	out, err := exec.Command("go", "build", "-o", bin, "flowweight/e2e/backendd").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "flowweight/cmd/backendd").CombinedOutput()
 	if err != nil {
 		t.Fatalf("build backendd: %v\n%s", err, out)
 	}

@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"flowweight/collector/report"
 	"flowweight/internal/health"
+	"flowweight/internal/report"
 	"flowweight/probe/agent"
 	"flowweight/probe/agentcheck"
 	"flowweight/probe/config"

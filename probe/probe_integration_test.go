@@ -21,7 +21,7 @@ import (
 
 	"github.com/shirou/gopsutil/v4/mem"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // lockedBuffer collects the probe's log for failure messages.

@@ -18,7 +18,7 @@
 #   After WARMUP seconds (default 5) it measures each process for DURATION seconds (default 60):
 #   utime+stime delta from /proc/PID/stat, and VmHWM/VmRSS from /proc/PID/status at the end,
 #   as scripts/probe-footprint.sh does. The scraper/poller itself is not measured.
-# Part 2 (collector cost): scripts/benchpeers "cost" against the same snmpd: N = COST_N
+# Part 2 (collector cost): cmd/benchpeers "cost" against the same snmpd: N = COST_N
 #   backends updated once per COST_PERIOD for COST_PERIODS periods, by SNMP polls (N pollers,
 #   one real snmpd) and by push (N simulated probes in a child process, real push.Server).
 #
@@ -56,7 +56,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd "$root" && go build -o "$work/probe" ./probe && go build -o "$work/benchpeers" ./scripts/benchpeers)
+(cd "$root" && go build -o "$work/probe" ./probe && go build -o "$work/benchpeers" ./cmd/benchpeers)
 bp=$work/benchpeers
 
 # --- what ran where -------------------------------------------------------------------------

@@ -7,7 +7,7 @@
 #                                exits 1 when no lab runs
 #   bash scripts/lab.sh down     stop the lab and remove everything it made; idempotent
 #
-# The lab is held by a supervisor process (`lab serve`, e2e/cmd/lab) in its own session; its
+# The lab is held by a supervisor process (`lab serve`, cmd/lab) in its own session; its
 # state is in /run/flowweight-lab, its binaries, Open vSwitch and logs in /var/tmp/fwlab.*.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +33,7 @@ labbin() {
     return
   fi
   tmpbin=$(mktemp -d /var/tmp/fwlab-bin.XXXXXX)
-  go build -o "$tmpbin/lab" ./e2e/cmd/lab
+  go build -o "$tmpbin/lab" ./cmd/lab
   echo "$tmpbin/lab"
 }
 
@@ -42,7 +42,7 @@ up)
   bash scripts/deps.sh
   dir=$(mktemp -d /var/tmp/fwlab.XXXXXX)
   echo "building controller, probe, backendd and the lab supervisor into $dir/bin"
-  for p in controller probe e2e/backendd e2e/cmd/lab; do
+  for p in controller probe cmd/backendd cmd/lab; do
     if ! go build -o "$dir/bin/$(basename "$p")" "./$p"; then
       rm -rf "$dir"
       exit 1

@@ -25,10 +25,10 @@ echo "== go test (unit + integration, race detector)"
 # The simulator's report command runs the same simulations as weights/sim 6x slower under
 # the race detector (104 s against 17 s); its only concurrency is weights/sim.RunAll, which
 # weights/sim's own tests run under the detector. So it runs once, without it, below.
-go test -race -tags integration -p 1 -count=1 -timeout 25m $(go list ./... | grep -v '/weights/sim/cmd/fwsim$')
+go test -race -tags integration -p 1 -count=1 -timeout 25m $(go list ./... | grep -v '/cmd/fwsim$')
 
 echo "== the simulator's report command (without the race detector, see above)"
-go test -tags integration -count=1 ./weights/sim/cmd/fwsim
+go test -tags integration -count=1 ./cmd/fwsim
 
 echo "== soak (1,000 simulated probes at 1 Hz, 30 s; without the race detector, which would measure its own overhead)"
 # FLOWWEIGHT_SOAK=5m for the full length.

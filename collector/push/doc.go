@@ -1,5 +1,5 @@
 // Package push is the collector's UDP server for the push protocol
-// (docs/push-protocol.md): it reads datagrams, has collector/report frame,
+// (docs/push-protocol.md): it reads datagrams, has internal/report frame,
 // verify, decode and replay-check them, and hands accepted reports to a Sink.
 //
 // It owns the sockets and the read loops, as gobgp's FSM owns the socket and

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // TestKernelDropList checks the socket filter on a real loopback socket: a

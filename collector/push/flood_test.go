@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // genuineSink counts the genuine reports (seq <= limit) and signals the

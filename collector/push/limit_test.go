@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 func TestSourceLimit(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"flowweight/collector"
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // streamSink counts accepted reports (handing them on to next, if set),

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // seqSink records each backend's sequence numbers in the order accepted.

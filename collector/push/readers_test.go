@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 func TestReadersConfig(t *testing.T) {

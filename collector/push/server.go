@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // Sink receives accepted reports. The backend pool implements it.

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // defaultReadBatch is how many datagrams a reader takes from the kernel in

@@ -6,7 +6,7 @@ import (
 	"net"
 	"net/netip"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // defaultReadBatch: one datagram per read where recvmmsg is not available.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // datagramFrom seals a report of backend id with the given boot.

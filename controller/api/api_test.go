@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
 	"flowweight/controller/balancer"
 	"flowweight/controller/config"
+	"flowweight/internal/report"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"

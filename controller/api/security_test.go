@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
 	"flowweight/controller/balancer"
+	"flowweight/internal/report"
 )
 
 func (r *running) sendRaw(t *testing.T, dg []byte) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // TestIntentOutOfService: the intent carries affinity_timeout in seconds, and marks a backend

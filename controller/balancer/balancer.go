@@ -18,7 +18,6 @@ import (
 
 	"flowweight/collector"
 	"flowweight/collector/push"
-	"flowweight/collector/report"
 	"flowweight/controller/arp"
 	"flowweight/controller/config"
 	"flowweight/controller/dataplane"
@@ -26,6 +25,7 @@ import (
 	"flowweight/controller/ofswitch"
 	"flowweight/controller/ratelog"
 	"flowweight/controller/switchsync"
+	"flowweight/internal/report"
 )
 
 // Options are the parts of a Balancer that do not come from the config file.

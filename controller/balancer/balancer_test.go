@@ -15,11 +15,11 @@ import (
 	"net/netip"
 
 	"flowweight/collector"
-	"flowweight/collector/report"
 	"flowweight/controller/arp"
 	"flowweight/controller/config"
 	"flowweight/controller/dataplane"
 	"flowweight/controller/switchsync"
+	"flowweight/internal/report"
 	"flowweight/weights"
 
 	"github.com/prometheus/client_golang/prometheus"

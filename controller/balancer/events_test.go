@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"flowweight/collector"
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // TestStateEventsRateLimited: a probe toggling its drain flag with every report (2,000 in

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // TestFastLoopFollowsInFlight: between updates the fast loop corrects the applied weights by

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
 	"flowweight/controller/config"
+	"flowweight/internal/report"
 )
 
 // twoHostsTwoServices is hosts a and b backing web on port 80 and echo on 9000

@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"flowweight/collector"
-	"flowweight/collector/report"
 	"flowweight/controller/ratelog"
+	"flowweight/internal/report"
 )
 
 // runWithMetrics starts a Balancer on cfg with its metrics on a fresh registry and log into

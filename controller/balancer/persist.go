@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"flowweight/collector/push"
-	"flowweight/collector/report"
 	"flowweight/controller/config"
 	"flowweight/controller/state"
+	"flowweight/internal/report"
 )
 
 // Bounds on what the state file remembers of backends no longer configured: an operator's

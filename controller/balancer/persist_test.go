@@ -13,9 +13,9 @@ import (
 
 	"flowweight/collector"
 	"flowweight/collector/push"
-	"flowweight/collector/report"
 	"flowweight/controller/config"
 	"flowweight/controller/state"
+	"flowweight/internal/report"
 	"flowweight/weights"
 )
 

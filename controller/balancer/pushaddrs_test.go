@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // TestPushSparesConfiguredAddresses: the push server knows each probe backend's configured

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // TestCapturedReportRefusedAfterRestart is the review's finding: replay state lived only in

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
 	"flowweight/controller/config"
 	"flowweight/controller/dataplane"
 	"flowweight/controller/switchsync"
+	"flowweight/internal/report"
 )
 
 // staticPool is a controller with three located backends of declared capacities caps under

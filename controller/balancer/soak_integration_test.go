@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
 	"flowweight/controller/config"
+	"flowweight/internal/report"
 )
 
 // TestSoak runs 1,000 simulated probes at 1 Hz against one in-process controller (push server,

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
 	"flowweight/controller/config"
+	"flowweight/internal/report"
 )
 
 // BenchmarkUpdate is one periodic update of a controller with 10,000 backends that all

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"flowweight/collector/report"
 	"flowweight/configs"
+	"flowweight/internal/report"
 )
 
 // Push key modes (collector.key_mode).

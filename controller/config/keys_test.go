@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // keyed is the good config with its [collector] key lines replaced.

@@ -1,7 +1,7 @@
 // Package scenario builds the full flowweight lab topology with the real binaries: one Open
 // vSwitch bridge (userspace datapath, fail_mode secure) whose controller target is a unix
 // socket, the controller in its own namespace host "ctl", a client host, and backend hosts
-// each running e2e/backendd inside a CPU-limited cgroup with the real probe pushing
+// each running cmd/backendd inside a CPU-limited cgroup with the real probe pushing
 // cgroup-scoped reports to the controller. Each probe finds its backendd through a pidfile
 // the scenario writes ([service] pidfile), so it reports the service's own CPU too, unless
 // Options.NoServiceCPU.

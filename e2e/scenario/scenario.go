@@ -223,7 +223,7 @@ func Build(dir string) (Binaries, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Binaries{}, fmt.Errorf("scenario: build: %w", err)
 	}
-	for out, pkg := range map[string]string{b.Controller: "flowweight/controller", b.Probe: "flowweight/probe", b.Backendd: "flowweight/e2e/backendd"} {
+	for out, pkg := range map[string]string{b.Controller: "flowweight/controller", b.Probe: "flowweight/probe", b.Backendd: "flowweight/cmd/backendd"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		msg, err := exec.CommandContext(ctx, "go", "build", "-o", out, pkg).CombinedOutput()
 		cancel()

@@ -23,16 +23,18 @@ var rules = []struct {
 	// Shared code knows none of the products.
 	{"flowweight/internal/", []string{"flowweight/probe", "flowweight/collector", "flowweight/weights", "flowweight/controller"}, nil},
 	// The weights are pure arithmetic: no I/O, no logging, no knowledge of who feeds them. The
-	// simulator is held to the same (its command, a main package, is exempt until it moves).
+	// simulator is held to the same (its command is a tool, under cmd/).
 	{"flowweight/weights", []string{"flowweight/collector", "flowweight/probe", "flowweight/controller", "os", "net", "log", "log/slog"},
-		[]string{"flowweight/weights/sim/cmd"}},
+		nil},
 	// Only the simulator dispatches through the switch's slot table (the planner's own model,
 	// internal/slots); the weights stop at integer bucket weights.
 	{"flowweight/weights", []string{"flowweight/internal/slots"}, []string{"flowweight/weights/sim"}},
 	// The collector ingests and keeps state; it does not compute placement or talk OpenFlow.
 	{"flowweight/collector", []string{"flowweight/controller", "flowweight/probe"}, nil},
-	// The probe shares only the wire format and the shared code with the collector.
-	{"flowweight/probe", []string{"flowweight/controller", "flowweight/collector/push", "flowweight/collector/snmp", "flowweight/weights"}, nil},
+	// The probe shares only the wire format (internal/report) and the shared code with the collector.
+	{"flowweight/probe", []string{"flowweight/controller", "flowweight/collector", "flowweight/weights"}, nil},
+	// The products and the shared code know nothing of the tools and the lab harness above them.
+	{"flowweight/", []string{"flowweight/cmd", "flowweight/e2e"}, []string{"flowweight/cmd", "flowweight/e2e"}},
 	// An intent is values: built by the balancer, read by the syncers.
 	{"flowweight/controller/intent", []string{"flowweight/controller/balancer", "flowweight/controller/switchsync",
 		"flowweight/controller/ofswitch", "flowweight/controller/config", "flowweight/collector", "os", "log/slog"}, nil},
@@ -61,16 +63,16 @@ var leaves = map[string][]string{
 	"flowweight/internal/apportion": nil,
 }
 
-// TestImportRules reads every non-test Go file's imports and checks them against rules.
 // readImports reads every non-test Go file's imports under the repository root: package ->
-// import -> a file importing it.
-func readImports(t *testing.T) map[string]map[string]string {
+// import -> a file importing it; and which packages are named main.
+func readImports(t *testing.T) (imports map[string]map[string]string, mains map[string]bool) {
 	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	imports := map[string]map[string]string{} // package -> import -> a file importing it
+	imports = map[string]map[string]string{}
+	mains = map[string]bool{}
 	fset := token.NewFileSet()
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -94,6 +96,9 @@ func readImports(t *testing.T) map[string]map[string]string {
 		if imports[pkg] == nil {
 			imports[pkg] = map[string]string{}
 		}
+		if f.Name.Name == "main" {
+			mains[pkg] = true
+		}
 		for _, im := range f.Imports {
 			p, _ := strconv.Unquote(im.Path.Value)
 			imports[pkg][p] = filepath.Base(path)
@@ -106,11 +111,12 @@ func readImports(t *testing.T) map[string]map[string]string {
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil || len(imports) < 20 {
 		t.Fatalf("found %d packages under %s: not the repository root", len(imports), root)
 	}
-	return imports
+	return imports, mains
 }
 
+// TestImportRules checks every non-test Go file's imports against rules.
 func TestImportRules(t *testing.T) {
-	imports := readImports(t)
+	imports, mains := readImports(t)
 	checked := 0
 	for _, r := range rules {
 		matched := false
@@ -145,9 +151,21 @@ func TestImportRules(t *testing.T) {
 	}
 	// Nothing but the binary, its API and the tools above it imports the balancer.
 	for pkg, ims := range imports {
-		if _, ok := ims["flowweight/controller/balancer"]; ok &&
-			pkg != "flowweight/controller" && pkg != "flowweight/controller/api" && !under(pkg, "flowweight/e2e") {
-			t.Errorf("%s imports the balancer: only the controller binary, its API and e2e tools may", pkg)
+		if _, ok := ims["flowweight/controller/balancer"]; ok && pkg != "flowweight/controller" &&
+			pkg != "flowweight/controller/api" && !under(pkg, "flowweight/cmd") && !under(pkg, "flowweight/e2e") {
+			t.Errorf("%s imports the balancer: only the controller binary, its API, the tools (cmd/) and e2e may", pkg)
+		}
+	}
+	// The two products are the main packages at controller/ and probe/; every other command
+	// is a tool and lives under cmd/, so the layout tells the products from the tools.
+	for pkg := range mains {
+		if pkg != "flowweight/controller" && pkg != "flowweight/probe" && !under(pkg, "flowweight/cmd") {
+			t.Errorf("%s is a main package outside cmd/: only controller/ and probe/ are products, tools go under cmd/", pkg)
+		}
+	}
+	for _, want := range []string{"flowweight/controller", "flowweight/probe", "flowweight/cmd/fwsim"} {
+		if !mains[want] {
+			t.Errorf("%s is not a main package: the main-package rule reads package clauses wrongly", want)
 		}
 	}
 	t.Logf("%d rules over %d packages", checked, len(imports))

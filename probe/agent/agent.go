@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"flowweight/collector/report"
 	"flowweight/internal/health"
+	"flowweight/internal/report"
 	"flowweight/probe/sample"
 )
 

@@ -4,7 +4,7 @@
 // FastRise checks in a row have passed (Agent.FastInterval).
 //
 // The clock and the sender are small interfaces so that the loop is tested without sleeping
-// and without a network; the wire format is collector/report's. The loop never stops because
+// and without a network; the wire format is internal/report's. The loop never stops because
 // a sampler or the network failed: failures are logged at a bounded rate, counted in Stats,
 // and the next interval tries again. Only cancellation of its context ends it, after one last
 // report flagged leaving. This package must not import the collector's state machine or

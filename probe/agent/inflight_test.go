@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
 	"flowweight/internal/health"
+	"flowweight/internal/report"
 	"flowweight/probe/sample"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
 	"flowweight/internal/health"
+	"flowweight/internal/report"
 )
 
 // openAt reads the next datagram on pc as a report.

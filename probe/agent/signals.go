@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 	"flowweight/probe/sample"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // MaxReason bounds the description HAProxy gets with a "down" reply (after '#'). HAProxy

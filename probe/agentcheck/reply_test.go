@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 func TestReply(t *testing.T) {

@@ -3,7 +3,7 @@ package agentcheck
 import (
 	"sync/atomic"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 // Sender sends one datagram; it is the probe's report sender (probe/agent.Sender).

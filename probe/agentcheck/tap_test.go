@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/collector/report"
+	"flowweight/internal/report"
 )
 
 type recorder struct {

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"flowweight/collector/report"
 	"flowweight/configs"
 	"flowweight/internal/health"
+	"flowweight/internal/report"
 )
 
 // DefaultPath is where the probe looks for its configuration when -config is not given.

@@ -12,8 +12,8 @@
 // It needs root and the lab's daemons (see docs/e2e.md, "Balancing benchmarks"); it prints
 // markdown tables.
 //
-//	go run ./e2e/bench -run share,disruption,quality,hidden
-//	flock /tmp/flowweight-daemons.lock go run ./e2e/bench -run peers -repeat 3 -levels 0.4,0.8
+//	go run ./cmd/bench -run share,disruption,quality,hidden
+//	flock /tmp/flowweight-daemons.lock go run ./cmd/bench -run peers -repeat 3 -levels 0.4,0.8
 package main
 
 import (

@@ -4,6 +4,11 @@
 // (DeriveKey) and the replay guard (Guard, with Marks and Restore to keep its
 // state across a restart).
 //
+// One file per job: model.go is what a report says and the rules it must meet (Validate);
+// frame.go is the datagram's layout and the one framing rule both directions use, so the
+// encoder cannot write what the decoder refuses; encode.go seals (AppendSeal); decode.go
+// opens (Open, Opener, Frame's checks plus the key, the tag and the fields).
+//
 // It is a pure codec in the sense of gobgp's packet package: it opens no
 // socket, reads no clock (callers pass "now" in) and never logs. Every
 // rejection is a *Error carrying a Reason, so the server can count and

@@ -6,9 +6,9 @@
 // at 1 Hz over loopback. It prints markdown; docs/benchmarks.md ("Fleet") has the commands and
 // the figures.
 //
-//	go run ./e2e/fleet -switches 100 -services 10 -backends 4 -changes 100 -silent
-//	go run ./e2e/fleet -switches 1 -services 1000 -backends 10 -hold 60s
-//	go run ./e2e/fleet -switches 10 -flap 60s
+//	go run ./cmd/fleet -switches 100 -services 10 -backends 4 -changes 100 -silent
+//	go run ./cmd/fleet -switches 1 -services 1000 -backends 10 -hold 60s
+//	go run ./cmd/fleet -switches 10 -flap 60s
 //
 // It needs root and Open vSwitch (scripts/deps.sh), and takes the lab's one-switch-per-host
 // lock like every test that starts ovs-vswitchd.
@@ -35,12 +35,12 @@ import (
 	"syscall"
 	"time"
 
-	"flowweight/collector/report"
 	"flowweight/controller/balancer"
 	"flowweight/controller/config"
 	"flowweight/controller/dataplane"
 	"flowweight/controller/switchsync"
 	"flowweight/e2e/lab"
+	"flowweight/internal/report"
 	"flowweight/weights"
 
 	"github.com/prometheus/client_golang/prometheus"

@@ -17,8 +17,8 @@ import (
 
 	"flowweight/collector"
 	"flowweight/collector/push"
-	"flowweight/collector/report"
 	"flowweight/collector/snmp"
+	"flowweight/internal/report"
 )
 
 // phase is one measured stretch of the cost run.
