@@ -14,16 +14,23 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 go test -v "$@" ./... >"$log" 2>&1
 rc=$?
-# The verdict per package, and every failure with its output, as go test prints them.
-grep -E '^(ok|FAIL|---[[:space:]]FAIL|panic:|[[:space:]]+[^[:space:]]+_test\.go:[0-9]+:|\?)' "$log" |
-  grep -vE '^\?.*\[no test files\]$' || true
+# The verdict per package, and each failing test with the output it logged (go test -v
+# streams a test's log lines before its "--- FAIL" line).
+awk '
+  /^=== (RUN|CONT|PAUSE|NAME)/ { buf = ""; next }
+  /^ *--- FAIL/ { print; printf "%s", buf; buf = ""; next }
+  /^ *--- (PASS|SKIP)/ { buf = ""; next }
+  /^(ok|FAIL|panic:)/ { print; next }
+  /^(PASS|\?)/ { next }
+  { buf = buf $0 "\n" }
+' "$log"
 
 echo
 echo "== not run: the integration tier (scripts/test.sh, as root)"
 files=$(grep -rl --include='*_test.go' '^//go:build integration' . | sort)
 n=0
 for f in $files; do
-  tests=$(grep -oE '^func (Test|Benchmark)[A-Za-z0-9_]+' "$f" | sed 's/^func //' | tr '\n' ' ')
+  tests=$(grep -oE '^func (Test|Benchmark)[A-Za-z0-9_]+' "$f" | grep -vx 'func TestMain' | sed 's/^func //' | tr '\n' ' ')
   [ -n "$tests" ] || continue
   n=$((n + $(wc -w <<<"$tests")))
   echo "  ${f#./}: $tests"
