@@ -130,13 +130,13 @@ func TestSwitchSeriesRemovedOnDisconnect(t *testing.T) {
 	b, reg, addr := runWithMetrics(t, &logs)
 	stay := dialSwitch(t, addr, 0xaaaa)
 	defer stay.Close()
-	waitCond(t, "first switch connected", func() bool { return slices.Contains(b.Switches(), 0xaaaa) })
+	waitCond(t, "first switch connected", func() bool { return slices.Contains(b.View().Switches(), 0xaaaa) })
 	goroutines := runtime.NumGoroutine()
 	for dpid := uint64(1); dpid <= 300; dpid++ {
 		c := dialSwitch(t, addr, dpid)
-		waitCond(t, "switch connected", func() bool { return slices.Contains(b.Switches(), dpid) })
+		waitCond(t, "switch connected", func() bool { return slices.Contains(b.View().Switches(), dpid) })
 		c.Close()
-		waitCond(t, "switch gone", func() bool { return !slices.Contains(b.Switches(), dpid) })
+		waitCond(t, "switch gone", func() bool { return !slices.Contains(b.View().Switches(), dpid) })
 	}
 	// Each session's syncer ends with it: nothing per gone switch is left running.
 	waitCond(t, "syncers of gone switches ended", func() bool { return runtime.NumGoroutine() <= goroutines+2 })

@@ -19,7 +19,7 @@ func holdSwitch(t *testing.T, b *Balancer, dpid uint64, weights []uint16) (*swit
 	t.Helper()
 	conn := switchsync.NewFakeConn(dpid)
 	if weights != nil {
-		_, svcs := b.desiredFor(dpid)
+		_, svcs := desiredFor(b, dpid)
 		svcs[0].Backends = slices.Clone(svcs[0].Backends)
 		for i := range svcs[0].Backends {
 			svcs[0].Backends[i].Weight = weights[i]
@@ -192,7 +192,7 @@ func TestStateFileFollowsTheWeights(t *testing.T) {
 		}
 		before := slices.Clone(b.services[0].applied)
 		b.periods(clk, 1)
-		b.maybeSaveState()
+		maybeSaveState(b)
 		applied := b.services[0].applied
 		if !slices.Equal(before, applied) {
 			changed++

@@ -180,7 +180,7 @@ func heap() uint64 {
 
 func appliedWeights(b *Balancer) map[string]uint16 {
 	out := map[string]uint16{}
-	for _, s := range b.Services() {
+	for _, s := range b.View().Services() {
 		for _, be := range s.Backends {
 			out[be.Name] = be.AppliedWeight
 		}

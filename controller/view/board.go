@@ -1,114 +1,148 @@
-package balancer
+package view
 
 import (
-	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"flowweight/collector"
+	"flowweight/collector/push"
 	"flowweight/controller/dataplane"
+	"flowweight/controller/intent"
+	"flowweight/controller/ofswitch"
+	"flowweight/controller/switchsync"
 	"flowweight/weights"
 )
 
-// ServiceView is what the API, the dashboard and `controller status` show of one service.
-type ServiceView struct {
-	Name    string `json:"name"`
-	VIP     string `json:"vip"`
-	Port    int    `json:"port"`
-	Mode    string `json:"mode"`
-	GroupID int    `json:"group_id"`
-	Policy  string `json:"policy"`
-	// PolicyFallback says why the headroom policy ran as 1/AL (a backend without the
-	// service's own CPU); empty when it did not.
-	PolicyFallback string        `json:"policy_fallback,omitempty"`
-	Panic          bool          `json:"panic"`
-	Total          int           `json:"total"`
-	Backends       []BackendView `json:"backends"`
-	// SlotTable is the number of slots of the service's select-group table on the first
-	// connected switch (docs/dataplane.md, "Exact shares"); 0 while no switch is connected.
-	SlotTable int `json:"slot_table"`
-	// SlotFallback is set when that switch would not build a table for the group (only
-	// possible on Open vSwitch before 2.10): the split is then not proportional.
-	SlotFallback bool `json:"slot_fallback"`
+// Snapshot is what the update loop published after an update: immutable, shared by every
+// reader, never modified once published.
+type Snapshot struct {
+	// Services in configuration order.
+	Services []Service
+	// Intent is the update's intent (nil before the first update).
+	Intent *intent.Intent
 }
 
-// BackendView is one backend: its state, smoothed metrics and the explanation of its weight.
-type BackendView struct {
-	Name          string    `json:"name"`
-	IP            string    `json:"ip"`
-	Port          int       `json:"port"`
-	Source        string    `json:"source"`
-	State         string    `json:"state"`
-	StateSince    time.Time `json:"state_since"`
-	CPU           float64   `json:"cpu"`
-	Mem           float64   `json:"mem"`
-	Conns         float64   `json:"conns"`
-	CPUCount      float64   `json:"cpu_count"`
-	MemBytes      float64   `json:"mem_bytes"`
-	LastReportAge float64   `json:"last_report_age_seconds"` // -1 when none yet
-	Health        string    `json:"health"`
-	// Slow: the backend's health checks time out while it is busy; it serves at a reduced
-	// share instead of being evicted (docs/weights.md, "Busy is not dead").
-	Slow           bool    `json:"slow"`
-	ProbeDrain     bool    `json:"probe_drain"`
-	OperatorDrain  bool    `json:"operator_drain"`
-	ThroughputBps  float64 `json:"throughput_bytes_per_second"`
-	ComputedWeight uint16  `json:"computed_weight"`
-	AppliedWeight  uint16  `json:"applied_weight"`
-	// BaseWeight is the slow loop's weight (every update_period, from smoothed load); while
-	// the fast loop runs (Followed), AppliedWeight is it corrected by InFlight, the backend's
-	// work in flight as last read (nil: no fresh count, so it kept its base share).
-	BaseWeight      uint16              `json:"base_weight"`
-	Followed        bool                `json:"followed"`
-	InFlight        *float64            `json:"in_flight"`
-	Explanation     weights.Explanation `json:"explanation"`
-	LearnedCapacity float64             `json:"learned_capacity"`
-	// Share is the backend's share of new connections by the applied weights, 0..1.
-	Share float64 `json:"share"`
-	// Slots are the slots of the switch's table that send to the backend, and RealisedShare
-	// is Slots / SlotTable: what the switch really does with new connections.
-	Slots         int     `json:"slots"`
-	RealisedShare float64 `json:"realised_share"`
-	// Signals lists the optional signals of the backend's latest report ("service_cpu,
-	// cpu_pressure"; "none"), and the values of those present: absent is not zero.
-	Signals     string   `json:"signals"`
-	ServiceCPU  *float64 `json:"service_cpu,omitempty"`
-	CPUPressure *float64 `json:"cpu_pressure,omitempty"`
-	// PressureScope is "cgroup" or "host", with CPUPressure.
-	PressureScope string   `json:"pressure_scope,omitempty"`
-	Throttled     *float64 `json:"throttled,omitempty"`
-	// HealthLatency is the last health check's time in seconds, when measured.
-	HealthLatency *float64 `json:"health_latency_seconds,omitempty"`
+// Service is one service as an update left it. Base holds what only a reload changes (the
+// name, VIP, backends' addresses); the slices are the update's own copies, in configuration
+// order.
+type Service struct {
+	Base *ServiceView
+	// Policy is the effective policy; Fallback why the headroom policy ran as 1/AL.
+	Policy, Fallback string
+	Panic            bool
+	Total            int
+	Result           []weights.Explanation
+	// Base weights (the slow loop's, nil before the first write) and what the switches
+	// get (nil: nothing yet); Followed while the fast loop corrects them by InFlight.
+	Applied, Out []uint16
+	Throughput   []float64
+	Followed     bool
+	InFlight     []weights.InFlight
 }
 
-// SwitchView is one connected switch as its syncer last reported it: how far behind the
-// latest intent it is, and when it last took a write.
-type SwitchView struct {
-	DPID string `json:"dpid"`
-	// OVS is the Open vSwitch version from the switch's DESC, "" when it did not say.
-	OVS string `json:"ovs,omitempty"`
-	// Known: the controller has read back or written what the switch holds.
-	Known bool `json:"known"`
-	// Intent is the update whose intent the switch holds (0: none yet); Behind counts the
-	// updates since (0: in step).
-	Intent uint64 `json:"intent"`
-	Behind uint64 `json:"behind"`
-	// LastApply is when the last plan was confirmed by its barrier replies, with the time
-	// the plan took.
-	LastApply      time.Time `json:"last_apply"`
-	LastApplyMicro int64     `json:"last_apply_us"`
-	// Role is this controller's role on the switch as the switch confirmed it (equal without
-	// HA, master or slave), Term the generation id, and Confirmed when the switch first
-	// acknowledged a barrier from this controller as master in Term (omitted: not yet).
-	Role      string     `json:"role"`
-	Term      uint64     `json:"term,omitempty"`
-	Confirmed *time.Time `json:"confirmed,omitempty"`
+// Registry is the connected switches' syncers by datapath id, as the balancer last changed
+// it (a connect or a disconnect); each syncer publishes its own status.
+type Registry map[uint64]*switchsync.Syncer
+
+// Sources are the parts of the running controller a Board reads that are not the update's
+// snapshot; each has its own lock or is immutable. Set once (Board.SetSources).
+type Sources struct {
+	Pool    *collector.Pool
+	Now     func() time.Time
+	Events  *Log
+	History *History
+	// Election is the HA election's view (the balancer's Lead).
+	Election interface{ View(now time.Time) HAView }
+	// Locate is the ARP learner's view of one switch, for a switch not planned yet.
+	Locate func(dpid uint64) switchsync.Locator
+	// Drain is the operator drain the API asks for (the balancer's drains).
+	Drain func(name string, drained bool) error
+}
+
+// Board is where the balancer publishes what its readers see: the API, the dashboard, the
+// metrics collectors. Readers never take the balancer's lock; everything they read is a
+// published immutable value, or an object with its own lock.
+type Board struct {
+	snap     atomic.Pointer[Snapshot]
+	switches atomic.Pointer[Registry]
+	src      atomic.Pointer[Sources]
+	push     atomic.Pointer[push.Server]
+	of       atomic.Pointer[ofswitch.Server]
+}
+
+// NewBoard returns an empty board: every reader sees nothing until the balancer publishes.
+func NewBoard() *Board { return &Board{} }
+
+// SetSources sets what the board reads besides the snapshot (the balancer's New).
+func (b *Board) SetSources(s Sources) { b.src.Store(&s) }
+
+// Publish makes s the snapshot readers see. s must not be modified afterwards.
+func (b *Board) Publish(s *Snapshot) { b.snap.Store(s) }
+
+// PublishSwitches makes r the registry readers see. r must not be modified afterwards.
+func (b *Board) PublishSwitches(r Registry) { b.switches.Store(&r) }
+
+// SetServers records the listeners once they exist (the balancer's Run).
+func (b *Board) SetServers(of *ofswitch.Server, p *push.Server) {
+	b.of.Store(of)
+	b.push.Store(p)
+}
+
+// Latest is the last published snapshot (an empty one before the first).
+func (b *Board) Latest() *Snapshot {
+	if s := b.snap.Load(); s != nil {
+		return s
+	}
+	return &Snapshot{}
+}
+
+func (b *Board) sources() *Sources {
+	if s := b.src.Load(); s != nil {
+		return s
+	}
+	return &Sources{Now: time.Now}
+}
+
+// Switches lists the connected datapaths.
+func (b *Board) Switches() []uint64 {
+	r := b.switches.Load()
+	if r == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(*r))
+}
+
+// syncers lists the connected switches' syncers by datapath id.
+func (b *Board) syncers() []*switchsync.Syncer {
+	r := b.switches.Load()
+	if r == nil {
+		return nil
+	}
+	out := make([]*switchsync.Syncer, 0, len(*r))
+	for _, dpid := range slices.Sorted(maps.Keys(*r)) {
+		out = append(out, (*r)[dpid])
+	}
+	return out
+}
+
+// SwitchStatuses returns every connected switch's latest syncer status, by datapath id.
+func (b *Board) SwitchStatuses() []*switchsync.Status {
+	sys := b.syncers()
+	out := make([]*switchsync.Status, len(sys))
+	for i, sy := range sys {
+		out[i] = sy.Status()
+	}
+	return out
 }
 
 // SwitchViews lists the connected switches by datapath id.
-func (b *Balancer) SwitchViews() []SwitchView {
+func (b *Board) SwitchViews() []SwitchView {
 	var latest uint64
-	if in := b.Latest(); in != nil {
+	if in := b.Latest().Intent; in != nil {
 		latest = in.Seq
 	}
 	sts := b.SwitchStatuses()
@@ -131,45 +165,47 @@ func (b *Balancer) SwitchViews() []SwitchView {
 	return out
 }
 
-// Point is one entry of a backend's recent history, for the dashboard's chart.
-type Point struct {
-	Time   time.Time `json:"t"`
-	Weight uint16    `json:"w"`
-	AL     float64   `json:"al"`
-}
-
-// Services returns the current view of every service, with the computed and realised
-// shares (slots.go).
-func (b *Balancer) Services() []ServiceView {
+// Services returns the current view of every service: the last update's weights and
+// explanations, the backends' states as the pool holds them now, and the computed and
+// realised shares (shares.go).
+func (b *Board) Services() []ServiceView {
 	v := b.servicesView()
 	b.realisedView(v)
 	return v
 }
 
-func (b *Balancer) servicesView() []ServiceView {
-	snap := b.pool.Snapshot(nil)
-	now := b.now()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]ServiceView, 0, len(b.services))
-	for _, s := range b.services {
-		v := ServiceView{Name: s.cfg.Name, VIP: s.cfg.VIP, Port: s.cfg.Port, Mode: s.cfg.Mode, GroupID: s.cfg.GroupID,
-			Policy: string(s.tuning.Policy), PolicyFallback: s.result.FallbackReason(), Panic: s.result.Panic, Total: s.result.Total}
-		for j, be := range s.cfg.Backends {
-			bv := BackendView{Name: be.Name, IP: be.IP, Port: be.Port, Source: be.Source, State: "unknown", LastReportAge: -1,
-				ThroughputBps: s.books[j].throughput}
-			for k := range snap {
-				if snap[k].Name != be.Name {
-					continue
-				}
-				st := &snap[k]
+func (b *Board) servicesView() []ServiceView {
+	src := b.sources()
+	var snap []collector.State
+	if src.Pool != nil {
+		snap = src.Pool.Snapshot(nil)
+	}
+	byName := make(map[string]*collector.State, len(snap))
+	for k := range snap {
+		byName[snap[k].Name] = &snap[k]
+	}
+	now := src.Now()
+	svcs := b.Latest().Services
+	out := make([]ServiceView, 0, len(svcs))
+	for i := range svcs {
+		s := &svcs[i]
+		v := *s.Base
+		v.Policy, v.PolicyFallback, v.Panic, v.Total = s.Policy, s.Fallback, s.Panic, s.Total
+		v.Backends = slices.Clone(s.Base.Backends)
+		for j := range v.Backends {
+			bv := &v.Backends[j]
+			bv.State, bv.LastReportAge = "unknown", -1
+			if j < len(s.Throughput) {
+				bv.ThroughputBps = s.Throughput[j]
+			}
+			if st := byName[bv.Name]; st != nil {
 				bv.State, bv.StateSince = st.Status.String(), st.Since
 				bv.CPU, bv.Mem, bv.Conns, bv.CPUCount, bv.MemBytes = st.CPU, st.Mem, st.Conns, st.CPUCount, st.MemBytes
 				if !st.LastReport.IsZero() {
 					bv.LastReportAge = now.Sub(st.LastReport).Seconds()
 				}
 				bv.ProbeDrain, bv.OperatorDrain, bv.Slow = st.ProbeDrain, st.OperatorDrain, st.Slow
-				signalsView(&bv, st)
+				signalsView(bv, st)
 				switch {
 				case st.LastHealth.OK:
 					bv.Health = "ok"
@@ -177,25 +213,24 @@ func (b *Balancer) servicesView() []ServiceView {
 					bv.Health = st.LastHealth.Err
 				}
 			}
-			if j < len(s.result.Backends) {
-				bv.Explanation = s.result.Backends[j]
-				bv.ComputedWeight = s.result.Backends[j].Weight
-				bv.LearnedCapacity = s.result.Backends[j].Learned
+			if j < len(s.Result) {
+				bv.Explanation = s.Result[j]
+				bv.ComputedWeight = s.Result[j].Weight
+				bv.LearnedCapacity = s.Result[j].Learned
 			}
-			if out := s.out(); out != nil {
-				bv.AppliedWeight = out[j]
+			if j < len(s.Out) {
+				bv.AppliedWeight = s.Out[j]
 			}
-			if s.applied != nil {
-				bv.BaseWeight = s.applied[j]
+			if j < len(s.Applied) {
+				bv.BaseWeight = s.Applied[j]
 			}
-			if j < len(s.inflight) && s.followed != nil {
+			if j < len(s.InFlight) && s.Followed {
 				bv.Followed = true
-				if s.inflight[j].OK {
-					n := s.inflight[j].N
+				if s.InFlight[j].OK {
+					n := s.InFlight[j].N
 					bv.InFlight = &n
 				}
 			}
-			v.Backends = append(v.Backends, bv)
 		}
 		out = append(out, v)
 	}
@@ -224,90 +259,61 @@ func signalsView(bv *BackendView, st *collector.State) {
 	}
 }
 
-// Drain drains or undrains a backend by name (the API's call): ErrNoBackend when no backend
-// has the name. With HA the drain is stored in etcd first, so every controller applies it and
-// it holds after a failover; when etcd does not take it, nothing changes and the error says so.
-func (b *Balancer) Drain(name string, drained bool) error {
-	if _, ok := b.operatorDrainStates()[name]; !ok {
-		return fmt.Errorf("%w named %q", ErrNoBackend, name)
+// History returns recent weight and AL points per backend ("service/backend").
+func (b *Board) History() map[string][]Point {
+	if h := b.sources().History; h != nil {
+		return h.All()
 	}
-	if b.elector != nil {
-		ctx, cancel := context.WithTimeout(b.context(), haTimeout)
-		err := b.elector.SetDrain(ctx, name, drained)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("drain of %q not stored in etcd, so not made (every controller must see it): %w", name, err)
-		}
+	return map[string][]Point{}
+}
+
+// Events returns recent events, oldest first (Log.List).
+func (b *Board) Events() []Event {
+	if l := b.sources().Events; l != nil {
+		return l.List()
 	}
-	if !b.pool.Drain(name, drained) {
-		return fmt.Errorf("%w named %q", ErrNoBackend, name)
-	}
-	b.saveState() // before answering: a drain the API confirmed survives a restart
-	b.Kick()
 	return nil
 }
 
-// history keeps the last points per backend in fixed rings of compact points, allocated in
-// full on a backend's first point, so memory does not grow with uptime (the soak test checks).
-type history struct {
-	max    int
-	series map[string]*series
-}
-
-type point struct {
-	unixMilli int64
-	al        float32
-	weight    uint16
-}
-
-type series struct {
-	pts  []point
-	next int // where the next point goes once the ring is full
-}
-
-func (h *history) add(name string, p Point) {
-	if h.series == nil {
-		h.series = map[string]*series{}
+// HA returns the election's state, with each connected switch's role for this controller.
+func (b *Board) HA() HAView {
+	src := b.sources()
+	if src.Election == nil {
+		return HAView{Role: "single"}
 	}
-	s := h.series[name]
-	if s == nil {
-		s = &series{pts: make([]point, 0, h.max)}
-		h.series[name] = s
+	v := src.Election.View(src.Now())
+	if !v.Enabled {
+		return v
 	}
-	c := point{unixMilli: p.Time.UnixMilli(), al: float32(p.AL), weight: p.Weight}
-	if len(s.pts) < h.max {
-		s.pts = append(s.pts, c)
-		return
+	v.Switches = map[string]string{}
+	for _, st := range b.SwitchStatuses() {
+		v.Switches[fmt.Sprintf("%016x", st.DPID)] = st.Role
 	}
-	s.pts[s.next] = c
-	s.next = (s.next + 1) % h.max
+	return v
 }
 
-// keep drops the series of backends that are no longer configured.
-func (h *history) keep(names map[string]bool) {
-	for n := range h.series {
-		if !names[n] {
-			delete(h.series, n)
-		}
+// PushRejected returns the push server's rejection counters by reason (nil before Run).
+func (b *Board) PushRejected() map[string]uint64 {
+	srv := b.push.Load()
+	if srv == nil {
+		return nil
 	}
-}
-
-func (s *series) points() []Point {
-	out := make([]Point, 0, len(s.pts))
-	for i := range s.pts {
-		c := s.pts[(s.next+i)%len(s.pts)]
-		out = append(out, Point{Time: time.UnixMilli(c.unixMilli), Weight: c.weight, AL: float64(c.al)})
+	out := map[string]uint64{}
+	for reason, n := range srv.Rejected() {
+		out[string(reason)] = n
 	}
 	return out
 }
 
-// History returns recent weight and AL points per backend ("service/backend").
-func (b *Balancer) History() map[string][]Point {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make(map[string][]Point, len(b.hist.series))
-	for k, s := range b.hist.series {
-		out[k] = s.points()
+// ErrNoBackend: the backend named is not configured (Drain).
+var ErrNoBackend = errors.New("no such backend")
+
+// Drain asks the balancer to drain or undrain a backend (its drains own the change). It fails
+// with an error wrapping ErrNoBackend for an unknown name, and with another when the change
+// could not be made (HA: etcd did not take it).
+func (b *Board) Drain(name string, drained bool) error {
+	if d := b.sources().Drain; d != nil {
+		return d(name, drained)
 	}
-	return out
+	return errors.New("the controller is not running")
 }
