@@ -300,7 +300,7 @@ func TestReloadForgetsRemovedBackendsSeries(t *testing.T) {
 	if err := b.metrics.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	b.periods(clk, 2)
+	periods(b, clk, 2)
 	if got := gathered(t, reg, "flowweight_backend_load_ratio", "backend"); len(got) != 3 {
 		t.Fatalf("series before the reload: %v, want be1..be3", got)
 	}
@@ -308,7 +308,7 @@ func TestReloadForgetsRemovedBackendsSeries(t *testing.T) {
 	if err := b.reload("test.toml", next, ReloadOptions{AllowRemoval: true}); err != nil {
 		t.Fatal(err)
 	}
-	b.periods(clk, 1)
+	periods(b, clk, 1)
 	for _, name := range []string{"flowweight_backend_load_ratio", "flowweight_backend_weight_computed", "flowweight_backend_state",
 		"flowweight_backend_weight_applied", "flowweight_backend_capacity_clamped"} {
 		if got := gathered(t, reg, name, "backend"); len(got) != 2 || !hasKey(got, "be1") || hasKey(got, "be3") {

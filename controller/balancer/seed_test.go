@@ -89,7 +89,7 @@ func TestSeedNotFromOneSwitch(t *testing.T) {
 		t.Fatalf("seeded from %s: %v", s.seedFrom, s.seed)
 	}
 	b.started = clk.t.Add(-time.Hour) // the hold ends with the first reports
-	got := b.periods(clk, 3)
+	got := periods(b, clk, 3)
 	for i, w := range got {
 		if !slices.Equal(w, []uint16{334, 333, 333}) {
 			t.Fatalf("update %d applied %v, want the computed 334/333/333 (all: %v)", i, w, got)
@@ -119,7 +119,7 @@ func TestSeedFromTheStateFileFirst(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1e9, 0)}
 	path := filepath.Join(t.TempDir(), "controller.state")
 	first := staticPoolWith(t, clk, "", Options{StatePath: path}, 1, 2, 5)
-	first.periods(clk, 12)
+	periods(first, clk, 12)
 	wrote := slices.Clone(first.services[0].applied)
 	first.saveState()
 	f, err := state.Load(path)
@@ -191,7 +191,7 @@ func TestStateFileFollowsTheWeights(t *testing.T) {
 			}
 		}
 		before := slices.Clone(b.services[0].applied)
-		b.periods(clk, 1)
+		periods(b, clk, 1)
 		maybeSaveState(b)
 		applied := b.services[0].applied
 		if !slices.Equal(before, applied) {

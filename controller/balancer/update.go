@@ -64,7 +64,7 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 		for i, sy := range syncers {
 			statuses[i] = sy.Status()
 		}
-		b.measureThroughputLocked(statuses)
+		measureThroughput(b.services, statuses, b.now(), b.cfg.Controller.UpdatePeriod)
 	}
 	standby := !leading(b.lead)
 	takeSeeds(b.services, syncers, standby, b.cfg.Controller.TLSCA != "" && b.cfg.Controller.TLSNamesDPID, &b.st)
@@ -96,7 +96,7 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 			s.adoptSeed()
 		}
 		apply := s.compute(states, periodic)
-		b.noteClamps(s)
+		s.noteClamps(b.now(), b.metrics, b.log)
 		if apply {
 			s.applied = s.result.Weights(s.applied[:0])
 			dirty = true
