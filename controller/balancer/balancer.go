@@ -77,7 +77,6 @@ type Balancer struct {
 	services []*service
 	switches map[uint64]*switchsync.Syncer // by datapath id: the registry; each syncer owns its switch
 	pollers  map[string]*snmpSource
-	pushsrv  *push.Server
 	ctx      context.Context
 	srcWG    sync.WaitGroup
 	owned    map[uint32]bool // group ids configured since start
@@ -93,12 +92,7 @@ type Balancer struct {
 	notes  *switchsync.Notes // layout notes, shared by every syncer
 	plans  *switchsync.Plans // plans, shared by syncers of like switches
 
-	// keys maps backend names to push keys. The push server looks one up per datagram, so it
-	// is an immutable map swapped whole by a reload, read without the state lock.
-	keys atomic.Pointer[map[string][]byte]
-	// pushAddrs, under mu, is each probe backend's configured address, which the push server
-	// never sheds or has the kernel drop for others' traffic (push.Server.SetBackendAddrs).
-	pushAddrs map[string][]netip.Addr
+	push pushSide // the push server's keys and configured addresses (ingest.go)
 
 	// tls is the OpenFlow listener's current TLS configuration (nil: plain TCP); a reload
 	// replaces it, and the next handshake uses the new one.
@@ -260,7 +254,6 @@ func (b *Balancer) install(cfg *config.Config) error {
 	}
 	restoreDrain := b.st.remember(b.services, services, drained)
 	b.cfg, b.services = cfg, services
-	b.keys.Store(&keys)
 	b.dirty = true
 	b.tls.Store(tc)
 	live := map[string]bool{}
@@ -276,11 +269,7 @@ func (b *Balancer) install(cfg *config.Config) error {
 		kept[s.cfg.Name] = true
 	}
 	b.notes.Forget(kept)
-	pushsrv := b.pushsrv
-	b.pushAddrs = addrs
-	if pushsrv != nil {
-		pushsrv.SetBackendAddrs(addrs) // under mu, so a reload and Run cannot cross
-	}
+	pushsrv := b.push.configure(keys, addrs)
 	b.mu.Unlock()
 	b.pool.Reconfigure(poolConfig(cfg, b.now, b.log, onTransition(b.metrics, b.events, b.kick)))
 	added, removed := b.pool.SetBackends(names)
@@ -405,19 +394,15 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 	if err != nil {
 		return fmt.Errorf("openflow listener: %w", err)
 	}
-	keyFor := func(id string) ([]byte, bool) { // unknown backends have no key
-		k, ok := (*b.keys.Load())[id]
-		return k, ok
-	}
-	pushsrv, err := push.New(push.Config{Listen: cfg.Collector.PushListen, KeyFor: keyFor,
+	pushsrv, err := push.New(push.Config{Listen: cfg.Collector.PushListen, KeyFor: b.push.keyFor,
 		ClockSkew: cfg.Collector.ClockSkew, Now: b.now, Logger: b.log}, b.pool)
 	if err != nil {
 		return fmt.Errorf("push listener: %w", err)
 	}
 	b.mu.Lock()
-	b.pushsrv, b.ctx = pushsrv, ctx
-	pushsrv.SetBackendAddrs(b.pushAddrs) // before the first datagram: a restart trusts them at once
+	b.ctx = ctx
 	b.mu.Unlock()
+	b.push.attach(pushsrv)
 	b.st.attach(replayStoreOf(pushsrv, b.log))
 	b.board.SetServers(ofsrv, pushsrv)
 	if ready != nil {

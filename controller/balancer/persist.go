@@ -123,18 +123,22 @@ func (k *keeper) load(ctx context.Context, cfg *config.Config) {
 		return
 	}
 	kind, path := k.store.Where()
+	where := kind // "state file PATH", "state in etcd"
+	if path != "" {
+		where += " " + path
+	}
 	f, err := k.store.Load(ctx)
 	switch {
 	case err != nil:
 		k.log.Warn(kind+" unusable; starting without it: the operator drains, learned capacity and replay marks it held are not applied",
 			"file", path, "err", err)
-		k.events.Add(view.Event{Time: k.now(), Kind: "error", Text: kind + " " + path + " unusable; saved drains and learned capacity not applied: " + err.Error()})
+		k.events.Add(view.Event{Time: k.now(), Kind: "error", Text: where + " unusable; saved drains and learned capacity not applied: " + err.Error()})
 		return
 	case f == nil:
 		k.log.Info("no "+kind+" yet; starting without saved drains or learned capacity", "file", path)
 		return
 	}
-	k.bound(f, kind+" "+path, cfg)
+	k.bound(f, where, cfg)
 	drained := 0
 	for name, e := range f.Backends {
 		k.remembered[name] = e
