@@ -68,7 +68,8 @@ type Balancer struct {
 	snap     []collector.State
 
 	// kick asks the update loop for an early update (a learned MAC, a reload, a connect).
-	kick chan struct{}
+	kick    chan struct{}
+	started time.Time // when New ran: the start-up hold counts from it
 
 	// mu is the update loop's lock: the running configuration and services, the registry of
 	// switches, the update counters. Readers do not take it: they read b.board.
@@ -80,7 +81,6 @@ type Balancer struct {
 	ctx      context.Context
 	srcWG    sync.WaitGroup
 	owned    map[uint32]bool // group ids configured since start
-	started  time.Time
 	// seq counts updates; gen changes when what the switches should hold may have (a write,
 	// a hold ending, a reload: dirty, a kick). See intent.Intent.
 	seq, gen uint64
