@@ -26,7 +26,7 @@ func (b *Balancer) PacketIn(sw *ofswitch.Switch, pi ofswitch.PacketIn) {
 		// moments before the switch confirmed the role.
 		return
 	}
-	in := b.current()
+	in := b.board.Latest().Intent // the last update's (before the first, the running state's)
 	dpid := sw.DatapathID()
 	if reply, ok, err := arp.Reply(pi.Data, func(ip netip.Addr) (net.HardwareAddr, bool) { return in.VIPMAC(dpid, ip) }); err == nil && ok {
 		ctx, cancel := context.WithTimeout(b.context(), in.BarrierTimeout)

@@ -86,8 +86,9 @@ type Balancer struct {
 	seq, gen uint64
 	dirty    bool
 
-	// latest is the last update's intent, for the syncers of switches that connect later and
-	// for packet-ins (ARP for the VIPs): read without the lock.
+	// latest is the last update's intent (nil before the first). What switches that connect
+	// later and packet-ins (ARP for the VIPs) read is the board's: the same intent, or before
+	// the first update one built from the running state.
 	latest atomic.Pointer[intent.Intent]
 	notes  *switchsync.Notes // layout notes, shared by every syncer
 	plans  *switchsync.Plans // plans, shared by syncers of like switches
@@ -263,7 +264,11 @@ func (b *Balancer) install(cfg *config.Config) error {
 		}
 	}
 	b.hist.Keep(live)
-	b.board.Publish(snapshotOf(services, b.intentLocked(false)))
+	in := b.latest.Load() // the intent the switches are offered stays the last update's
+	if in == nil {
+		in = b.intentLocked(false) // before the first update: one built from the running state
+	}
+	b.board.Publish(snapshotOf(services, in))
 	kept := map[string]bool{}
 	for _, s := range services {
 		kept[s.cfg.Name] = true
@@ -457,7 +462,7 @@ func (b *Balancer) Connected(sw *ofswitch.Switch) {
 	b.plog.Log(slog.LevelInfo, "connect "+sw.String(), "switch connected", "dpid", sw.String(), "remote", sw.RemoteAddr().String())
 	// The syncer ends with the session (Run watches sw.Done).
 	go sy.Run(b.context())
-	sy.Offer(b.current())
+	sy.Offer(b.board.Latest().Intent)
 	b.Kick()
 }
 

@@ -249,7 +249,7 @@ func TestHAOneSwitchCannotDepose(t *testing.T) {
 		done := make(chan struct{})
 		go func() { sy.Run(ctx); close(done) }()
 		t.Cleanup(func() { cancel(); <-done })
-		sy.Offer(b.current())
+		sy.Offer(b.board.Latest().Intent)
 		waitUntil(t, "master on the fake switch", func() bool { return sy.Status().Role == "master" })
 		e.mu.Lock()
 		heard := len(e.verified) + len(e.stepDowns)

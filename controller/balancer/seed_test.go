@@ -39,7 +39,7 @@ func holdSwitch(t *testing.T, b *Balancer, dpid uint64, weights []uint16) (*swit
 	done := make(chan struct{})
 	go func() { sy.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	sy.Offer(b.current())
+	sy.Offer(b.board.Latest().Intent)
 	waitCond(t, "switch read back", func() bool {
 		st := sy.Status()
 		return st.Known && (weights == nil || st.Seeds[b.services[0].cfg.Name] != nil)

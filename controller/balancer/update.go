@@ -180,17 +180,6 @@ func (b *Balancer) intentLocked(standby bool) *intent.Intent {
 	return in.Build()
 }
 
-// current returns the latest intent; before the first update, one built from the running
-// state.
-func (b *Balancer) current() *intent.Intent {
-	if in := b.latest.Load(); in != nil {
-		return in
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.intentLocked(false)
-}
-
 // locator is the ARP learner's view of one switch, for planning.
 func (b *Balancer) locator(dpid uint64) switchsync.Locator {
 	return func(ip netip.Addr) (dataplane.Location, bool) {
