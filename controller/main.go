@@ -158,7 +158,7 @@ func run(cfg *config.Config, path string, files runFiles, log *slog.Logger) erro
 	}
 	var apiSrv *api.Server
 	if cfg.API.Listen != "" {
-		apiSrv, err = api.NewServer(b, reg, api.OptionsFrom(cfg.API, log, reg))
+		apiSrv, err = api.NewServer(b.View(), reg, api.OptionsFrom(cfg.API, log, reg))
 		if err != nil {
 			return err
 		}

@@ -84,7 +84,7 @@ func TestReloadFlow(t *testing.T) {
 		}
 	}
 	lastEvent := func() string {
-		ev := b.Events()
+		ev := b.View().Events()
 		if len(ev) == 0 {
 			return ""
 		}

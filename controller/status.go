@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"flowweight/controller/balancer"
+	"flowweight/controller/view"
 )
 
 // statusCommand prints the API's view of every service as a table, for operators in a
@@ -35,7 +35,7 @@ func statusCommand(args []string) int {
 		fmt.Fprintf(os.Stderr, "status: %s: %s\n", resp.Status, body)
 		return 1
 	}
-	var services []balancer.ServiceView
+	var services []view.ServiceView
 	if err := json.NewDecoder(resp.Body).Decode(&services); err != nil {
 		fmt.Fprintln(os.Stderr, "status: decoding the API's answer:", err)
 		return 1
@@ -49,8 +49,8 @@ func statusCommand(args []string) int {
 	return 0
 }
 
-func fetchHA(c *http.Client, base string) (balancer.HAView, error) {
-	var v balancer.HAView
+func fetchHA(c *http.Client, base string) (view.HAView, error) {
+	var v view.HAView
 	resp, err := c.Get(base + "/api/v1/ha")
 	if err != nil {
 		return v, err
@@ -63,7 +63,7 @@ func fetchHA(c *http.Client, base string) (balancer.HAView, error) {
 }
 
 // printHA says which controller leads and since which term; nothing without HA.
-func printHA(w io.Writer, v balancer.HAView) {
+func printHA(w io.Writer, v view.HAView) {
 	if !v.Enabled {
 		return
 	}
@@ -84,7 +84,7 @@ func printHA(w io.Writer, v balancer.HAView) {
 	}
 }
 
-func printStatus(w io.Writer, services []balancer.ServiceView) {
+func printStatus(w io.Writer, services []view.ServiceView) {
 	for _, s := range services {
 		panic := ""
 		if s.Panic {

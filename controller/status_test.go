@@ -8,23 +8,23 @@ import (
 	"testing"
 
 	"flowweight/controller/api"
-	"flowweight/controller/balancer"
 	"flowweight/controller/config"
+	"flowweight/controller/view"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 type oneService struct{}
 
-func (oneService) Services() []balancer.ServiceView {
-	return []balancer.ServiceView{{Name: "web", Total: 1000, Backends: []balancer.BackendView{{Name: "a", AppliedWeight: 1000, LastReportAge: 1}}}}
+func (oneService) Services() []view.ServiceView {
+	return []view.ServiceView{{Name: "web", Total: 1000, Backends: []view.BackendView{{Name: "a", AppliedWeight: 1000, LastReportAge: 1}}}}
 }
-func (oneService) History() map[string][]balancer.Point { return nil }
-func (oneService) Events() []balancer.Event             { return nil }
-func (oneService) Drain(string, bool) error             { return balancer.ErrNoBackend }
-func (oneService) HA() balancer.HAView                  { return balancer.HAView{Role: "single"} }
-func (oneService) SwitchViews() []balancer.SwitchView   { return nil }
-func (oneService) Switches() []uint64                   { return nil }
+func (oneService) History() map[string][]view.Point { return nil }
+func (oneService) Events() []view.Event             { return nil }
+func (oneService) Drain(string, bool) error         { return view.ErrNoBackend }
+func (oneService) HA() view.HAView                  { return view.HAView{Role: "single"} }
+func (oneService) SwitchViews() []view.SwitchView   { return nil }
+func (oneService) Switches() []uint64               { return nil }
 
 // TestStatusThroughTheGuardedAPI: `controller status` passes the API's Host check, both
 // with the IP:port form of its default -api and with localhost.
@@ -56,13 +56,13 @@ func TestStatusThroughTheGuardedAPI(t *testing.T) {
 // TestPrintStatusShares: the status table shows each backend's slots and realised share next
 // to its weight share, and says when no switch gives a slot table.
 func TestPrintStatusShares(t *testing.T) {
-	svc := balancer.ServiceView{Name: "web", VIP: "10.0.0.100", Port: 80, Mode: "conntrack", GroupID: 5, Total: 1000,
-		SlotTable: 256, Backends: []balancer.BackendView{
+	svc := view.ServiceView{Name: "web", VIP: "10.0.0.100", Port: 80, Mode: "conntrack", GroupID: 5, Total: 1000,
+		SlotTable: 256, Backends: []view.BackendView{
 			{Name: "a", AppliedWeight: 700, Share: 0.7, Slots: 179, RealisedShare: 179.0 / 256},
 			{Name: "b", AppliedWeight: 300, Share: 0.3, Slots: 77, RealisedShare: 77.0 / 256},
 		}}
 	var out strings.Builder
-	printStatus(&out, []balancer.ServiceView{svc})
+	printStatus(&out, []view.ServiceView{svc})
 	got := out.String()
 	for _, want := range []string{"service web  10.0.0.100:80  mode=conntrack", "slots=256", "SLOTS", "REALISED", "179", "69.9%", "70.0%", "77", "30.1%"} {
 		if !strings.Contains(got, want) {
@@ -71,13 +71,13 @@ func TestPrintStatusShares(t *testing.T) {
 	}
 	svc.SlotTable = 0
 	out.Reset()
-	printStatus(&out, []balancer.ServiceView{svc})
+	printStatus(&out, []view.ServiceView{svc})
 	if !strings.Contains(out.String(), "slots=none (no switch)") {
 		t.Errorf("status without a switch:\n%s", out.String())
 	}
 	svc.VIP = "fd00:77::100" // an IPv6 VIP prints as host:port can be read back
 	out.Reset()
-	printStatus(&out, []balancer.ServiceView{svc})
+	printStatus(&out, []view.ServiceView{svc})
 	if !strings.Contains(out.String(), "service web  [fd00:77::100]:80  mode=") {
 		t.Errorf("status of an IPv6 service:\n%s", out.String())
 	}
@@ -88,14 +88,14 @@ func TestPrintStatusShares(t *testing.T) {
 // fell back.
 func TestPrintStatusSignals(t *testing.T) {
 	own := 0.25
-	svc := balancer.ServiceView{Name: "web", Total: 1000, Policy: "headroom",
+	svc := view.ServiceView{Name: "web", Total: 1000, Policy: "headroom",
 		PolicyFallback: "headroom needs the service's own CPU and 1 of 2 live backends do not report it: 1/AL used",
-		Backends: []balancer.BackendView{
+		Backends: []view.BackendView{
 			{Name: "with", Signals: "service_cpu,cpu_pressure", ServiceCPU: &own},
 			{Name: "without", Signals: "none"},
 		}}
 	var out strings.Builder
-	printStatus(&out, []balancer.ServiceView{svc})
+	printStatus(&out, []view.ServiceView{svc})
 	lines := strings.Split(out.String(), "\n")
 	var with, without string
 	for _, l := range lines {

@@ -227,7 +227,7 @@ func run(o options) error {
 		}
 	}
 	if err := waitFor(2*time.Minute, "every bridge programmed", func() bool {
-		sts := b.SwitchStatuses()
+		sts := b.View().SwitchStatuses()
 		if len(sts) < o.switches {
 			return false
 		}
@@ -329,7 +329,7 @@ func timeChanges(b *balancer.Balancer, reg *prometheus.Registry, o options, sile
 			return err
 		}
 		if err := waitFor(30*time.Second, fmt.Sprintf("change %d on every switch", i), func() bool {
-			sts := b.SwitchStatuses()
+			sts := b.View().SwitchStatuses()
 			n := 0
 			for _, st := range sts {
 				if st.DPID == silentDPID {
@@ -382,7 +382,7 @@ func holds(st *switchsync.Status, drained bool) bool {
 // slot layout's order is the planner's business).
 func checkGroups(bridges []*lab.Bridge, b *balancer.Balancer, o options) error {
 	byDPID := map[uint64]*switchsync.Status{}
-	for _, st := range b.SwitchStatuses() {
+	for _, st := range b.View().SwitchStatuses() {
 		byDPID[st.DPID] = st
 	}
 	for _, br := range bridges[:min(len(bridges), 5)] {
@@ -558,7 +558,7 @@ func flapRun(b *balancer.Balancer, reg *prometheus.Registry, ovs *lab.OVS, targe
 const silentDPID = 0xdead0000beef
 
 func hasSyncer(b *balancer.Balancer, dpid uint64) bool {
-	for _, st := range b.SwitchStatuses() {
+	for _, st := range b.View().SwitchStatuses() {
 		if st.DPID == dpid {
 			return true
 		}
@@ -567,7 +567,7 @@ func hasSyncer(b *balancer.Balancer, dpid uint64) bool {
 }
 
 func hasSwitch(b *balancer.Balancer, dpid uint64) bool {
-	for _, st := range b.SwitchStatuses() {
+	for _, st := range b.View().SwitchStatuses() {
 		if st.DPID == dpid && st.Seq > 0 {
 			return true
 		}

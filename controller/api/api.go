@@ -11,8 +11,8 @@ import (
 	"net/http"
 	"strings"
 
-	"flowweight/controller/balancer"
 	"flowweight/controller/config"
+	"flowweight/controller/view"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -21,17 +21,18 @@ import (
 //go:embed dashboard.html
 var static embed.FS
 
-// Balancer is what the API needs from the running controller.
+// Balancer is what the API needs from the running controller: its read side (view.Board)
+// and the drain.
 type Balancer interface {
-	Services() []balancer.ServiceView
-	History() map[string][]balancer.Point
-	Events() []balancer.Event
-	// Drain fails with an error wrapping balancer.ErrNoBackend for an unknown name, and with
+	Services() []view.ServiceView
+	History() map[string][]view.Point
+	Events() []view.Event
+	// Drain fails with an error wrapping view.ErrNoBackend for an unknown name, and with
 	// another when the change could not be made (HA: etcd did not take it).
 	Drain(name string, drained bool) error
 	Switches() []uint64
-	SwitchViews() []balancer.SwitchView
-	HA() balancer.HAView
+	SwitchViews() []view.SwitchView
+	HA() view.HAView
 }
 
 // serveHTTP runs the checks every request passes, in the order that answers the most
@@ -84,7 +85,7 @@ func routes(s *Server, gatherer prometheus.Gatherer) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/v1/services", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Services()) })
 	mux.HandleFunc("GET /api/v1/backends", func(w http.ResponseWriter, r *http.Request) {
-		var out []balancer.BackendView
+		var out []view.BackendView
 		for _, s := range b.Services() {
 			out = append(out, s.Backends...)
 		}
@@ -150,7 +151,7 @@ func (s *Server) drain(drained bool) http.HandlerFunc {
 			http.Error(w, "request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		if err := s.b.Drain(name, drained); errors.Is(err, balancer.ErrNoBackend) {
+		if err := s.b.Drain(name, drained); errors.Is(err, view.ErrNoBackend) {
 			http.Error(w, "no backend named "+quote(name), http.StatusNotFound)
 			return
 		} else if err != nil {

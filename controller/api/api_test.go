@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flowweight/controller/view"
 	"fmt"
 	"io"
 	"log/slog"
@@ -105,7 +106,7 @@ group_id = 1
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx, func(_, push net.Addr) { ready <- push }) }()
 	r := &running{b: b}
-	r.srv, r.url = serve(t, b, reg, Options{Token: token, Limits: LimitsFrom(config.Default().API), Registerer: reg})
+	r.srv, r.url = serve(t, b.View(), reg, Options{Token: token, Limits: LimitsFrom(config.Default().API), Registerer: reg})
 	select {
 	case r.push = <-ready:
 	case err := <-done:
@@ -159,13 +160,13 @@ func get(t *testing.T, url string, v any) {
 }
 
 // feed pushes reports until both backends are up with applied weights, bounded in time.
-func (r *running) feed(t *testing.T) []balancer.ServiceView {
+func (r *running) feed(t *testing.T) []view.ServiceView {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for seq := uint64(1); time.Now().Before(deadline); seq++ {
 		r.report(t, seq, "small", 0.6, 1)
 		r.report(t, seq, "big", 0.3, 4)
-		var svcs []balancer.ServiceView
+		var svcs []view.ServiceView
 		get(t, r.url+"/api/v1/services", &svcs)
 		b := svcs[0].Backends
 		if b[0].State == "up" && b[1].State == "up" && b[0].AppliedWeight > 0 && b[1].AppliedWeight > 0 {
@@ -205,14 +206,14 @@ func TestServicesAPI(t *testing.T) {
 	if s.Policy != "headroom" || !strings.Contains(s.PolicyFallback, "1 of 2") {
 		t.Fatalf("policy %q, fallback %q", s.Policy, s.PolicyFallback)
 	}
-	var flat []balancer.BackendView
+	var flat []view.BackendView
 	get(t, r.url+"/api/v1/backends", &flat)
-	var events []balancer.Event
+	var events []view.Event
 	get(t, r.url+"/api/v1/events", &events)
 	if len(flat) != 2 || len(events) == 0 {
 		t.Fatalf("backends %d events %d", len(flat), len(events))
 	}
-	var sws []balancer.SwitchView
+	var sws []view.SwitchView
 	get(t, r.url+"/api/v1/switches/sync", &sws)
 	if sws == nil || len(sws) != 0 {
 		t.Fatalf("switches/sync with no switch: %v, want an empty list", sws)

@@ -4,6 +4,7 @@ package api
 
 import (
 	"context"
+	"flowweight/controller/view"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,8 +17,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"flowweight/controller/balancer"
 )
 
 // chromium runs Debian's headless Chromium with the flags this machine needs (no sandbox as
@@ -62,7 +61,7 @@ func TestDashboardShowsTheAPIsWeights(t *testing.T) {
 	// The weights may have moved between the API read and the page's own fetch; compare with
 	// the API again right after if the first comparison fails.
 	if !equal(got, want) {
-		var now []balancer.ServiceView
+		var now []view.ServiceView
 		get(t, r.url+"/api/v1/services", &now)
 		for _, b := range now[0].Backends {
 			want[b.Name] = b.AppliedWeight

@@ -1,12 +1,12 @@
 package api
 
 import (
+	"flowweight/controller/view"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"flowweight/controller/balancer"
 	"flowweight/internal/report"
 )
 
@@ -34,7 +34,7 @@ func sealed(t *testing.T, key []byte, id string, seq uint64, cpu float64) []byte
 }
 
 func weightsOf(t *testing.T, r *running) map[string]uint16 {
-	var svcs []balancer.ServiceView
+	var svcs []view.ServiceView
 	get(t, r.url+"/api/v1/services", &svcs)
 	out := map[string]uint16{}
 	for _, b := range svcs[0].Backends {
@@ -94,7 +94,7 @@ func TestForgedReportsNeverChangeWeights(t *testing.T) {
 func lastUpdate(t *testing.T, r *running) time.Time {
 	t.Helper()
 	var last time.Time
-	for _, pts := range r.b.History() {
+	for _, pts := range r.b.View().History() {
 		if n := len(pts); n > 0 && pts[n-1].Time.After(last) {
 			last = pts[n-1].Time
 		}
@@ -139,7 +139,7 @@ func acceptedCount(t *testing.T, r *running) float64 {
 func rejectedCount(t *testing.T, r *running) uint64 {
 	t.Helper()
 	var total uint64
-	for _, n := range r.b.PushRejected() {
+	for _, n := range r.b.View().PushRejected() {
 		total += n
 	}
 	return total

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"errors"
+	"flowweight/controller/view"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/controller/balancer"
 	"flowweight/controller/config"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,29 +26,29 @@ import (
 type fake struct {
 	mu      sync.Mutex
 	drains  []string
-	history map[string][]balancer.Point // what History returns; nil = empty
+	history map[string][]view.Point // what History returns; nil = empty
 }
 
-func (f *fake) Services() []balancer.ServiceView {
-	return []balancer.ServiceView{{Name: "web", Backends: []balancer.BackendView{{Name: "small"}, {Name: "big"}}}}
+func (f *fake) Services() []view.ServiceView {
+	return []view.ServiceView{{Name: "web", Backends: []view.BackendView{{Name: "small"}, {Name: "big"}}}}
 }
-func (f *fake) History() map[string][]balancer.Point { return f.history }
-func (f *fake) Events() []balancer.Event             { return nil }
-func (f *fake) Switches() []uint64                   { return []uint64{0xab} }
-func (f *fake) SwitchViews() []balancer.SwitchView {
-	return []balancer.SwitchView{{DPID: "00000000000000ab", Known: true, Intent: 7, Behind: 2}}
+func (f *fake) History() map[string][]view.Point { return f.history }
+func (f *fake) Events() []view.Event             { return nil }
+func (f *fake) Switches() []uint64               { return []uint64{0xab} }
+func (f *fake) SwitchViews() []view.SwitchView {
+	return []view.SwitchView{{DPID: "00000000000000ab", Known: true, Intent: 7, Behind: 2}}
 }
 func (f *fake) Drain(name string, drained bool) error {
 	if name != "small" && name != "big" {
-		return balancer.ErrNoBackend
+		return view.ErrNoBackend
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.drains = append(f.drains, fmt.Sprint(name, drained))
 	return nil
 }
-func (f *fake) HA() balancer.HAView { return balancer.HAView{Role: "single"} }
-func (f *fake) count() int          { f.mu.Lock(); defer f.mu.Unlock(); return len(f.drains) }
+func (f *fake) HA() view.HAView { return view.HAView{Role: "single"} }
+func (f *fake) count() int      { f.mu.Lock(); defer f.mu.Unlock(); return len(f.drains) }
 
 const testToken = "test-token-0123456789abcdef"
 
@@ -525,8 +525,8 @@ func TestNoTokenOnlyOnLoopback(t *testing.T) {
 func TestStalledReaderDroppedAfterWriteTimeout(t *testing.T) {
 	l := testLimits
 	l.WriteTimeout = 300 * time.Millisecond
-	pts := make([]balancer.Point, 150000) // about 12 MB of indented JSON: more than the socket buffers hold
-	s, _, addr := startFake(t, Options{Limits: l}, &fake{history: map[string][]balancer.Point{"web/small": pts}})
+	pts := make([]view.Point, 150000) // about 12 MB of indented JSON: more than the socket buffers hold
+	s, _, addr := startFake(t, Options{Limits: l}, &fake{history: map[string][]view.Point{"web/small": pts}})
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 	}}

@@ -29,7 +29,7 @@ func TestIntentOutOfService(t *testing.T) {
 	feed()
 	feed()
 	b.update(context.Background(), true)
-	in := b.Latest()
+	in := b.latest.Load()
 	s := in.Services[0]
 	if s.AffinityTimeout != 3 {
 		t.Fatalf("intent affinity timeout %d, want 3 (seconds)", s.AffinityTimeout)
@@ -44,7 +44,7 @@ func TestIntentOutOfService(t *testing.T) {
 	}
 	feed()
 	b.update(context.Background(), true)
-	s = b.Latest().Services[0]
+	s = b.latest.Load().Services[0]
 	if a, bb := s.Backends[0], s.Backends[1]; bb.Weight != 0 || !bb.OutOfService || a.OutOfService {
 		t.Fatalf("after draining b: a %+v, b %+v; want b at weight 0 out of service, a in service", a, bb)
 	}

@@ -11,6 +11,7 @@ import (
 	"flowweight/controller/arp"
 	"flowweight/controller/intent"
 	"flowweight/controller/ofswitch"
+	"flowweight/controller/view"
 
 	"github.com/netrack/openflow/ofp"
 )
@@ -19,13 +20,13 @@ import (
 // hand every ARP frame to the learner, which believes only answers to our own requests
 // (controller/arp's package doc). It reads the latest intent, not the balancer's state.
 func (b *Balancer) PacketIn(sw *ofswitch.Switch, pi ofswitch.PacketIn) {
-	if !b.writes() {
+	if !leading(b.lead) {
 		// A standby answers nothing (the leader does) and asks nothing, so there is nothing
 		// for its learner to believe either. A SLAVE gets no packet-ins; this covers the
 		// moments before the switch confirmed the role.
 		return
 	}
-	in := b.current()
+	in := b.board.Latest().Intent // the last update's (before the first, the running state's)
 	dpid := sw.DatapathID()
 	if reply, ok, err := arp.Reply(pi.Data, func(ip netip.Addr) (net.HardwareAddr, bool) { return in.VIPMAC(dpid, ip) }); err == nil && ok {
 		ctx, cancel := context.WithTimeout(b.context(), in.BarrierTimeout)
@@ -100,7 +101,7 @@ func (b *Balancer) askARP(ctx context.Context, sw *ofswitch.Switch, t intent.ARP
 // LearnerConfig.Refresh. Its syncer runs it after each intent, so a switch that does not
 // read delays only its own requests. (The update closes finished rounds: expireARP.)
 func (b *Balancer) resolveBackends(ctx context.Context, sw *ofswitch.Switch, in *intent.Intent) {
-	if !b.writes() {
+	if !leading(b.lead) {
 		return // a packet-out from a standby is a write the switch refuses
 	}
 	now := b.now()
@@ -148,17 +149,17 @@ func (b *Balancer) expireARP() {
 			kick = true
 			b.log.Info("backend located", "dpid", dpid, "ip", c.IP.String(), "change", c.Kind.String(),
 				"mac", c.To.MAC.String(), "port", c.To.Port, "from_mac", c.From.MAC.String(), "from_port", c.From.Port)
-			b.events.addPeer(Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s %s at %s on port %d", c.Kind, c.IP, c.To.MAC, c.To.Port)})
+			b.events.AddPeer(view.Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s %s at %s on port %d", c.Kind, c.IP, c.To.MAC, c.To.Port)})
 		case arp.ChangeConfirmed:
 			b.log.Info("adopted backend location confirmed", "dpid", dpid, "ip", c.IP.String(), "mac", c.To.MAC.String(), "port", c.To.Port)
 		case arp.ChangeCandidate:
 			kick = true // the next update sends the re-confirmation request
 			b.log.Warn("backend answers from a new location; re-confirming before moving", "dpid", dpid, "ip", c.IP.String(),
 				"mac", c.To.MAC.String(), "port", c.To.Port, "current_mac", c.From.MAC.String(), "current_port", c.From.Port)
-			b.events.addPeer(Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s answers from %s on port %d (at %s on port %d): re-confirming", c.IP, c.To.MAC, c.To.Port, c.From.MAC, c.From.Port)})
+			b.events.AddPeer(view.Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s answers from %s on port %d (at %s on port %d): re-confirming", c.IP, c.To.MAC, c.To.Port, c.From.MAC, c.From.Port)})
 		case arp.ChangeDropped, arp.ChangeConflict:
 			b.refusedARP(dpid, arp.ReasonConflict, c.IP, c.To, now)
-			b.events.addPeer(Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s: competing ARP answers (%s on port %d and %s on port %d); %s",
+			b.events.AddPeer(view.Event{Time: now, Kind: "arp", Text: fmt.Sprintf("%s: competing ARP answers (%s on port %d and %s on port %d); %s",
 				c.IP, c.From.MAC, c.From.Port, c.To.MAC, c.To.Port, map[bool]string{true: "not located", false: "location kept"}[c.Kind == arp.ChangeDropped])})
 		}
 	}

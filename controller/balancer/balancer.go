@@ -24,7 +24,9 @@ import (
 	"flowweight/controller/intent"
 	"flowweight/controller/ofswitch"
 	"flowweight/controller/ratelog"
+	"flowweight/controller/state"
 	"flowweight/controller/switchsync"
+	"flowweight/controller/view"
 	"flowweight/internal/report"
 )
 
@@ -32,7 +34,7 @@ import (
 type Options struct {
 	Logger  *slog.Logger
 	Now     func() time.Time
-	Metrics *Metrics // nil: metrics are kept but not registered anywhere
+	Metrics *Metrics // nil: metrics are kept but not registered anywhere; its board is where the views read
 	// StatePath is the state file that keeps operator drains, learned capacity and replay
 	// marks across restarts (see docs/operations.md); "" keeps nothing.
 	StatePath string
@@ -41,7 +43,8 @@ type Options struct {
 	// change.
 	StateEvery time.Duration
 	// Elector is the HA election (docs/ha.md); nil runs one controller alone. With it the
-	// shared state lives in etcd and StatePath is not used.
+	// shared state lives in etcd and StatePath is not used. New makes the choice once: an
+	// Elector gives an elected Lead and the etcd Store, none a solo Lead and the file Store.
 	Elector Elector
 }
 
@@ -52,7 +55,12 @@ type Balancer struct {
 	now     func() time.Time
 	metrics *Metrics
 	pool    *collector.Pool
-	events  *eventLog
+	events  *view.Log     // the controller's and its peers' events (own lock)
+	hist    *view.History // recent weights per backend: the update writes, the views read (own lock)
+	board   *view.Board   // where the update publishes what views and metrics read
+	lead    Lead          // whether this controller may write: solo, or the HA election
+	st      keeper        // what is saved to, and restored from, the Store
+	drains  *drains       // operator drains
 
 	// updating serializes update (the loop's, and any caller's such as a test's) and guards
 	// snap, its reused snapshot buffer.
@@ -60,53 +68,41 @@ type Balancer struct {
 	snap     []collector.State
 
 	// kick asks the update loop for an early update (a learned MAC, a reload, a connect).
-	kick chan struct{}
+	kick    chan struct{}
+	started time.Time // when New ran: the start-up hold counts from it
 
+	// mu is the update loop's lock: the running configuration and services, the registry of
+	// switches, the update counters. Readers do not take it: they read b.board.
 	mu       sync.Mutex
 	cfg      *config.Config
 	services []*service
 	switches map[uint64]*switchsync.Syncer // by datapath id: the registry; each syncer owns its switch
 	pollers  map[string]*snmpSource
-	ofsrv    *ofswitch.Server
-	pushsrv  *push.Server
 	ctx      context.Context
 	srcWG    sync.WaitGroup
-	hist     history
 	owned    map[uint32]bool // group ids configured since start
-	started  time.Time
 	// seq counts updates; gen changes when what the switches should hold may have (a write,
 	// a hold ending, a reload: dirty, a kick). See intent.Intent.
 	seq, gen uint64
 	dirty    bool
 
-	// latest is the last update's intent, for the syncers of switches that connect later and
-	// for packet-ins (ARP for the VIPs): read without the lock.
+	// latest is the last update's intent (nil before the first). What switches that connect
+	// later and packet-ins (ARP for the VIPs) read is the board's: the same intent, or before
+	// the first update one built from the running state.
 	latest atomic.Pointer[intent.Intent]
 	notes  *switchsync.Notes // layout notes, shared by every syncer
 	plans  *switchsync.Plans // plans, shared by syncers of like switches
 
-	// keys maps backend names to push keys. The push server looks one up per datagram, so it
-	// is an immutable map swapped whole by a reload, read without the state lock.
-	keys atomic.Pointer[map[string][]byte]
-	// pushAddrs, under mu, is each probe backend's configured address, which the push server
-	// never sheds or has the kernel drop for others' traffic (push.Server.SetBackendAddrs).
-	pushAddrs map[string][]netip.Addr
+	push pushSide // the push server's keys and configured addresses (ingest.go)
 
 	// tls is the OpenFlow listener's current TLS configuration (nil: plain TCP); a reload
 	// replaces it, and the next handshake uses the new one.
 	tls atomic.Pointer[tls.Config]
 
-	st persister // the state file
-
 	// arpl owns backends' locations per switch and our outstanding ARP requests (it has its
 	// own lock); arpExpiry, under mu, is when the pending round-closing timer fires.
 	arpl      *arp.Learner
 	arpExpiry time.Time
-
-	// elector is the HA election (nil: no HA); drains, under mu, the operator drains last
-	// seen in etcd (nil until the first).
-	elector Elector
-	drains  map[string]bool
 }
 
 // New validates nothing (the config was validated by Load) and starts nothing.
@@ -120,60 +116,65 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 	if opt.Metrics == nil {
 		opt.Metrics = NewMetrics()
 	}
-	b := &Balancer{log: opt.Logger, now: opt.Now, metrics: opt.Metrics, events: newEventLog(200),
-		kick: make(chan struct{}, 1), switches: map[uint64]*switchsync.Syncer{}, arpl: arp.NewLearner(arp.LearnerConfig{}),
-		pollers: map[string]*snmpSource{}, hist: history{max: 360}, owned: map[uint32]bool{}, started: opt.Now()}
+	b := &Balancer{log: opt.Logger, now: opt.Now, metrics: opt.Metrics, events: view.NewLog(200), hist: view.NewHistory(360),
+		board: opt.Metrics.board, kick: make(chan struct{}, 1), switches: map[uint64]*switchsync.Syncer{}, arpl: arp.NewLearner(arp.LearnerConfig{}),
+		pollers: map[string]*snmpSource{}, owned: map[uint32]bool{}, started: opt.Now()}
 	b.plog = ratelog.New(b.log, func() time.Time { return b.now() })
 	b.notes = switchsync.NewNotes(b.log)
 	b.plans = switchsync.NewPlans()
-	b.pool = collector.NewPool(b.poolConfig(cfg))
-	b.st.path, b.st.every = opt.StatePath, opt.StateEvery
-	b.elector = opt.Elector
-	if b.elector != nil {
-		b.st.path = "" // the shared state is etcd's
+	b.pool = collector.NewPool(poolConfig(cfg, b.now, b.log, onTransition(b.metrics, b.events, b.kick)))
+	// The one place that asks whether this controller is one of an HA pool.
+	var store Store = fileStore{path: opt.StatePath}
+	b.lead = solo{}
+	every := DefaultStateEvery
+	if opt.Elector != nil {
+		store, b.lead, every = etcdStore{opt.Elector}, elected{opt.Elector}, DefaultHAStateEvery
 	}
-	if b.st.every <= 0 {
-		b.st.every = DefaultStateEvery
-		if b.elector != nil {
-			b.st.every = DefaultHAStateEvery
-		}
+	if opt.StateEvery > 0 {
+		every = opt.StateEvery
 	}
-	if b.elector != nil {
-		b.loadSharedState(cfg)
-	} else {
-		b.loadState(cfg)
-	}
+	b.st = keeper{store: store, every: every, off: opt.Elector == nil && opt.StatePath == "", log: b.log, events: b.events,
+		now: b.now, writes: b.metrics.stateWrites}
+	b.drains = &drains{pool: b.pool, store: store, kick: b.Kick, save: b.saveState}
+	b.board.SetSources(view.Sources{Pool: b.pool, Now: b.now, Events: b.events, History: b.hist, Election: b.lead,
+		Locate: b.locator, Drain: b.Drain})
+	b.board.PublishSwitches(view.Registry{})
+	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
+	b.st.load(ctx, cfg)
+	cancel()
 	if err := b.install(cfg); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-func (b *Balancer) poolConfig(cfg *config.Config) collector.Config {
+func poolConfig(cfg *config.Config, now func() time.Time, log *slog.Logger, transition func(collector.Transition)) collector.Config {
 	return collector.Config{FailThreshold: cfg.Collector.FailThreshold, RiseThreshold: cfg.Collector.RiseThreshold,
 		StaleAfter: cfg.Collector.StaleAfter, Warmup: cfg.Weighting.Warmup, Alpha: cfg.Weighting.Alpha,
-		Now: b.now, Logger: b.log, OnTransition: b.transition}
+		Now: now, Logger: log, OnTransition: transition}
 }
 
-// transition counts every state change; it lists and kicks an early update only for those
+// onTransition counts every state change; it lists and kicks an early update only for those
 // within the backend's log budget (collector.TransitionBurst): a probe flapping its drain flag
 // at report rate must not fill the event list or replan at report rate. A quiet change is
 // picked up by the next periodic update.
-func (b *Balancer) transition(t collector.Transition) {
-	if !t.Catchup {
-		b.metrics.transitions.WithLabelValues(t.To.String()).Inc()
-	}
-	if t.Quiet {
-		return
-	}
-	text := fmt.Sprintf("%s -> %s: %s", t.From, t.To, t.Reason)
-	if t.Suppressed > 0 && !t.Catchup {
-		text += fmt.Sprintf(" (%d earlier changes not listed)", t.Suppressed)
-	}
-	b.events.add(Event{Time: t.Time, Backend: t.Backend, Kind: "state", Text: text})
-	select {
-	case b.kick <- struct{}{}:
-	default:
+func onTransition(m *Metrics, events *view.Log, kick chan<- struct{}) func(collector.Transition) {
+	return func(t collector.Transition) {
+		if !t.Catchup {
+			m.transitions.WithLabelValues(t.To.String()).Inc()
+		}
+		if t.Quiet {
+			return
+		}
+		text := fmt.Sprintf("%s -> %s: %s", t.From, t.To, t.Reason)
+		if t.Suppressed > 0 && !t.Catchup {
+			text += fmt.Sprintf(" (%d earlier changes not listed)", t.Suppressed)
+		}
+		events.Add(view.Event{Time: t.Time, Backend: t.Backend, Kind: "state", Text: text})
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -215,7 +216,7 @@ func (b *Balancer) install(cfg *config.Config) error {
 		}
 	}
 	services := make([]*service, len(cfg.Services))
-	drained := b.operatorDrains()
+	drained := operatorDrains(b.pool)
 	b.mu.Lock()
 	old := map[string]*service{}
 	for _, s := range b.services {
@@ -252,9 +253,8 @@ func (b *Balancer) install(cfg *config.Config) error {
 			}
 		}
 	}
-	restoreDrain := b.rememberLocked(services, drained)
+	restoreDrain := b.st.remember(b.services, services, drained)
 	b.cfg, b.services = cfg, services
-	b.keys.Store(&keys)
 	b.dirty = true
 	b.tls.Store(tc)
 	live := map[string]bool{}
@@ -263,19 +263,20 @@ func (b *Balancer) install(cfg *config.Config) error {
 			live[s.cfg.Name+"/"+be.Name] = true
 		}
 	}
-	b.hist.keep(live)
+	b.hist.Keep(live)
+	in := b.latest.Load() // the intent the switches are offered stays the last update's
+	if in == nil {
+		in = b.intentLocked(false) // before the first update: one built from the running state
+	}
+	b.board.Publish(snapshotOf(services, in))
 	kept := map[string]bool{}
 	for _, s := range services {
 		kept[s.cfg.Name] = true
 	}
 	b.notes.Forget(kept)
-	pushsrv := b.pushsrv
-	b.pushAddrs = addrs
-	if pushsrv != nil {
-		pushsrv.SetBackendAddrs(addrs) // under mu, so a reload and Run cannot cross
-	}
+	pushsrv := b.push.configure(keys, addrs)
 	b.mu.Unlock()
-	b.pool.Reconfigure(b.poolConfig(cfg))
+	b.pool.Reconfigure(poolConfig(cfg, b.now, b.log, onTransition(b.metrics, b.events, b.kick)))
 	added, removed := b.pool.SetBackends(names)
 	for _, n := range restoreDrain {
 		b.pool.SetOperatorDrain(n, true, "operator drain restored (state file, or kept while a reload had removed the backend)")
@@ -294,7 +295,7 @@ func (b *Balancer) install(cfg *config.Config) error {
 	if len(added)+len(removed) > 0 {
 		b.log.Info("backends changed", "added", added, "removed", removed)
 	}
-	b.syncDrains() // HA: a backend put back keeps the drain etcd holds for it
+	b.drains.sync() // HA: a backend put back keeps the drain etcd holds for it
 	return nil
 }
 
@@ -310,7 +311,8 @@ func (b *Balancer) reload(path string, cfg *config.Config, opt ReloadOptions) er
 	cur := b.cfg
 	b.mu.Unlock()
 	if r := config.Compare(cur, cfg); (r.Mass() || (opt.cutShort != "" && r.Any())) && !opt.AllowRemoval {
-		e := &RemovalRefusedError{File: path, Removal: r, State: b.st.path}
+		_, statePath := b.st.store.Where()
+		e := &RemovalRefusedError{File: path, Removal: r, State: statePath}
 		if !r.Mass() {
 			e.CutShort = opt.cutShort
 		}
@@ -338,12 +340,10 @@ func (b *Balancer) reload(path string, cfg *config.Config, opt ReloadOptions) er
 	if err := b.install(cfg); err != nil {
 		return err
 	}
-	if b.elector != nil {
-		b.elector.SetFingerprint(cfg.Fingerprint())
-	}
+	b.lead.SetFingerprint(cfg.Fingerprint())
 	b.saveState()
 	b.startSNMP()
-	b.events.add(Event{Time: b.now(), Kind: "config", Text: "configuration reloaded"})
+	b.events.Add(view.Event{Time: b.now(), Kind: "config", Text: "configuration reloaded"})
 	b.Kick()
 	return nil
 }
@@ -366,10 +366,25 @@ func (b *Balancer) Kick() {
 	}
 }
 
-// keyFor is the push server's key lookup; unknown backends have no key.
-func (b *Balancer) keyFor(id string) ([]byte, bool) {
-	k, ok := (*b.keys.Load())[id]
-	return k, ok
+// View is the controller's read side (the API, the dashboard, `controller status`): what
+// the update loop last published, never the loop's own state.
+func (b *Balancer) View() *view.Board { return b.board }
+
+// Drain drains or undrains a backend by name (the API's call): ErrNoBackend when no backend
+// has the name. With HA the drain is stored in etcd first, so every controller applies it and
+// it holds after a failover; when etcd does not take it, nothing changes and the error says so.
+func (b *Balancer) Drain(name string, drained bool) error {
+	return b.drains.Drain(b.context(), name, drained)
+}
+
+// saveState writes the state document now if its content changed (keeper.save).
+func (b *Balancer) saveState() {
+	b.st.save(b.context().Err() != nil, func() *state.File {
+		drained := operatorDrains(b.pool)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.st.build(b.services, drained)
+	})
 }
 
 // Run listens for switches and probes and runs the update loops until ctx ends.
@@ -378,23 +393,23 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 	ofcfg := ofswitch.Config{Listen: cfg.Controller.Listen, EchoInterval: cfg.Controller.EchoInterval,
 		BarrierTimeout: cfg.Controller.BarrierTimeout, Logger: b.log, CertNamesDatapath: cfg.Controller.TLSNamesDPID}
 	if b.tls.Load() != nil {
-		ofcfg.TLS = b.listenerTLS()
+		ofcfg.TLS = listenerTLS(&b.tls)
 	}
 	ofsrv, err := ofswitch.NewServer(ofcfg, b)
 	if err != nil {
 		return fmt.Errorf("openflow listener: %w", err)
 	}
-	pushsrv, err := push.New(push.Config{Listen: cfg.Collector.PushListen, KeyFor: b.keyFor,
+	pushsrv, err := push.New(push.Config{Listen: cfg.Collector.PushListen, KeyFor: b.push.keyFor,
 		ClockSkew: cfg.Collector.ClockSkew, Now: b.now, Logger: b.log}, b.pool)
 	if err != nil {
 		return fmt.Errorf("push listener: %w", err)
 	}
 	b.mu.Lock()
-	b.ofsrv, b.pushsrv, b.ctx = ofsrv, pushsrv, ctx
-	pushsrv.SetBackendAddrs(b.pushAddrs) // before the first datagram: a restart trusts them at once
+	b.ctx = ctx
 	b.mu.Unlock()
-	b.attachReplay(pushsrv)
-	b.metrics.bind(b)
+	b.push.attach(pushsrv)
+	b.st.attach(replayStoreOf(pushsrv, b.log))
+	b.board.SetServers(ofsrv, pushsrv)
 	if ready != nil {
 		ready(ofsrv.Addr(), pushsrv.Addr())
 	}
@@ -403,9 +418,7 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 	go func() { errc <- ofsrv.Serve(ctx) }()
 	go func() { errc <- pushsrv.Serve(ctx) }()
 	b.startSNMP()
-	if b.elector != nil {
-		b.runHA(ctx)
-	}
+	b.runHA(ctx)
 	go b.updateLoop(ctx)
 	go b.followLoop(ctx)
 	<-ctx.Done()
@@ -431,33 +444,26 @@ func (b *Balancer) Connected(sw *ofswitch.Switch) {
 		After:    func(ctx context.Context, in *intent.Intent) { b.resolveBackends(ctx, sw, in) },
 		Observed: b.Kick,
 		Event: func(kind, service, text string) { // about this switch: the peers' ring
-			b.events.addPeer(Event{Time: b.now(), Kind: kind, Service: service, Text: text})
+			b.events.AddPeer(view.Event{Time: b.now(), Kind: kind, Service: service, Text: text})
 		},
 		Notes: b.notes,
 		Plans: b.plans,
-		Lead:  b.lead(),
+		Lead:  b.lead.Syncer(),
 		Metrics: switchsync.Metrics{Rewrites: b.metrics.rewrites, RewriteErrors: b.metrics.rewriteErrors,
 			Drift: b.metrics.drift, BarrierRTT: b.metrics.barrierRTT, Contested: b.metrics.contested}})
 	b.mu.Lock()
 	b.switches[dpid] = sy
+	b.board.PublishSwitches(maps.Clone(b.switches))
 	b.mu.Unlock()
 	b.metrics.switchUp.WithLabelValues(sw.String()).Set(1)
-	b.events.addPeer(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " connected from " + sw.RemoteAddr().String()})
+	b.events.AddPeer(view.Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " connected from " + sw.RemoteAddr().String()})
 	// Rate-limited per datapath id: a peer reconnecting in a loop cannot flood the log, and
 	// distinct switches each get their line (ratelog bounds the ids it tracks).
 	b.plog.Log(slog.LevelInfo, "connect "+sw.String(), "switch connected", "dpid", sw.String(), "remote", sw.RemoteAddr().String())
 	// The syncer ends with the session (Run watches sw.Done).
 	go sy.Run(b.context())
-	sy.Offer(b.current())
+	sy.Offer(b.board.Latest().Intent)
 	b.Kick()
-}
-
-// lead is the election as syncers see it; nil without HA.
-func (b *Balancer) lead() switchsync.Lead {
-	if b.elector == nil {
-		return nil
-	}
-	return electorLead{b.elector}
 }
 
 // Disconnected implements ofswitch.Handler. Installed flows stay on a fail-secure switch.
@@ -465,21 +471,15 @@ func (b *Balancer) Disconnected(sw *ofswitch.Switch, err error) {
 	b.mu.Lock()
 	if cur, ok := b.switches[sw.DatapathID()]; ok && cur.Conn() == sw {
 		delete(b.switches, sw.DatapathID())
+		b.board.PublishSwitches(maps.Clone(b.switches))
 	}
 	b.mu.Unlock()
 	// The series goes with the switch: datapath ids are chosen by whoever connects, and a
 	// series per id ever seen would grow without bound. The session table refuses a second
 	// live session of an id, so no newer session of this id has set it yet.
 	b.metrics.forgetSwitch(sw.String())
-	b.events.addPeer(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " disconnected"})
+	b.events.AddPeer(view.Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " disconnected"})
 	b.plog.Warn("disconnect "+sw.String(), "switch disconnected", "dpid", sw.String(), "err", err)
-}
-
-// Switches lists the connected datapaths.
-func (b *Balancer) Switches() []uint64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Sorted(maps.Keys(b.switches))
 }
 
 // VIPMAC returns the MAC a service's VIP answers with.

@@ -137,20 +137,6 @@ func TestReloadRejectsWithoutChangingAnything(t *testing.T) {
 	}
 }
 
-func TestEventLogRing(t *testing.T) {
-	l := newEventLog(3)
-	for i := 0; i < 5; i++ {
-		l.add(Event{Text: string(rune('a' + i))})
-	}
-	var got string
-	for _, e := range l.list() {
-		got += e.Text
-	}
-	if got != "cde" {
-		t.Fatalf("ring kept %q, want cde", got)
-	}
-}
-
 func TestPanicShownWhenNoBackendLive(t *testing.T) {
 	b, err := New(testConfig(t, ""), Options{})
 	if err != nil {
@@ -166,25 +152,6 @@ func TestPanicShownWhenNoBackendLive(t *testing.T) {
 	}
 }
 
-func TestHistoryRing(t *testing.T) {
-	h := history{max: 3}
-	t0 := time.Unix(1000, 0)
-	for i := 0; i < 5; i++ {
-		h.add("s/a", Point{Time: t0.Add(time.Duration(i) * time.Second), Weight: uint16(i), AL: float64(i) / 10})
-	}
-	pts := h.series["s/a"].points()
-	if len(pts) != 3 || pts[0].Weight != 2 || pts[2].Weight != 4 || !pts[2].Time.Equal(t0.Add(4*time.Second)) {
-		t.Fatalf("ring kept %+v, want the last three oldest first", pts)
-	}
-	if cap(h.series["s/a"].pts) != 3 {
-		t.Fatal("ring grew beyond its size")
-	}
-	h.keep(map[string]bool{})
-	if len(h.series) != 0 {
-		t.Fatal("removed backend's history kept")
-	}
-}
-
 // bucketsOf returns the slots the planner would give each backend of group 5 on a switch
 // where every backend is located (a backend's buckets summed: the layout may give one
 // backend two buckets, see dataplane.Layout).
@@ -197,7 +164,7 @@ func bucketsOf(t *testing.T, b *Balancer) []uint16 {
 		}
 	}
 	b.mu.Unlock()
-	desired, _ := b.desiredFor(1)
+	desired, _ := desiredFor(b, 1)
 	for _, g := range desired.Groups {
 		if g.ID == 5 {
 			var w []uint16
@@ -447,7 +414,7 @@ func TestThroughputSmoothedLikeTheCPU(t *testing.T) {
 			status.Rates, status.RatesAt = map[uint64]float64{cookie: st.rate}, clk.t.Add(-st.age)
 		}
 		b.mu.Lock()
-		b.measureThroughputLocked([]*switchsync.Status{status})
+		measureThroughput(b.services, []*switchsync.Status{status}, b.now(), b.cfg.Controller.UpdatePeriod)
 		got := s.books[0].throughput
 		b.mu.Unlock()
 		if math.Abs(got-st.want) > 1e-9 {

@@ -12,7 +12,14 @@
 // It also answers ARP for the VIPs from the latest intent and applies configuration reloads
 // atomically.
 //
+// What the loop needs besides that is behind small types (docs/design.md, "Inside the
+// controller"): a Lead says whether this controller may write (solo alone, elected with HA:
+// ha.go); a Store keeps the state document (the state file, or etcd: store.go) and the keeper
+// decides what to write and when (persist.go); drains owns operator drains (drains.go). After
+// every update the loop publishes an immutable snapshot on a view.Board (publish.go), which
+// the API and the metrics collectors read without this package's lock.
+//
 // The arithmetic lives in weights, the flow layout in dataplane, the bytes in ofswitch and
-// nx, and everything about one switch in switchsync; this package holds the loops and the
-// state between them. Nothing below it may import it.
+// nx, everything about one switch in switchsync, the read side in controller/view; this
+// package holds the loops and the state between them. Nothing below controller/ imports it.
 package balancer

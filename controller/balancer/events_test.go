@@ -41,7 +41,7 @@ func TestStateEventsRateLimited(t *testing.T) {
 		drainKick()
 	}
 	events := 0
-	for _, e := range b.Events() {
+	for _, e := range b.View().Events() {
 		if e.Kind == "state" && e.Backend == "a" {
 			events++
 		}

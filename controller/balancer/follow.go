@@ -112,7 +112,7 @@ func (b *Balancer) followOnce(period time.Duration) {
 	// The names are read under b.mu and the counts from the pool without it: the pool's lock
 	// is taken before b.mu everywhere (update), never inside it.
 	b.mu.Lock()
-	standby := b.standby()
+	standby := !leading(b.lead)
 	type want struct {
 		s     *service
 		names []string
@@ -151,7 +151,8 @@ func (b *Balancer) followOnce(period time.Duration) {
 	b.gen++
 	in := b.intentLocked(standby)
 	b.latest.Store(in)
-	syncers := b.syncersLocked()
+	b.board.Publish(snapshotOf(b.services, in))
+	syncers := sortedSyncers(b.switches)
 	b.mu.Unlock()
 	for _, sy := range syncers {
 		sy.Offer(in)

@@ -41,7 +41,7 @@ func TestFastLoopFollowsInFlight(t *testing.T) {
 		t.Fatalf("after the first update, no counts yet: applied %v, followed %v", base, s.followed)
 	}
 	weightsOf := func() []uint16 {
-		in := b.Latest()
+		in := b.latest.Load()
 		var w []uint16
 		for _, be := range in.Services[0].Backends {
 			w = append(w, be.Weight)
@@ -57,7 +57,7 @@ func TestFastLoopFollowsInFlight(t *testing.T) {
 	if !(got[0] < base[0] && got[1] > base[1] && int(got[0])+int(got[1]) == int(base[0])+int(base[1])) {
 		t.Fatalf("followed %v from base %v", got, base)
 	}
-	v := b.Services()[0].Backends
+	v := b.View().Services()[0].Backends
 	if !v[0].Followed || v[0].InFlight == nil || *v[0].InFlight != 9 || v[0].BaseWeight != base[0] || v[0].AppliedWeight != got[0] {
 		t.Fatalf("view %+v", v[0])
 	}

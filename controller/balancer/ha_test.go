@@ -191,7 +191,7 @@ func TestHAStateOnlyFromTheLeader(t *testing.T) {
 	if e.saves != 0 {
 		t.Fatalf("a standby wrote the shared state %d times", e.saves)
 	}
-	if v := b.HA(); v.Role != "standby" || v.Leader != "other" || v.Term != 3 {
+	if v := b.View().HA(); v.Role != "standby" || v.Leader != "other" || v.Term != 3 {
 		t.Fatalf("standby view %+v", v)
 	}
 	s := b.services[0]
@@ -209,7 +209,7 @@ func TestHAStateOnlyFromTheLeader(t *testing.T) {
 		defer b.mu.Unlock()
 		return s.books[0].learned == 2.5
 	})
-	if v := b.HA(); v.Role != "leader" || v.Term != 4 || v.LeaseRemaining <= 0 {
+	if v := b.View().HA(); v.Role != "leader" || v.Term != 4 || v.LeaseRemaining <= 0 {
 		t.Fatalf("leader view %+v", v)
 	}
 	b.saveState()
@@ -244,12 +244,12 @@ func TestHAOneSwitchCannotDepose(t *testing.T) {
 	b := startHA(t, e)
 	claim := func(dpid uint64) *switchsync.Syncer {
 		conn := switchsync.NewFakeConn(dpid)
-		sy := switchsync.New(switchsync.Config{Conn: conn, Lead: b.lead(), Locate: b.locator(dpid)})
+		sy := switchsync.New(switchsync.Config{Conn: conn, Lead: b.lead.Syncer(), Locate: b.locator(dpid)})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { sy.Run(ctx); close(done) }()
 		t.Cleanup(func() { cancel(); <-done })
-		sy.Offer(b.current())
+		sy.Offer(b.board.Latest().Intent)
 		waitUntil(t, "master on the fake switch", func() bool { return sy.Status().Role == "master" })
 		e.mu.Lock()
 		heard := len(e.verified) + len(e.stepDowns)
@@ -263,7 +263,7 @@ func TestHAOneSwitchCannotDepose(t *testing.T) {
 		return sy
 	}
 	claim(0xfa4e)
-	if v := b.HA(); v.Role != "leader" || v.Term != 4 {
+	if v := b.View().HA(); v.Role != "leader" || v.Term != 4 {
 		t.Fatalf("one switch's claim deposed the leader: %+v (stepped down in %v)", v, e.stepDowns)
 	}
 	// A real takeover: etcd holds the election in term 5 by now.
@@ -271,5 +271,5 @@ func TestHAOneSwitchCannotDepose(t *testing.T) {
 	e.etcdTerm = 5
 	e.mu.Unlock()
 	claim(0xfa4f)
-	waitUntil(t, "stepped down", func() bool { return b.HA().Role == "standby" })
+	waitUntil(t, "stepped down", func() bool { return b.View().HA().Role == "standby" })
 }

@@ -3,6 +3,7 @@ package balancer
 import (
 	"flowweight/controller/arp"
 	"flowweight/controller/switchsync"
+	"flowweight/controller/view"
 	"flowweight/weights"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,8 +29,9 @@ type Metrics struct {
 	followSeconds                       prometheus.Histogram // fast-loop steps that changed an intent
 	reloads                             *prometheus.CounterVec
 	stateWrites                         *prometheus.CounterVec
-	push                                *pushCollector
-	shares                              *shareCollector // slots.go
+	// board is where the balancer publishes what the scrape-time collectors read (the push
+	// server's and the listener's counters, the election, the shares): view.Board.Collectors.
+	board *view.Board
 	// The headroom policy's view (docs/weights.md): the series exist only while the signal
 	// does, so a dashboard shows a gap, not a zero, when a backend stops reporting its own CPU.
 	serviceCPU, headroom *prometheus.GaugeVec
@@ -94,8 +96,7 @@ func NewMetrics() *Metrics {
 		followSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flowweight", Name: "follow_duration_seconds",
 			Help:    "Duration of fast-loop steps (weighting.in_flight_period) that changed the weights handed to the switches.",
 			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 9)}),
-		push:   &pushCollector{},
-		shares: &shareCollector{},
+		board: view.NewBoard(),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "config_reloads_total",
 			Help: "Configuration reloads, by result: applied, refused_removal (would remove too much without -allow-removal), invalid."}, []string{"result"}),
 		stateWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "state_writes_total",
@@ -118,17 +119,20 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	}
 	m.stateWrites.WithLabelValues("error")
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
-		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.contested, m.arpReplies, m.arpFaults, m.barrierRTT, m.updateSeconds, m.followSeconds, m.push, &ofCollector{m.push}, &haCollector{m.push},
-		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps, m.shares, m.reloads, m.stateWrites,
+		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.contested, m.arpReplies, m.arpFaults, m.barrierRTT, m.updateSeconds, m.followSeconds,
+		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps, m.reloads, m.stateWrites,
 		m.serviceCPU, m.headroom, m.fallback} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	for _, c := range m.board.Collectors() {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
 	}
 	return nil
 }
-
-func (m *Metrics) bind(b *Balancer) { m.push.b, m.shares.b = b, b }
 
 // ARP fault reasons, the fixed label set of flowweight_arp_faults_total.
 const (
@@ -161,7 +165,8 @@ func (m *Metrics) forgetSwitch(dpid string) { m.switchUp.DeleteLabelValues(dpid)
 
 var stateNames = [...]string{"unknown", "warming", "up", "down", "stale", "drained"}
 
-// observeService records one service's latest computation. Called with b.mu held.
+// observeService records one service's latest computation: the update loop writes the
+// gauges (the services are its). Called with the balancer's lock held.
 func (m *Metrics) observeService(s *service) {
 	if s.tuning.Policy == weights.PolicyHeadroom {
 		m.fallback.WithLabelValues(s.cfg.Name).Set(float64(s.result.Fallback))
@@ -232,54 +237,4 @@ type backendGauges struct {
 	ls, c, al, computed           prometheus.Gauge
 	serviceCPU, headroom, applied prometheus.Gauge
 	state                         [len(stateNames)]prometheus.Gauge
-}
-
-// pushCollector exposes the push server's counters at scrape time.
-type pushCollector struct{ b *Balancer }
-
-var (
-	pushAccepted = prometheus.NewDesc("flowweight_push_reports_accepted_total", "Probe reports verified and ingested.", nil, nil)
-	pushRejected = prometheus.NewDesc("flowweight_push_reports_rejected_total", "Probe datagrams rejected, by reason.", []string{"reason"}, nil)
-)
-
-func (p *pushCollector) Describe(ch chan<- *prometheus.Desc) { ch <- pushAccepted; ch <- pushRejected }
-
-func (p *pushCollector) Collect(ch chan<- prometheus.Metric) {
-	if p.b == nil {
-		return
-	}
-	p.b.mu.Lock()
-	srv := p.b.pushsrv
-	p.b.mu.Unlock()
-	if srv == nil {
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(pushAccepted, prometheus.CounterValue, float64(srv.Accepted()))
-	for reason, n := range srv.Rejected() {
-		ch <- prometheus.MustNewConstMetric(pushRejected, prometheus.CounterValue, float64(n), string(reason))
-	}
-}
-
-// ofCollector exposes the OpenFlow listener's fault counters at scrape time. The reason label
-// takes the fixed set ofswitch.Faults, never a datapath id or address.
-type ofCollector struct{ p *pushCollector } // shares the Balancer binding
-
-var ofFaults = prometheus.NewDesc("flowweight_openflow_faults_total",
-	"Messages and connections from OpenFlow peers that were refused, dropped or logged as faults, by reason.", []string{"reason"}, nil)
-
-func (o *ofCollector) Describe(ch chan<- *prometheus.Desc) { ch <- ofFaults }
-
-func (o *ofCollector) Collect(ch chan<- prometheus.Metric) {
-	if o.p.b == nil {
-		return
-	}
-	o.p.b.mu.Lock()
-	srv := o.p.b.ofsrv
-	o.p.b.mu.Unlock()
-	if srv == nil {
-		return
-	}
-	for f, n := range srv.Stats().Faults {
-		ch <- prometheus.MustNewConstMetric(ofFaults, prometheus.CounterValue, float64(n), f.String())
-	}
 }

@@ -130,13 +130,13 @@ func TestSwitchSeriesRemovedOnDisconnect(t *testing.T) {
 	b, reg, addr := runWithMetrics(t, &logs)
 	stay := dialSwitch(t, addr, 0xaaaa)
 	defer stay.Close()
-	waitCond(t, "first switch connected", func() bool { return slices.Contains(b.Switches(), 0xaaaa) })
+	waitCond(t, "first switch connected", func() bool { return slices.Contains(b.View().Switches(), 0xaaaa) })
 	goroutines := runtime.NumGoroutine()
 	for dpid := uint64(1); dpid <= 300; dpid++ {
 		c := dialSwitch(t, addr, dpid)
-		waitCond(t, "switch connected", func() bool { return slices.Contains(b.Switches(), dpid) })
+		waitCond(t, "switch connected", func() bool { return slices.Contains(b.View().Switches(), dpid) })
 		c.Close()
-		waitCond(t, "switch gone", func() bool { return !slices.Contains(b.Switches(), dpid) })
+		waitCond(t, "switch gone", func() bool { return !slices.Contains(b.View().Switches(), dpid) })
 	}
 	// Each session's syncer ends with it: nothing per gone switch is left running.
 	waitCond(t, "syncers of gone switches ended", func() bool { return runtime.NumGoroutine() <= goroutines+2 })
@@ -300,7 +300,7 @@ func TestReloadForgetsRemovedBackendsSeries(t *testing.T) {
 	if err := b.metrics.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	b.periods(clk, 2)
+	periods(b, clk, 2)
 	if got := gathered(t, reg, "flowweight_backend_load_ratio", "backend"); len(got) != 3 {
 		t.Fatalf("series before the reload: %v, want be1..be3", got)
 	}
@@ -308,7 +308,7 @@ func TestReloadForgetsRemovedBackendsSeries(t *testing.T) {
 	if err := b.reload("test.toml", next, ReloadOptions{AllowRemoval: true}); err != nil {
 		t.Fatal(err)
 	}
-	b.periods(clk, 1)
+	periods(b, clk, 1)
 	for _, name := range []string{"flowweight_backend_load_ratio", "flowweight_backend_weight_computed", "flowweight_backend_state",
 		"flowweight_backend_weight_applied", "flowweight_backend_capacity_clamped"} {
 		if got := gathered(t, reg, name, "backend"); len(got) != 2 || !hasKey(got, "be1") || hasKey(got, "be3") {

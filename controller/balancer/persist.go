@@ -2,10 +2,9 @@ package balancer
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"slices"
 	"sync"
@@ -14,7 +13,10 @@ import (
 	"flowweight/collector/push"
 	"flowweight/controller/config"
 	"flowweight/controller/state"
+	"flowweight/controller/view"
 	"flowweight/internal/report"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Bounds on what the state file remembers of backends no longer configured: an operator's
@@ -75,86 +77,119 @@ func (p pushReplay) RestoreReplayState(in map[string]json.RawMessage) {
 	}
 }
 
-// persister is the state file's side of the balancer. remembered and replay are guarded by
-// Balancer.mu; the rest by wmu, which serialises writes.
-type persister struct {
-	path  string
+// keeper is what the balancer saves and restores through its Store: it builds the document
+// from the running services, decides when a write is due, and logs and counts the writes.
+// The services are the balancer's, so build and remember are called under its lock; the
+// keeper's own fields have locks of their own.
+type keeper struct {
+	store Store
 	every time.Duration
+	// off: nothing is kept (no state file, no HA).
+	off    bool
+	log    *slog.Logger
+	events *view.Log
+	now    func() time.Time
+	writes *prometheus.CounterVec // flowweight_state_writes_total
 
+	// weights are the weights the loaded document says were last written, by service and
+	// backend: the first source of the start-up seed (seed.go); weightsFrom names the store
+	// ("state file", "state in etcd"; "": none loaded). Set once by load, then only read.
+	weights     map[string]map[string]uint16
+	weightsFrom string
+
+	mu sync.Mutex
 	// remembered: backends the running configuration does not have (removed by a reload, or
-	// in the state file but not in the configuration at start), with what to restore when a
+	// in the document but not in the configuration at start), with what to restore when a
 	// reload puts them back. Configured backends' state lives in the pool and the books.
 	remembered map[string]state.Backend
 	replay     map[string]json.RawMessage // as loaded, until a ReplayStore takes over
-	// weights are the weights the loaded file says were last written, by service and backend:
-	// the first source of the start-up seed (seed.go); weightsFrom names the file ("state
-	// file", "state in etcd"; "": none loaded).
-	weights     map[string]map[string]uint16
-	weightsFrom string
+	rs         ReplayStore
 	// weightsGen counts the updates that applied new weights; savedGen is the count the last
-	// write included. New weights make a write due at the next period: the file is the first
-	// source of a restart's seed (seed.go), so it must not lag the switches by StateEvery.
+	// write included. New weights make a write due at the next period: the document is the
+	// first source of a restart's seed (seed.go), so it must not lag the switches by every.
 	weightsGen, savedGen, buildGen uint64
-	store                          ReplayStore
 
-	wmu     sync.Mutex
-	last    []byte // the last content written, without its timestamp
+	wmu     sync.Mutex // serialises writes
+	last    []byte     // the last content written, without its timestamp
 	lastAt  time.Time
 	failing bool
 }
 
-// loadState reads the state file before the first install. It never fails: a missing file is
-// a first start, an unusable one is moved aside and the controller starts without it.
-func (b *Balancer) loadState(cfg *config.Config) {
-	p := &b.st
-	p.remembered = map[string]state.Backend{}
-	if p.path == "" {
+// load reads the store before the first install. It never fails: nothing saved is a first
+// start, an unusable document is not applied (a state file is moved aside whole).
+func (k *keeper) load(ctx context.Context, cfg *config.Config) {
+	k.remembered = map[string]state.Backend{}
+	if k.off {
 		return
 	}
-	f, err := state.Load(p.path)
+	kind, path := k.store.Where()
+	where := kind // "state file PATH", "state in etcd"
+	if path != "" {
+		where += " " + path
+	}
+	f, err := k.store.Load(ctx)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		b.log.Info("no state file yet; starting without saved drains or learned capacity", "file", p.path)
-		return
 	case err != nil:
-		aside, qerr := state.Quarantine(p.path)
-		b.log.Warn("state file unusable; starting without it: the operator drains, learned capacity and replay marks it held are not applied",
-			"file", p.path, "err", err, "kept_as", aside, "move_err", qerr)
-		b.events.add(Event{Time: b.now(), Kind: "error", Text: "state file " + p.path + " unusable, kept as " + aside + "; saved drains and learned capacity not applied: " + err.Error()})
+		k.log.Warn(kind+" unusable; starting without it: the operator drains, learned capacity and replay marks it held are not applied",
+			"file", path, "err", err)
+		k.events.Add(view.Event{Time: k.now(), Kind: "error", Text: where + " unusable; saved drains and learned capacity not applied: " + err.Error()})
+		return
+	case f == nil:
+		k.log.Info("no "+kind+" yet; starting without saved drains or learned capacity", "file", path)
 		return
 	}
-	b.boundLearned(f, "state file "+p.path, cfg)
+	k.bound(f, where, cfg)
 	drained := 0
 	for name, e := range f.Backends {
-		p.remembered[name] = e
+		k.remembered[name] = e
 		if e.OperatorDrain {
 			drained++
 		}
 	}
-	p.replay = f.Replay
-	p.weights, p.weightsFrom = f.Weights, seedFromState
-	b.log.Info("state file loaded", "file", p.path, "backends", len(f.Backends), "operator_drained", drained,
+	k.replay = f.Replay
+	k.weights, k.weightsFrom = f.Weights, kind
+	k.log.Info(kind+" loaded", "file", path, "backends", len(f.Backends), "operator_drained", drained,
 		"replay_marks", len(f.Replay), "services_with_weights", len(f.Weights), "written", f.Written)
 }
 
-// boundLearned holds what was read, from the state file or from etcd alike, to the bound
-// learning itself keeps (weighting.learn.max_factor): a learned capacity outside it is not
-// applied, and each one is logged by name. One rule for both sources.
-func (b *Balancer) boundLearned(f *state.File, source string, cfg *config.Config) {
+// takeOver reads the document again for a new leader: learning must not fork between
+// controllers, or a takeover would move weights by what the two learned differently. nil:
+// nothing to take (none, or unusable: logged).
+func (k *keeper) takeOver(ctx context.Context, cfg *config.Config) *state.File {
+	cctx, cancel := context.WithTimeout(ctx, haTimeout)
+	defer cancel()
+	f, err := k.store.Load(cctx)
+	if err != nil {
+		k.log.Warn("taking over without the previous leader's learned capacity", "err", err)
+		return nil
+	}
+	if f != nil {
+		kind, _ := k.store.Where()
+		k.bound(f, kind, cfg)
+	}
+	return f
+}
+
+// bound holds what was read, from the state file or from etcd alike, to the bound learning
+// itself keeps (weighting.learn.max_factor): a learned capacity outside it is not applied,
+// and each one is logged by name. One rule for both stores.
+func (k *keeper) bound(f *state.File, source string, cfg *config.Config) {
 	errs := f.DropLearnedOutside(cfg.Weighting.Learn.MaxFactor)
 	for _, err := range errs {
-		b.log.Warn("learned capacity not applied", "source", source, "err", err)
+		k.log.Warn("learned capacity not applied", "source", source, "err", err)
 	}
 	if len(errs) > 0 {
-		b.events.add(Event{Time: b.now(), Kind: "error", Text: fmt.Sprintf("%s: %d learned capacities outside weighting.learn.max_factor not applied; first: %v", source, len(errs), errs[0])})
+		k.events.Add(view.Event{Time: k.now(), Kind: "error", Text: fmt.Sprintf("%s: %d learned capacities outside weighting.learn.max_factor not applied; first: %v", source, len(errs), errs[0])})
 	}
 }
 
-// rememberLocked keeps what must outlive a backend's removal by this install, and returns what
-// to restore into backends this install adds. Called with b.mu held, before the swap.
-func (b *Balancer) rememberLocked(next []*service, drained map[string]bool) (restoreDrain []string) {
-	p := &b.st
-	now := b.now()
+// remember keeps what must outlive a backend's removal by an install from prev to next, and
+// returns what to restore into backends the install adds. Called with the balancer's lock
+// held, before the swap.
+func (k *keeper) remember(prev, next []*service, drained map[string]bool) (restoreDrain []string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := k.now()
 	configured := map[string]bool{}
 	for _, s := range next {
 		for _, be := range s.cfg.Backends {
@@ -162,27 +197,27 @@ func (b *Balancer) rememberLocked(next []*service, drained map[string]bool) (res
 		}
 	}
 	wasConfigured := map[string]bool{}
-	for _, s := range b.services {
+	for _, s := range prev {
 		for j, be := range s.cfg.Backends {
 			wasConfigured[be.Name] = true
 			if configured[be.Name] {
 				continue
 			}
 			// A host in several services: one entry, each service's learning in it.
-			e, ok := p.remembered[be.Name]
+			e, ok := k.remembered[be.Name]
 			if !ok || e.Removed == nil {
 				e = state.Backend{Service: s.cfg.Name, Removed: &now}
 			}
 			e.OperatorDrain = e.OperatorDrain || drained[be.Name]
 			e.Learn(s.cfg.Name, learnedOf(s.books[j]))
 			if e.OperatorDrain || e.LearnedCapacity != 0 || len(e.Also) > 0 {
-				p.remembered[be.Name] = e
+				k.remembered[be.Name] = e
 			}
 		}
 	}
 	for _, s := range next {
 		for j, be := range s.cfg.Backends {
-			e, ok := p.remembered[be.Name]
+			e, ok := k.remembered[be.Name]
 			if !ok || wasConfigured[be.Name] {
 				continue
 			}
@@ -194,15 +229,15 @@ func (b *Balancer) rememberLocked(next []*service, drained map[string]bool) (res
 			}
 		}
 	}
-	for name, e := range p.remembered {
+	for name, e := range k.remembered {
 		if configured[name] {
-			delete(p.remembered, name)
+			delete(k.remembered, name)
 		} else if e.Removed == nil {
 			e.Removed = &now
-			p.remembered[name] = e
+			k.remembered[name] = e
 		}
 	}
-	state.Prune(p.remembered, now, RememberRemovedFor, MaxRemembered)
+	state.Prune(k.remembered, now, RememberRemovedFor, MaxRemembered)
 	return restoreDrain
 }
 
@@ -214,13 +249,12 @@ func learnedOf(k book) float64 {
 	return 0
 }
 
-// buildState assembles the file from the pool (drains), the books (learned capacity), the
-// remembered backends and the replay marks.
-func (b *Balancer) buildState() *state.File {
-	drained := b.operatorDrains()
+// build assembles the document from the drains, the books (learned capacity), the applied
+// weights and the remembered backends. Called with the balancer's lock held; the replay
+// marks are added by save, outside it (the push server calls keyFor under its own lock).
+func (k *keeper) build(services []*service, drained map[string]bool) *state.File {
 	f := &state.File{Version: state.Version, Backends: map[string]state.Backend{}}
-	b.mu.Lock()
-	for _, s := range b.services {
+	for _, s := range services {
 		for j, be := range s.cfg.Backends {
 			e := f.Backends[be.Name] // a host in several services has one entry
 			e.OperatorDrain = drained[be.Name]
@@ -233,7 +267,7 @@ func (b *Balancer) buildState() *state.File {
 			}
 		}
 	}
-	for _, s := range b.services {
+	for _, s := range services {
 		if s.applied == nil {
 			continue
 		}
@@ -246,114 +280,128 @@ func (b *Balancer) buildState() *state.File {
 		}
 		f.Weights[s.cfg.Name] = ws
 	}
-	b.st.buildGen = b.st.weightsGen
-	state.Prune(b.st.remembered, b.now(), RememberRemovedFor, MaxRemembered) // a long run without reloads ages them too
-	for name, e := range b.st.remembered {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.buildGen = k.weightsGen
+	state.Prune(k.remembered, k.now(), RememberRemovedFor, MaxRemembered) // a long run without reloads ages them too
+	for name, e := range k.remembered {
 		f.Backends[name] = e
-	}
-	store, replay := b.st.store, b.st.replay
-	b.mu.Unlock()
-	if store != nil {
-		replay = store.ReplayState() // outside b.mu: the push server calls keyFor under its own lock
-	}
-	if len(replay) > 0 {
-		f.Replay = replay
 	}
 	return f
 }
 
-func (b *Balancer) operatorDrains() map[string]bool {
-	out := map[string]bool{}
-	for _, st := range b.pool.Snapshot(nil) {
-		if st.OperatorDrain {
-			out[st.Name] = true
-		}
-	}
-	return out
+// applied records an update that applied new weights: a write is due at the next period.
+func (k *keeper) applied() {
+	k.mu.Lock()
+	k.weightsGen++
+	k.mu.Unlock()
 }
 
-// saveState writes the state file if its content changed since the last write. A failure is
-// logged once (and again when writes work again) and counted; it never stops the controller.
-func (b *Balancer) saveState() {
-	p := &b.st
-	if p.path == "" && b.elector == nil {
+// save writes the document build returns if its content changed since the last write. A
+// failure is logged once (and again when writes work again) and counted; it never stops the
+// controller. stopping: the last write at shutdown, bounded more tightly (a controller told
+// to stop must stop, etcd or not).
+func (k *keeper) save(stopping bool, build func() *state.File) {
+	if k.off {
 		return
 	}
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
-	f := b.buildState()
+	k.wmu.Lock()
+	defer k.wmu.Unlock()
+	f := build()
+	k.mu.Lock()
+	rs, replay := k.rs, k.replay
+	k.mu.Unlock()
+	if rs != nil {
+		replay = rs.ReplayState()
+	}
+	if len(replay) > 0 {
+		f.Replay = replay
+	}
 	cmp, err := state.Encode(f)
-	now := b.now()
-	if err == nil && bytes.Equal(cmp, p.last) {
-		p.lastAt = now
-		b.markSaved()
+	now := k.now()
+	if err == nil && bytes.Equal(cmp, k.last) {
+		k.lastAt = now
+		k.markSaved()
 		return
 	}
-	if err == nil && b.elector != nil {
+	ok := false
+	if err == nil {
 		f.Written = now.UTC()
-		var data []byte
-		if data, err = state.Encode(f); err == nil {
-			var ok bool
-			if ok, err = b.saveShared(data); !ok && err == nil {
-				b.markSaved()
-				return // a standby writes nothing; the leader's document stands
-			}
+		timeout := haTimeout
+		if stopping {
+			timeout = haShutdownTimeout
 		}
-	} else if err == nil {
-		f.Written = now.UTC()
-		err = state.Save(p.path, f)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		ok, err = k.store.Save(ctx, f)
+		cancel()
 	}
-	if err != nil {
-		b.metrics.stateWrites.WithLabelValues("error").Inc()
-		if !p.failing {
-			b.log.Warn("state file not written; operator drains and learned capacity will not survive a restart until it is",
-				"file", p.path, "err", err)
-			b.events.add(Event{Time: now, Kind: "error", Text: "state file not written: " + err.Error()})
+	_, path := k.store.Where()
+	switch {
+	case err != nil:
+		k.writes.WithLabelValues("error").Inc()
+		if !k.failing {
+			k.log.Warn("state file not written; operator drains and learned capacity will not survive a restart until it is",
+				"file", path, "err", err)
+			k.events.Add(view.Event{Time: now, Kind: "error", Text: "state file not written: " + err.Error()})
 		}
-		p.failing = true
+		k.failing = true
 		return
+	case !ok:
+		k.markSaved()
+		return // a standby writes nothing; the leader's document stands
 	}
-	b.metrics.stateWrites.WithLabelValues("ok").Inc()
-	b.markSaved()
-	if p.failing {
-		b.log.Info("state file written again", "file", p.path)
+	k.writes.WithLabelValues("ok").Inc()
+	k.markSaved()
+	if k.failing {
+		k.log.Info("state file written again", "file", path)
 	}
-	p.failing, p.last, p.lastAt = false, cmp, now
+	k.failing, k.last, k.lastAt = false, cmp, now
 }
 
-// markSaved records that the weights of the last buildState need no further write.
-func (b *Balancer) markSaved() {
-	b.mu.Lock()
-	b.st.savedGen = b.st.buildGen
-	b.mu.Unlock()
+// markSaved records that the weights of the last build need no further write.
+func (k *keeper) markSaved() {
+	k.mu.Lock()
+	k.savedGen = k.buildGen
+	k.mu.Unlock()
 }
 
-// maybeSaveState is the periodic write: of learned capacity at most once per StateEvery, of
+// due reports whether the periodic write is due: learned capacity at most once per every,
 // newly applied weights at the period after they were applied.
-func (b *Balancer) maybeSaveState() {
-	p := &b.st
-	if p.path == "" && b.elector == nil {
-		return
+func (k *keeper) due() bool {
+	if k.off {
+		return false
 	}
-	b.mu.Lock()
-	moved := p.weightsGen != p.savedGen
-	b.mu.Unlock()
-	p.wmu.Lock()
-	due := moved || b.now().Sub(p.lastAt) >= p.every
-	p.wmu.Unlock()
-	if due {
-		b.saveState()
-	}
+	k.mu.Lock()
+	moved := k.weightsGen != k.savedGen
+	k.mu.Unlock()
+	k.wmu.Lock()
+	defer k.wmu.Unlock()
+	return moved || k.now().Sub(k.lastAt) >= k.every
 }
 
-// attachReplay hands the loaded replay marks to the push server once it exists.
-func (b *Balancer) attachReplay(srv *push.Server) {
-	rs := replayStoreOf(srv, b.log)
-	b.mu.Lock()
-	loaded := b.st.replay
-	b.st.store = rs
-	b.mu.Unlock()
+// attach hands the loaded replay marks to the push server once it exists; from then on its
+// marks are what is saved.
+func (k *keeper) attach(rs ReplayStore) {
+	k.mu.Lock()
+	loaded := k.replay
+	k.rs = rs
+	k.mu.Unlock()
 	if len(loaded) > 0 {
 		rs.RestoreReplayState(loaded)
 	}
+}
+
+// adoptLearned gives the services the learned capacity f holds (a new leader takes its
+// predecessor's) and returns how many backends took one. Called with the balancer's lock.
+func adoptLearned(services []*service, f *state.File) int {
+	n := 0
+	for _, s := range services {
+		for j, be := range s.cfg.Backends {
+			if l := f.Backends[be.Name].LearnedIn(s.cfg.Name); l != 0 {
+				s.books[j].learned = l
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -156,7 +156,7 @@ func TestLearnedCapacitySurvivesRestart(t *testing.T) {
 	b := r.start(r.cfg("a", "b"))
 	b.services[0].books[0].learned = 1.7
 	b.services[0].books[1].learned = 0.6
-	b.maybeSaveState() // the first periodic write is due at once
+	maybeSaveState(b) // the first periodic write is due at once
 	b2 := r.start(r.cfg("b", "a"))
 	if got := b2.services[0].books; got[0].learned != 0.6 || got[1].learned != 1.7 {
 		t.Fatalf("learned capacity after a restart: %+v", got)
@@ -177,7 +177,7 @@ func TestStateWritesBounded(t *testing.T) {
 	writes := func() float64 { return counterValue(t, r.m.stateWrites.WithLabelValues("ok")) }
 	for i := range 60 { // five minutes of 5 s periods
 		b.services[0].books[0].learned = 1 + float64(i+1)/100
-		b.maybeSaveState()
+		maybeSaveState(b)
 		r.clk.t = r.clk.t.Add(5 * time.Second)
 	}
 	if got := writes(); got != 5 {
@@ -227,7 +227,7 @@ func TestCorruptStateFile(t *testing.T) {
 					t.Fatalf("the bad file was not kept aside whole: %q %v", kept, err)
 				}
 			}
-			if ev := b.Events(); len(ev) == 0 || !strings.Contains(ev[0].Text, ".corrupt") {
+			if ev := b.View().Events(); len(ev) == 0 || !strings.Contains(ev[0].Text, ".corrupt") {
 				t.Fatalf("no event: %+v", ev)
 			}
 			b.Drain("b", true)
@@ -265,7 +265,7 @@ func TestReplaySection(t *testing.T) {
 	r := newStateRig(t)
 	b := r.start(r.cfg("a", "b"))
 	fr := &fakeReplay{marks: map[string]json.RawMessage{"a": json.RawMessage(`{"epoch":3,"seq":99}`)}}
-	b.st.store = fr
+	b.st.rs = fr
 	b.Drain("a", true)
 	if got := string(r.file().Replay["a"]); got != `{"epoch":3,"seq":99}` {
 		t.Fatalf("replay section %q", got)
@@ -280,11 +280,11 @@ func TestReplaySection(t *testing.T) {
 	b3.mu.Lock()
 	loaded := b3.st.replay
 	b3.mu.Unlock()
-	b3.st.store = nil
+	b3.st.rs = nil
 	restore := replayStoreOf
 	replayStoreOf = func(*push.Server, *slog.Logger) ReplayStore { return fr2 }
 	defer func() { replayStoreOf = restore }()
-	b3.attachReplay(nil)
+	b3.st.attach(replayStoreOf(nil, b3.log))
 	if string(fr2.restored["a"]) != string(loaded["a"]) || len(fr2.restored) != 1 {
 		t.Fatalf("restored %v", fr2.restored)
 	}

@@ -47,7 +47,7 @@ func TestPushSparesConfiguredAddresses(t *testing.T) {
 			return c
 		}
 		forger, probe := dial(), dial()
-		badBefore := b.PushRejected()[string(report.ReasonBadMAC)]
+		badBefore := b.View().PushRejected()[string(report.ReasonBadMAC)]
 		wrong := []byte("a-key-that-is-not-the-probes-key")
 		for i := range 150 {
 			if _, err := forger.Write(seal(id, uint64(i+1), wrong)); err != nil {
@@ -57,9 +57,9 @@ func TestPushSparesConfiguredAddresses(t *testing.T) {
 		// The forged datagrams may reach another read loop than the probe's: wait until the
 		// failure budget's worth (100) was handled, as the flood would have been by then.
 		deadline := time.Now().Add(5 * time.Second)
-		for b.PushRejected()[string(report.ReasonBadMAC)]-badBefore < 100 {
+		for b.View().PushRejected()[string(report.ReasonBadMAC)]-badBefore < 100 {
 			if time.Now().After(deadline) {
-				t.Fatalf("forged datagrams not handled within 5 s (rejected %v)", b.PushRejected())
+				t.Fatalf("forged datagrams not handled within 5 s (rejected %v)", b.View().PushRejected())
 			}
 			time.Sleep(time.Millisecond) // polling the condition, not waiting a fixed time
 		}
@@ -77,7 +77,7 @@ func TestPushSparesConfiguredAddresses(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("backend %s: %d of its probe's 20 reports accepted within 5 s after 150 forged from %s (rejected %v)",
-					id, st.Reports-before.Reports, ip, b.PushRejected())
+					id, st.Reports-before.Reports, ip, b.View().PushRejected())
 			}
 			time.Sleep(time.Millisecond) // polling the condition, not waiting a fixed time
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"flowweight/controller/config"
+	"flowweight/controller/view"
 )
 
 // ReloadOptions qualify one reload.
@@ -91,11 +92,11 @@ func (b *Balancer) ReloadFile(path string, data []byte, opt ReloadOptions) error
 		log.Error("configuration not reloaded: it would remove too much; the running configuration is kept",
 			"removed_services", refused.Removal.Services, "emptied_services", refused.Removal.Emptied,
 			"removed_backends", refused.Removal.Backends, "running_backends", refused.Removal.Running, "err", err)
-		b.events.add(Event{Time: b.now(), Kind: "config", Text: err.Error()})
+		b.events.Add(view.Event{Time: b.now(), Kind: "config", Text: err.Error()})
 	default:
 		b.metrics.reloads.WithLabelValues(ReloadInvalid).Inc()
 		log.Error("configuration not reloaded; the running configuration is kept", "err", err)
-		b.events.add(Event{Time: b.now(), Kind: "config", Text: "reload rejected: " + firstLines(err.Error())})
+		b.events.Add(view.Event{Time: b.now(), Kind: "config", Text: "reload rejected: " + firstLines(err.Error())})
 	}
 	return err
 }
@@ -105,7 +106,7 @@ func (b *Balancer) ReloadFile(path string, data []byte, opt ReloadOptions) error
 func (b *Balancer) RejectReload(path, trigger string, err error) {
 	b.metrics.reloads.WithLabelValues(ReloadInvalid).Inc()
 	b.log.Error("configuration not reloaded; the running configuration is kept", "file", path, "trigger", trigger, "err", err)
-	b.events.add(Event{Time: b.now(), Kind: "config", Text: "reload rejected: " + firstLines(err.Error())})
+	b.events.Add(view.Event{Time: b.now(), Kind: "config", Text: "reload rejected: " + firstLines(err.Error())})
 }
 
 func asRefused(err error, out **RemovalRefusedError) bool {

@@ -48,14 +48,14 @@ func TestCapturedReportRefusedAfterRestart(t *testing.T) {
 			}
 		}
 		judged := func() uint64 {
-			n := b.pushsrv.Accepted()
-			for _, v := range b.pushsrv.Rejected() {
+			n := b.push.server().Accepted()
+			for _, v := range b.push.server().Rejected() {
 				n += v
 			}
 			return n
 		}
 		waitCond(t, "all three datagrams judged", func() bool { return judged() == uint64(len(captured)) })
-		accepted, replays = b.pushsrv.Accepted(), b.pushsrv.Rejected()[report.ReasonReplay]
+		accepted, replays = b.push.server().Accepted(), b.push.server().Rejected()[report.ReasonReplay]
 		stop() // writes the state file
 		return accepted, replays
 	}
@@ -100,7 +100,7 @@ func TestCapturedReportRefusedAfterRemoveAndRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitCond(t, what, func() bool {
-			return b.pushsrv.Accepted() == accepted && b.pushsrv.Rejected()[report.ReasonReplay] == replays
+			return b.push.server().Accepted() == accepted && b.push.server().Rejected()[report.ReasonReplay] == replays
 		})
 	}
 	send("the genuine report accepted", 1, 0)

@@ -47,7 +47,7 @@ func staticPoolWith(t *testing.T, clk *fakeClock, keyFile string, opts Options, 
 	return b
 }
 
-func (b *Balancer) reportAll(clk *fakeClock) {
+func reportAll(b *Balancer, clk *fakeClock) {
 	for _, be := range b.Config().Services[0].Backends {
 		b.pool.Accept(&report.Report{BackendID: be.Name, Flags: report.FlagHealthOK, CPUUtil: 0.3, CPUCount: 2,
 			MemUtil: 0.2, MemBytes: 1 << 30, Time: clk.t}, netip.AddrPort{})
@@ -56,10 +56,10 @@ func (b *Balancer) reportAll(clk *fakeClock) {
 
 // periods runs n periodic updates one second apart, each after a round of reports, and
 // returns the weights applied after each.
-func (b *Balancer) periods(clk *fakeClock, n int) [][]uint16 {
+func periods(b *Balancer, clk *fakeClock, n int) [][]uint16 {
 	var out [][]uint16
 	for range n {
-		b.reportAll(clk)
+		reportAll(b, clk)
 		clk.t = clk.t.Add(time.Second)
 		b.update(context.Background(), true)
 		out = append(out, slices.Clone(b.services[0].applied))
@@ -74,7 +74,7 @@ func (b *Balancer) periods(clk *fakeClock, n int) [][]uint16 {
 func TestReloadKickStepIsThePeriodsStep(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1e9, 0)}
 	b := staticPool(t, clk, "", 1, 1, 1)
-	b.periods(clk, 12) // past warm-up
+	periods(b, clk, 12) // past warm-up
 	if got := b.services[0].applied; !slices.Equal(got, []uint16{334, 333, 333}) {
 		t.Fatalf("equal capacities: applied %v", got)
 	}
@@ -93,7 +93,7 @@ func TestReloadKickStepIsThePeriodsStep(t *testing.T) {
 	if slices.Equal(kick, []uint16{334, 333, 333}) {
 		t.Fatal("the reload's kick wrote nothing")
 	}
-	after := b.periods(clk, 3)
+	after := periods(b, clk, 3)
 	if slices.Equal(after[0], kick) {
 		t.Fatalf("the period after the kick repeated the kick's step %v", kick)
 	}
@@ -112,7 +112,7 @@ func TestReloadKickStepIsThePeriodsStep(t *testing.T) {
 func TestRestartStartsFromTheSwitchWeights(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1e9, 0)}
 	running := staticPool(t, clk, "", 1, 1, 1)
-	running.periods(clk, 12)
+	periods(running, clk, 12)
 	held := slices.Clone(running.services[0].applied)
 
 	// The path of a controller that never stopped: a reload to 1:2:4, then periods.
@@ -120,7 +120,7 @@ func TestRestartStartsFromTheSwitchWeights(t *testing.T) {
 	if err := running.Reload(next); err != nil {
 		t.Fatal(err)
 	}
-	want := running.periods(clk, 3)
+	want := periods(running, clk, 3)
 
 	// A controller started with 1:2:4 while the switch holds the old weights.
 	restarted := staticPool(t, clk, running.Config().Collector.KeyFile, 1, 2, 4)
@@ -132,7 +132,7 @@ func TestRestartStartsFromTheSwitchWeights(t *testing.T) {
 	// them back and find the seed (one switch alone is not enough, TestSeedNotFromOneSwitch).
 	conn, _ := holdSwitch(t, restarted, 1, held)
 	holdSwitch(t, restarted, 2, held)
-	_, svcs := restarted.desiredFor(1)
+	_, svcs := desiredFor(restarted, 1)
 	svcs[0].Backends = slices.Clone(svcs[0].Backends)
 	for i := range svcs[0].Backends {
 		svcs[0].Backends[i].Weight = held[i]
@@ -155,7 +155,7 @@ func TestRestartStartsFromTheSwitchWeights(t *testing.T) {
 		}
 	}
 	restarted.started = clk.t.Add(-time.Hour) // the hold ends with the first reports
-	got := restarted.periods(clk, 3)
+	got := periods(restarted, clk, 3)
 	// The switch holds its shares to a slot (22/21/21 of 64) where the running controller kept
 	// exact ones (1/3 each), so the restarted path may differ from the running one by up to a
 	// slot's worth of weight (1000/64 units here; 1000/256 on Open vSwitch 2.17 and later).
@@ -191,7 +191,7 @@ func TestHoldWaitsForTheFirstReadBack(t *testing.T) {
 	b.switches[1] = sy
 	b.mu.Unlock()
 	go sy.Run(ctx)
-	b.reportAll(clk)
+	reportAll(b, clk)
 	b.update(ctx, false)
 	if !b.services[0].hold || b.services[0].applied != nil {
 		t.Fatalf("every backend reported but the switch was not read back: hold %v, applied %v", b.services[0].hold, b.services[0].applied)

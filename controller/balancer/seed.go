@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -81,20 +82,21 @@ func agreedSeed(held [][]uint16, authenticated bool) (w []uint16, agree int, why
 	}
 }
 
-// takeSeedsLocked records, for each service in its start-up hold that has written nothing
-// yet, the weights to start from when the hold ends (service.adoptSeed): the state file's,
-// else the switches' if they agree. A standby takes the switches' at every update, when they
-// agree: it follows what the leader writes. b.mu must be held.
-func (b *Balancer) takeSeedsLocked(syncers []*switchsync.Syncer, standby bool) {
-	authenticated := b.cfg.Controller.TLSCA != "" && b.cfg.Controller.TLSNamesDPID
-	for _, s := range b.services {
+// takeSeeds records, for each service in its start-up hold that has written nothing yet, the
+// weights to start from when the hold ends (service.adoptSeed): the saved document's (saved,
+// from the keeper), else the switches' if they agree. A standby takes the switches' at every
+// update, when they agree: it follows what the leader writes. authenticated: every switch
+// is authenticated by a certificate naming its datapath id. Called by the update with the
+// balancer's lock held (the services are its).
+func takeSeeds(services []*service, syncers []*switchsync.Syncer, standby, authenticated bool, saved *keeper) {
+	for _, s := range services {
 		starting := s.hold && s.applied == nil && s.seed == nil
 		if !standby && !starting {
 			continue
 		}
 		if starting {
-			if w, ok := savedSeed(b.st.weights, s); ok {
-				s.seed, s.seedFrom = w, b.st.weightsFrom
+			if w, ok := savedSeed(saved.weights, s); ok {
+				s.seed, s.seedFrom = w, saved.weightsFrom
 				continue
 			}
 		}
@@ -120,15 +122,15 @@ func (b *Balancer) takeSeedsLocked(syncers []*switchsync.Syncer, standby bool) {
 	}
 }
 
-// noteSeedLocked logs, once per service at the end of its start-up hold, where its first
-// weights come from. b.mu must be held.
-func (b *Balancer) noteSeedLocked(s *service) {
+// noteSeed logs, once per service at the end of its start-up hold, where its first weights
+// come from; savedFrom names the store a document was loaded from ("": none).
+func noteSeed(log *slog.Logger, s *service, savedFrom string) {
 	if s.seedNoted {
 		return
 	}
 	s.seedNoted = true
 	if s.seed != nil {
-		b.log.Info("start-up weights taken over", "service", s.cfg.Name, "source", s.seedFrom, "weights", fmt.Sprint(s.seed))
+		log.Info("start-up weights taken over", "service", s.cfg.Name, "source", s.seedFrom, "weights", fmt.Sprint(s.seed))
 		return
 	}
 	why := s.seedWhy
@@ -136,11 +138,11 @@ func (b *Balancer) noteSeedLocked(s *service) {
 		why = "no switch holds its group"
 	}
 	var src []string
-	if b.st.weightsFrom != "" {
-		src = append(src, "the "+b.st.weightsFrom+" has no weights for all its backends")
+	if savedFrom != "" {
+		src = append(src, "the "+savedFrom+" has no weights for all its backends")
 	} else {
 		src = append(src, "no saved weights")
 	}
 	src = append(src, why)
-	b.log.Info("start-up weights computed from the reports", "service", s.cfg.Name, "why", strings.Join(src, "; "))
+	log.Info("start-up weights computed from the reports", "service", s.cfg.Name, "why", strings.Join(src, "; "))
 }

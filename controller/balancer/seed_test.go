@@ -19,7 +19,7 @@ func holdSwitch(t *testing.T, b *Balancer, dpid uint64, weights []uint16) (*swit
 	t.Helper()
 	conn := switchsync.NewFakeConn(dpid)
 	if weights != nil {
-		_, svcs := b.desiredFor(dpid)
+		_, svcs := desiredFor(b, dpid)
 		svcs[0].Backends = slices.Clone(svcs[0].Backends)
 		for i := range svcs[0].Backends {
 			svcs[0].Backends[i].Weight = weights[i]
@@ -39,7 +39,7 @@ func holdSwitch(t *testing.T, b *Balancer, dpid uint64, weights []uint16) (*swit
 	done := make(chan struct{})
 	go func() { sy.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	sy.Offer(b.current())
+	sy.Offer(b.board.Latest().Intent)
 	waitCond(t, "switch read back", func() bool {
 		st := sy.Status()
 		return st.Known && (weights == nil || st.Seeds[b.services[0].cfg.Name] != nil)
@@ -89,7 +89,7 @@ func TestSeedNotFromOneSwitch(t *testing.T) {
 		t.Fatalf("seeded from %s: %v", s.seedFrom, s.seed)
 	}
 	b.started = clk.t.Add(-time.Hour) // the hold ends with the first reports
-	got := b.periods(clk, 3)
+	got := periods(b, clk, 3)
 	for i, w := range got {
 		if !slices.Equal(w, []uint16{334, 333, 333}) {
 			t.Fatalf("update %d applied %v, want the computed 334/333/333 (all: %v)", i, w, got)
@@ -119,7 +119,7 @@ func TestSeedFromTheStateFileFirst(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1e9, 0)}
 	path := filepath.Join(t.TempDir(), "controller.state")
 	first := staticPoolWith(t, clk, "", Options{StatePath: path}, 1, 2, 5)
-	first.periods(clk, 12)
+	periods(first, clk, 12)
 	wrote := slices.Clone(first.services[0].applied)
 	first.saveState()
 	f, err := state.Load(path)
@@ -191,8 +191,8 @@ func TestStateFileFollowsTheWeights(t *testing.T) {
 			}
 		}
 		before := slices.Clone(b.services[0].applied)
-		b.periods(clk, 1)
-		b.maybeSaveState()
+		periods(b, clk, 1)
+		maybeSaveState(b)
 		applied := b.services[0].applied
 		if !slices.Equal(before, applied) {
 			changed++

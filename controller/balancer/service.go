@@ -5,6 +5,7 @@ import (
 
 	"flowweight/collector"
 	"flowweight/controller/config"
+	"flowweight/controller/view"
 	"flowweight/weights"
 )
 
@@ -25,6 +26,8 @@ type service struct {
 	clamps map[string]*clampState
 	// gauges are the backends' metric series, looked up once (Metrics.observeService).
 	gauges []backendGauges
+	// base is the part of its view only a reload changes (publish.go).
+	base *view.ServiceView
 	// seed is the weights to start from at the end of the start-up hold, in config order: the
 	// state file's, or those the switches agree on (Balancer.takeSeedsLocked, seed.go); nil
 	// when there is none.

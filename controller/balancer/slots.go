@@ -1,14 +1,8 @@
 package balancer
 
 import (
-	"fmt"
-
 	"flowweight/controller/dataplane"
-	"flowweight/controller/intent"
 	"flowweight/controller/ofswitch"
-	"flowweight/controller/switchsync"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // switchOVS reads the switch's Open vSwitch version from its DESC reply and logs, once per
@@ -24,124 +18,4 @@ func (b *Balancer) switchOVS(sw *ofswitch.Switch) dataplane.OVSVersion {
 	}
 	b.log.Info("switch version", "dpid", sw.String(), "ovs", v.String(), "slots", dataplane.LayoutSlots(v))
 	return v
-}
-
-// layoutsOn returns each service's slot layout (by name) on the switch dpid: as its syncer
-// last planned it (what the switch holds), or, before its first plan, as planned now from the
-// running state with the backends located as that switch taught us.
-func (b *Balancer) layoutsOn(dpid uint64) map[string]dataplane.GroupLayout {
-	b.mu.Lock()
-	sy, ok := b.switches[dpid]
-	var in *intent.Intent
-	var ovs dataplane.OVSVersion
-	if ok {
-		ovs = sy.OVS()
-	}
-	svcs := []dataplane.Service(nil)
-	if ok {
-		svcs = sy.Status().Planned
-	}
-	if svcs == nil {
-		in = b.intentLocked(false)
-	}
-	normal := b.cfg.Controller.Normal
-	b.mu.Unlock()
-	if svcs == nil {
-		svcs = switchsync.Located(in, dpid, b.locator(dpid))
-	}
-	opt := dataplane.Options{Normal: normal, OVS: ovs}
-	out := make(map[string]dataplane.GroupLayout, len(svcs))
-	for _, s := range svcs {
-		out[s.Name] = dataplane.Layout(s, opt)
-	}
-	return out
-}
-
-// realisedView fills the share fields of the services' views: computed share from the
-// applied weights, realised share from the slot table of the first connected switch (lowest
-// datapath id; the fields stay zero while none is connected).
-func (b *Balancer) realisedView(views []ServiceView) {
-	for i := range views {
-		total := 0
-		for _, bv := range views[i].Backends {
-			total += int(bv.AppliedWeight)
-		}
-		for j := range views[i].Backends {
-			if total > 0 {
-				views[i].Backends[j].Share = float64(views[i].Backends[j].AppliedWeight) / float64(total)
-			}
-		}
-	}
-	sws := b.Switches()
-	if len(sws) == 0 {
-		return
-	}
-	layouts := b.layoutsOn(sws[0])
-	for i := range views {
-		l, ok := layouts[views[i].Name]
-		if !ok {
-			continue
-		}
-		views[i].SlotTable = l.Table.NHash
-		views[i].SlotFallback = l.Table.Fallback
-		for k, lb := range l.Backends {
-			if j := int(lb.Index); j < len(views[i].Backends) {
-				views[i].Backends[j].Slots = lb.Slots
-				views[i].Backends[j].RealisedShare = l.Realised(k)
-			}
-		}
-	}
-}
-
-var (
-	shareDesc = prometheus.NewDesc("flowweight_backend_share_ratio",
-		"Share of new connections the applied weights give a backend (its weight over the service's total), 0..1.",
-		[]string{"service", "backend"}, nil)
-	realisedDesc = prometheus.NewDesc("flowweight_backend_realised_share_ratio",
-		"Share of new connections the switch's select-group slot table gives a backend (its slots over the table), 0..1.",
-		[]string{"service", "backend", "dpid"}, nil)
-	slotsDesc = prometheus.NewDesc("flowweight_group_slots",
-		"Slots of a service's select-group table on a switch (0: the switch falls back to a non-proportional hash).",
-		[]string{"service", "dpid"}, nil)
-)
-
-// shareCollector reports computed and realised shares at scrape time.
-type shareCollector struct{ b *Balancer }
-
-func (c *shareCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- shareDesc
-	ch <- realisedDesc
-	ch <- slotsDesc
-}
-
-func (c *shareCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.b == nil {
-		return
-	}
-	b := c.b
-	b.mu.Lock()
-	for _, s := range b.services {
-		total := 0
-		out := s.out()
-		for _, w := range out {
-			total += int(w)
-		}
-		for j, be := range s.cfg.Backends {
-			share := 0.0
-			if total > 0 && j < len(out) {
-				share = float64(out[j]) / float64(total)
-			}
-			ch <- prometheus.MustNewConstMetric(shareDesc, prometheus.GaugeValue, share, s.cfg.Name, be.Name)
-		}
-	}
-	b.mu.Unlock()
-	for _, dpid := range b.Switches() {
-		id := fmt.Sprintf("%016x", dpid)
-		for name, l := range b.layoutsOn(dpid) {
-			ch <- prometheus.MustNewConstMetric(slotsDesc, prometheus.GaugeValue, float64(l.Table.NHash), name, id)
-			for k, lb := range l.Backends {
-				ch <- prometheus.MustNewConstMetric(realisedDesc, prometheus.GaugeValue, l.Realised(k), name, lb.Name, id)
-			}
-		}
-	}
 }

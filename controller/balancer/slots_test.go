@@ -31,6 +31,7 @@ func withSwitch(t *testing.T, v dataplane.OVSVersion, w ...uint16) *Balancer {
 			b.arpl.Adopt(1, be.ParsedIP(), arp.Location{MAC: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}, Port: uint32(i + 1)})
 		}
 	}
+	publishLocked(b)
 	return b
 }
 
@@ -49,7 +50,7 @@ func TestServicesShowRealisedShares(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			b := withSwitch(t, c.v, c.w...)
-			v := b.Services()[0]
+			v := b.View().Services()[0]
 			if v.SlotTable != c.table || v.SlotFallback {
 				t.Fatalf("slot table %d (fallback %v), want %d", v.SlotTable, v.SlotFallback, c.table)
 			}
@@ -69,8 +70,9 @@ func TestSharesWithoutSwitch(t *testing.T) {
 	b := withSwitch(t, dataplane.OVSVersion{}, 600, 400)
 	b.mu.Lock()
 	delete(b.switches, 1)
+	publishLocked(b)
 	b.mu.Unlock()
-	v := b.Services()[0]
+	v := b.View().Services()[0]
 	if v.SlotTable != 0 || v.Backends[0].Slots != 0 || v.Backends[0].RealisedShare != 0 || math.Abs(v.Backends[0].Share-0.6) > 1e-9 {
 		t.Errorf("no switch: table %d, backend a %+v; want no slots and share 0.6", v.SlotTable, v.Backends[0])
 	}
@@ -78,10 +80,11 @@ func TestSharesWithoutSwitch(t *testing.T) {
 
 func TestShareMetrics(t *testing.T) {
 	b := withSwitch(t, dataplane.OVSVersion{Major: 3, Minor: 1}, 700, 300)
-	b.metrics.bind(b) // as Run does
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(b.metrics.shares); err != nil {
-		t.Fatal(err)
+	for _, c := range b.View().Collectors() { // what the published snapshot gives a scrape
+		if err := reg.Register(c); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -129,6 +132,7 @@ func TestSwitchViewsSayWhoIsBehind(t *testing.T) {
 		sy := switchsync.New(switchsync.Config{Conn: c, Locate: b.locator(c.DPID)})
 		b.mu.Lock()
 		b.switches[c.DPID] = sy
+		publishLocked(b)
 		b.mu.Unlock()
 		go sy.Run(ctx)
 	}
@@ -136,14 +140,14 @@ func TestSwitchViewsSayWhoIsBehind(t *testing.T) {
 		b.update(ctx, false)
 	}
 	waitCond(t, "switch 1 in step", func() bool {
-		v := b.SwitchViews()
-		return len(v) == 2 && v[0].Known && v[0].Behind == 0 && v[0].Intent == b.Latest().Seq
+		v := b.View().SwitchViews()
+		return len(v) == 2 && v[0].Known && v[0].Behind == 0 && v[0].Intent == b.latest.Load().Seq
 	})
-	v := b.SwitchViews()
+	v := b.View().SwitchViews()
 	if v[0].DPID != "0000000000000001" || v[1].DPID != "0000000000000002" {
 		t.Fatalf("views not by datapath id: %+v", v)
 	}
-	if v[1].Known || v[1].Intent != 0 || v[1].Behind != b.Latest().Seq {
-		t.Errorf("stalled switch %+v, want unknown, at no intent, %d behind", v[1], b.Latest().Seq)
+	if v[1].Known || v[1].Intent != 0 || v[1].Behind != b.latest.Load().Seq {
+		t.Errorf("stalled switch %+v, want unknown, at no intent, %d behind", v[1], b.latest.Load().Seq)
 	}
 }

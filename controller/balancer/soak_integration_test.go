@@ -128,7 +128,7 @@ func TestSoak(t *testing.T) {
 	weightsEnd := appliedWeights(b)
 
 	b.mu.Lock()
-	srv := b.pushsrv
+	srv := b.push.server()
 	b.mu.Unlock()
 	accepted, rejected := srv.Accepted(), srv.Rejected()
 	t.Logf("%v: sent %d good + %d bad datagrams (%d send errors); accepted %d, rejected %v", length, good, bad, sendErrs, accepted, rejected)
@@ -180,7 +180,7 @@ func heap() uint64 {
 
 func appliedWeights(b *Balancer) map[string]uint16 {
 	out := map[string]uint16{}
-	for _, s := range b.Services() {
+	for _, s := range b.View().Services() {
 		for _, be := range s.Backends {
 			out[be.Name] = be.AppliedWeight
 		}

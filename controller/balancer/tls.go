@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"flowweight/controller/config"
 	"flowweight/internal/regfile"
@@ -43,13 +44,13 @@ func loadTLS(c config.Controller) (*tls.Config, error) {
 }
 
 // listenerTLS is the listener's fixed tls.Config: each handshake takes the most recently
-// loaded one, so a reload with renewed certificate files rotates them without dropping the
-// switches already connected.
-func (b *Balancer) listenerTLS() *tls.Config {
+// loaded one (cur, which a reload replaces), so a reload with renewed certificate files
+// rotates them without dropping the switches already connected.
+func listenerTLS(cur *atomic.Pointer[tls.Config]) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			if tc := b.tls.Load(); tc != nil {
+			if tc := cur.Load(); tc != nil {
 				return tc, nil
 			}
 			return nil, errors.New("openflow listener: TLS configuration missing")

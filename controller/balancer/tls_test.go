@@ -100,7 +100,7 @@ func TestTLSReloadRotatesCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", b.listenerTLS())
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", listenerTLS(&b.tls))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"flowweight/controller/dataplane"
 	"flowweight/controller/intent"
 	"flowweight/controller/switchsync"
+	"flowweight/controller/view"
 	"flowweight/weights"
 )
 
@@ -26,7 +27,9 @@ func (b *Balancer) updateLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			b.update(ctx, true)
-			b.maybeSaveState()
+			if b.st.due() {
+				b.saveState()
+			}
 		case <-b.kick:
 			b.update(ctx, false)
 		}
@@ -55,16 +58,16 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 		states[snap[i].Name] = &snap[i]
 	}
 	b.mu.Lock()
-	syncers := b.syncersLocked()
+	syncers := sortedSyncers(b.switches)
 	if periodic {
 		statuses := make([]*switchsync.Status, len(syncers))
 		for i, sy := range syncers {
 			statuses[i] = sy.Status()
 		}
-		b.measureThroughputLocked(statuses)
+		measureThroughput(b.services, statuses, b.now(), b.cfg.Controller.UpdatePeriod)
 	}
-	standby := b.standby()
-	b.takeSeedsLocked(syncers, standby)
+	standby := !leading(b.lead)
+	takeSeeds(b.services, syncers, standby, b.cfg.Controller.TLSCA != "" && b.cfg.Controller.TLSNamesDPID, &b.st)
 	unread := false // a connected switch not read back yet: its seeds may still come
 	for _, sy := range syncers {
 		if !sy.Status().Known {
@@ -87,17 +90,17 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 			s.applied = nil
 		}
 		if !s.hold && s.applied == nil && !standby {
-			b.noteSeedLocked(s)
+			noteSeed(b.log, s, b.st.weightsFrom)
 		}
 		if !s.hold && s.applied == nil && s.seed != nil {
 			s.adoptSeed()
 		}
 		apply := s.compute(states, periodic)
-		b.noteClamps(s)
+		s.noteClamps(b.now(), b.metrics, b.log)
 		if apply {
 			s.applied = s.result.Weights(s.applied[:0])
 			dirty = true
-			b.st.weightsGen++
+			b.st.applied()
 		}
 		// The fast loop's correction of the new weights, from the same snapshot, so the
 		// switches never see the slow weights alone while it runs (follow.go).
@@ -116,7 +119,7 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 				if out := s.out(); out != nil {
 					w = out[j]
 				}
-				b.hist.add(s.cfg.Name+"/"+e.Name, Point{Time: now, Weight: w, AL: e.AL})
+				b.hist.Add(s.cfg.Name+"/"+e.Name, view.Point{Time: now, Weight: w, AL: e.AL})
 			}
 		}
 	}
@@ -129,6 +132,7 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 	// Half a period: the rates are read well before the next update uses them.
 	in.CounterSpread = b.cfg.Controller.UpdatePeriod / 2
 	b.latest.Store(in)
+	b.board.Publish(snapshotOf(b.services, in))
 	b.mu.Unlock()
 
 	for _, sy := range syncers {
@@ -137,26 +141,11 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 	b.expireARP()
 }
 
-// Latest is the last update's intent (nil before the first update). Do not modify it.
-func (b *Balancer) Latest() *intent.Intent { return b.latest.Load() }
-
-// SwitchStatuses returns every connected switch's latest syncer status, by datapath id.
-func (b *Balancer) SwitchStatuses() []*switchsync.Status {
-	b.mu.Lock()
-	syncers := b.syncersLocked()
-	b.mu.Unlock()
-	out := make([]*switchsync.Status, len(syncers))
-	for i, sy := range syncers {
-		out[i] = sy.Status()
-	}
-	return out
-}
-
-// syncersLocked lists the connected switches' syncers by datapath id. b.mu must be held.
-func (b *Balancer) syncersLocked() []*switchsync.Syncer {
-	out := make([]*switchsync.Syncer, 0, len(b.switches))
-	for _, dpid := range slices.Sorted(maps.Keys(b.switches)) {
-		out = append(out, b.switches[dpid])
+// sortedSyncers lists the registry's syncers by datapath id (under b.mu).
+func sortedSyncers(switches map[uint64]*switchsync.Syncer) []*switchsync.Syncer {
+	out := make([]*switchsync.Syncer, 0, len(switches))
+	for _, dpid := range slices.Sorted(maps.Keys(switches)) {
+		out = append(out, switches[dpid])
 	}
 	return out
 }
@@ -189,30 +178,6 @@ func (b *Balancer) intentLocked(standby bool) *intent.Intent {
 		in.Services = append(in.Services, is)
 	}
 	return in.Build()
-}
-
-// current returns the latest intent; before the first update, one built from the running
-// state.
-func (b *Balancer) current() *intent.Intent {
-	if in := b.latest.Load(); in != nil {
-		return in
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.intentLocked(false)
-}
-
-// desiredFor is what the switch dpid should hold by the running state, and the planner's
-// input for it (the views, and tests).
-func (b *Balancer) desiredFor(dpid uint64) (dataplane.State, []dataplane.Service) {
-	b.mu.Lock()
-	in := b.intentLocked(false)
-	var ovs dataplane.OVSVersion
-	if sy, ok := b.switches[dpid]; ok {
-		ovs = sy.OVS()
-	}
-	b.mu.Unlock()
-	return switchsync.Desired(in, dpid, ovs, b.locator(dpid))
 }
 
 // locator is the ARP learner's view of one switch, for planning.

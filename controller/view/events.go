@@ -1,4 +1,4 @@
-package balancer
+package view
 
 import (
 	"sync"
@@ -15,15 +15,15 @@ type Event struct {
 	Text    string    `json:"text"`
 }
 
-// eventLog keeps the recent events in two fixed-size rings, so that what peers drive cannot
-// flush what operators need. Peer events (addPeer: switches connecting and disconnecting, what
+// Log keeps the recent events in two fixed-size rings, so that what peers drive cannot
+// flush what operators need. Peer events (AddPeer: switches connecting and disconnecting, what
 // each switch's syncer reports, ARP answers from a switch's segment) come at the rate of
 // whoever can reach the OpenFlow port or a switch's segment; a peer reconnecting in a loop
 // filled the one 200-entry list in 0.3 s and the event of a refused reload was gone. The
-// controller's own events (add: reloads applied or refused, backend state changes, HA role
-// changes, state file errors) have the other ring, and each ring keeps its newest n. list
+// controller's own events (Add: reloads applied or refused, backend state changes, HA role
+// changes, state file errors) have the other ring, and each ring keeps its newest n. List
 // reads both as one list in the order the events were added.
-type eventLog struct {
+type Log struct {
 	mu    sync.Mutex
 	seq   uint64
 	own   ring
@@ -42,17 +42,18 @@ type seqEvent struct {
 	ev  Event
 }
 
-func newEventLog(n int) *eventLog {
-	return &eventLog{own: ring{buf: make([]seqEvent, n)}, peers: ring{buf: make([]seqEvent, n)}}
+// NewLog keeps the newest n events of each ring.
+func NewLog(n int) *Log {
+	return &Log{own: ring{buf: make([]seqEvent, n)}, peers: ring{buf: make([]seqEvent, n)}}
 }
 
-// add records one of the controller's own events.
-func (l *eventLog) add(e Event) { l.put(&l.own, e) }
+// Add records one of the controller's own events.
+func (l *Log) Add(e Event) { l.put(&l.own, e) }
 
-// addPeer records an event a peer drives (a switch, or a host on a switch's segment).
-func (l *eventLog) addPeer(e Event) { l.put(&l.peers, e) }
+// AddPeer records an event a peer drives (a switch, or a host on a switch's segment).
+func (l *Log) AddPeer(e Event) { l.put(&l.peers, e) }
 
-func (l *eventLog) put(r *ring, e Event) {
+func (l *Log) put(r *ring, e Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++
@@ -71,8 +72,9 @@ func (r *ring) items() []seqEvent {
 	return append(append([]seqEvent(nil), r.buf[r.next:]...), r.buf[:r.next]...)
 }
 
-// list returns the events of both rings oldest first, in the order they were added.
-func (l *eventLog) list() []Event {
+// List returns the events of both rings oldest first, in the order they were added: the
+// newest n of the controller's own and the newest n that peers drove (switches, ARP).
+func (l *Log) List() []Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	a, b := l.own.items(), l.peers.items()
@@ -85,30 +87,6 @@ func (l *eventLog) list() []Event {
 			out = append(out, b[0].ev)
 			b = b[1:]
 		}
-	}
-	return out
-}
-
-// Events returns recent events, oldest first: the newest 200 of the controller's own and the
-// newest 200 that peers drove (switches, ARP), merged in the order they happened.
-func (b *Balancer) Events() []Event { return b.events.list() }
-
-// RecordEvent adds an event from outside the balancer (the binary's reload watcher).
-func (b *Balancer) RecordEvent(kind, text string) {
-	b.events.add(Event{Time: b.now(), Kind: kind, Text: text})
-}
-
-// PushRejected returns the push server's rejection counters by reason (nil before Run).
-func (b *Balancer) PushRejected() map[string]uint64 {
-	b.mu.Lock()
-	srv := b.pushsrv
-	b.mu.Unlock()
-	if srv == nil {
-		return nil
-	}
-	out := map[string]uint64{}
-	for reason, n := range srv.Rejected() {
-		out[string(reason)] = n
 	}
 	return out
 }

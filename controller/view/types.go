@@ -1,0 +1,124 @@
+package view
+
+import (
+	"time"
+
+	"flowweight/weights"
+)
+
+// ServiceView is what the API, the dashboard and `controller status` show of one service.
+type ServiceView struct {
+	Name    string `json:"name"`
+	VIP     string `json:"vip"`
+	Port    int    `json:"port"`
+	Mode    string `json:"mode"`
+	GroupID int    `json:"group_id"`
+	Policy  string `json:"policy"`
+	// PolicyFallback says why the headroom policy ran as 1/AL (a backend without the
+	// service's own CPU); empty when it did not.
+	PolicyFallback string        `json:"policy_fallback,omitempty"`
+	Panic          bool          `json:"panic"`
+	Total          int           `json:"total"`
+	Backends       []BackendView `json:"backends"`
+	// SlotTable is the number of slots of the service's select-group table on the first
+	// connected switch (docs/dataplane.md, "Exact shares"); 0 while no switch is connected.
+	SlotTable int `json:"slot_table"`
+	// SlotFallback is set when that switch would not build a table for the group (only
+	// possible on Open vSwitch before 2.10): the split is then not proportional.
+	SlotFallback bool `json:"slot_fallback"`
+}
+
+// BackendView is one backend: its state, smoothed metrics and the explanation of its weight.
+type BackendView struct {
+	Name          string    `json:"name"`
+	IP            string    `json:"ip"`
+	Port          int       `json:"port"`
+	Source        string    `json:"source"`
+	State         string    `json:"state"`
+	StateSince    time.Time `json:"state_since"`
+	CPU           float64   `json:"cpu"`
+	Mem           float64   `json:"mem"`
+	Conns         float64   `json:"conns"`
+	CPUCount      float64   `json:"cpu_count"`
+	MemBytes      float64   `json:"mem_bytes"`
+	LastReportAge float64   `json:"last_report_age_seconds"` // -1 when none yet
+	Health        string    `json:"health"`
+	// Slow: the backend's health checks time out while it is busy; it serves at a reduced
+	// share instead of being evicted (docs/weights.md, "Busy is not dead").
+	Slow           bool    `json:"slow"`
+	ProbeDrain     bool    `json:"probe_drain"`
+	OperatorDrain  bool    `json:"operator_drain"`
+	ThroughputBps  float64 `json:"throughput_bytes_per_second"`
+	ComputedWeight uint16  `json:"computed_weight"`
+	AppliedWeight  uint16  `json:"applied_weight"`
+	// BaseWeight is the slow loop's weight (every update_period, from smoothed load); while
+	// the fast loop runs (Followed), AppliedWeight is it corrected by InFlight, the backend's
+	// work in flight as last read (nil: no fresh count, so it kept its base share).
+	BaseWeight      uint16              `json:"base_weight"`
+	Followed        bool                `json:"followed"`
+	InFlight        *float64            `json:"in_flight"`
+	Explanation     weights.Explanation `json:"explanation"`
+	LearnedCapacity float64             `json:"learned_capacity"`
+	// Share is the backend's share of new connections by the applied weights, 0..1.
+	Share float64 `json:"share"`
+	// Slots are the slots of the switch's table that send to the backend, and RealisedShare
+	// is Slots / SlotTable: what the switch really does with new connections.
+	Slots         int     `json:"slots"`
+	RealisedShare float64 `json:"realised_share"`
+	// Signals lists the optional signals of the backend's latest report ("service_cpu,
+	// cpu_pressure"; "none"), and the values of those present: absent is not zero.
+	Signals     string   `json:"signals"`
+	ServiceCPU  *float64 `json:"service_cpu,omitempty"`
+	CPUPressure *float64 `json:"cpu_pressure,omitempty"`
+	// PressureScope is "cgroup" or "host", with CPUPressure.
+	PressureScope string   `json:"pressure_scope,omitempty"`
+	Throttled     *float64 `json:"throttled,omitempty"`
+	// HealthLatency is the last health check's time in seconds, when measured.
+	HealthLatency *float64 `json:"health_latency_seconds,omitempty"`
+}
+
+// SwitchView is one connected switch as its syncer last reported it: how far behind the
+// latest intent it is, and when it last took a write.
+type SwitchView struct {
+	DPID string `json:"dpid"`
+	// OVS is the Open vSwitch version from the switch's DESC, "" when it did not say.
+	OVS string `json:"ovs,omitempty"`
+	// Known: the controller has read back or written what the switch holds.
+	Known bool `json:"known"`
+	// Intent is the update whose intent the switch holds (0: none yet); Behind counts the
+	// updates since (0: in step).
+	Intent uint64 `json:"intent"`
+	Behind uint64 `json:"behind"`
+	// LastApply is when the last plan was confirmed by its barrier replies, with the time
+	// the plan took.
+	LastApply      time.Time `json:"last_apply"`
+	LastApplyMicro int64     `json:"last_apply_us"`
+	// Role is this controller's role on the switch as the switch confirmed it (equal without
+	// HA, master or slave), Term the generation id, and Confirmed when the switch first
+	// acknowledged a barrier from this controller as master in Term (omitted: not yet).
+	Role      string     `json:"role"`
+	Term      uint64     `json:"term,omitempty"`
+	Confirmed *time.Time `json:"confirmed,omitempty"`
+}
+
+// Point is one entry of a backend's recent history, for the dashboard's chart.
+type Point struct {
+	Time   time.Time `json:"t"`
+	Weight uint16    `json:"w"`
+	AL     float64   `json:"al"`
+}
+
+// HAView is the election as the API and `controller status` show it.
+type HAView struct {
+	Enabled bool   `json:"enabled"`
+	Role    string `json:"role"` // "leader", "standby"; "single" without HA
+	Leader  string `json:"leader,omitempty"`
+	Term    uint64 `json:"term,omitempty"`
+	// LeaseRemaining is, on the leader, how long it may still write without a keep-alive
+	// answered (seconds).
+	LeaseRemaining float64 `json:"lease_remaining_seconds,omitempty"`
+	LeaseTTL       float64 `json:"lease_ttl_seconds,omitempty"`
+	Error          string  `json:"error,omitempty"`
+	// Switches is each connected switch's role for this controller, by datapath id.
+	Switches map[string]string `json:"switches,omitempty"`
+}
