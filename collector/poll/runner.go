@@ -1,127 +1,158 @@
-package balancer
+package poll
 
 import (
 	"context"
-	"fmt"
-	"strconv"
+	"log/slog"
+	"sync"
 	"time"
 
 	"flowweight/collector"
 	"flowweight/collector/snmp"
-	"flowweight/controller/config"
 	"flowweight/internal/health"
 )
 
-// snmpSource polls one backend's snmpd and checks its health from the collector (a check of
-// the configured type: tcp, http, https or udp), for backends that run no probe.
-type snmpSource struct {
-	cancel context.CancelFunc
-	spec   string // what it was started with; a reload that changes it restarts the source
+// Job is one backend the collector polls: its SNMP agent and its health check, on a pace.
+type Job struct {
+	Name   string
+	Target snmp.Target
+	// Check builds the health check, once per start of the job, logging to log (which names
+	// the backend) anything the operator should hear about it; an error is logged and the job
+	// does not run.
+	Check func(log *slog.Logger) (health.Prober, error)
+	// Interval is the poll period; Fast and Rise the fast pace after a failed check
+	// (checkPace). A health check's timeout is Check's.
+	Interval, Fast time.Duration
+	Rise           int
+	// Spec is what the job was built from: a Set whose job of this name has another Spec
+	// restarts it, one with the same Spec leaves it running.
+	Spec string
 }
 
-// startSNMP starts a source for every snmp backend that has none (or whose settings changed)
-// and stops the sources of backends that are gone.
-func (b *Balancer) startSNMP() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ctx == nil {
-		return // Run has not started yet; it calls us again
+// Sink takes what the polls find: a collector.Pool.
+type Sink interface {
+	Observe(name string, s collector.Sample)
+	CheckResult(name string, h collector.Health)
+}
+
+// Config is what a Runner is given.
+type Config struct {
+	Sink   Sink
+	Logger *slog.Logger
+	// PollFailed, if set, is called for each failed SNMP poll (a metric).
+	PollFailed func(name string)
+}
+
+// Runner runs one goroutine per Job. Set, Start and Wait are safe from any goroutine.
+type Runner struct {
+	cfg Config
+
+	mu      sync.Mutex
+	ctx     context.Context // nil until Start
+	want    map[string]Job
+	running map[string]running
+	wg      sync.WaitGroup
+}
+
+type running struct {
+	cancel context.CancelFunc
+	spec   string
+}
+
+// New returns a runner with no jobs; nothing runs before Start.
+func New(cfg Config) *Runner {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	want := snmpHosts(b.cfg)
-	c := b.cfg.Collector
-	tm := snmpTiming{interval: c.PollInterval, timeout: c.HealthTimeout, fast: c.HealthFastInterval, rise: c.RiseThreshold}
-	for name, src := range b.pollers {
-		if be, ok := want[name]; !ok || specOf(be, tm) != src.spec {
-			src.cancel()
-			delete(b.pollers, name)
+	return &Runner{cfg: cfg, want: map[string]Job{}, running: map[string]running{}}
+}
+
+// Set makes jobs the ones to run: a job that is new or whose Spec changed is (re)started, one
+// that is gone is stopped, the others keep running undisturbed. Before Start it only records
+// them.
+func (r *Runner) Set(jobs []Job) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.want = make(map[string]Job, len(jobs))
+	for _, j := range jobs {
+		r.want[j.Name] = j
+	}
+	r.applyLocked()
+}
+
+// Start runs the jobs set, and those of later Sets, until ctx ends.
+func (r *Runner) Start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ctx = ctx
+	r.applyLocked()
+}
+
+// Wait returns when every job's goroutine has returned (after Start's context ended).
+func (r *Runner) Wait() { r.wg.Wait() }
+
+// Running lists the names of the jobs running.
+func (r *Runner) Running() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.running))
+	for n := range r.running {
+		out = append(out, n)
+	}
+	return out
+}
+
+func (r *Runner) applyLocked() {
+	if r.ctx == nil {
+		return // Start calls us again
+	}
+	for name, run := range r.running {
+		if j, ok := r.want[name]; !ok || j.Spec != run.spec {
+			run.cancel()
+			delete(r.running, name)
 		}
 	}
-	for name, be := range want {
-		if _, ok := b.pollers[name]; ok {
+	for name, j := range r.want {
+		if _, ok := r.running[name]; ok {
 			continue
 		}
-		ctx, cancel := context.WithCancel(b.ctx)
-		b.pollers[name] = &snmpSource{cancel: cancel, spec: specOf(be, tm)}
-		b.srcWG.Add(1)
+		ctx, cancel := context.WithCancel(r.ctx)
+		r.running[name] = running{cancel: cancel, spec: j.Spec}
+		r.wg.Add(1)
 		go func() {
-			defer b.srcWG.Done()
-			b.runSNMP(ctx, be, tm)
+			defer r.wg.Done()
+			r.run(ctx, j)
 		}()
 	}
 }
 
-// snmpHosts is one SNMP source per snmp host, however many services it backs: its
-// connection count is over the TCP ports of all of them.
-func snmpHosts(cfg *config.Config) map[string]snmpHost {
-	want := map[string]snmpHost{}
-	ports := cfg.HostPorts()
-	for _, s := range cfg.Services {
-		for _, be := range s.Backends {
-			if _, ok := want[be.Name]; !ok && be.Source == "snmp" {
-				want[be.Name] = snmpHost{Backend: be, ports: ports[be.Name]}
-			}
-		}
-	}
-	return want
-}
-
-// snmpHost is an snmp backend and the service ports its connections are counted on.
-type snmpHost struct {
-	config.Backend
-	ports []uint16
-}
-
-func (h snmpHost) target() snmp.Target {
-	t := h.SNMPTarget()
-	if len(h.ports) > 0 {
-		t.ServicePorts = h.ports
-	}
-	return t
-}
-
-// snmpTiming is the part of [collector] an SNMP source runs with.
-type snmpTiming struct {
-	interval, timeout, fast time.Duration
-	rise                    int
-}
-
-func specOf(be snmpHost, tm snmpTiming) string {
-	t := be.target()
-	return fmt.Sprint(t.ServicePorts) + "|" + t.Address + "|" + t.Version + "|" + t.Community + "|" + t.User + "|" + t.AuthPassphrase + "|" + t.PrivPassphrase +
-		"|" + be.HealthKey() + "|" + tm.interval.String() + "|" + tm.timeout.String() + "|" + t.Timeout.String() +
-		"|" + tm.fast.String() + "|" + strconv.Itoa(tm.rise)
-}
-
-// runSNMP polls be and runs its health check on the schedule of a checkPace until ctx ends.
-func (b *Balancer) runSNMP(ctx context.Context, be snmpHost, tm snmpTiming) {
-	log := b.log.With("backend", be.Name, "source", "snmp")
-	poller, err := snmp.NewPoller(be.target())
+// run polls j and runs its health check on the schedule of a checkPace until ctx ends.
+func (r *Runner) run(ctx context.Context, j Job) {
+	log := r.cfg.Logger.With("backend", j.Name, "source", "snmp")
+	poller, err := snmp.NewPoller(j.Target)
 	if err != nil {
 		log.Error("snmp source not started", "err", err)
 		return
 	}
 	defer poller.Close()
-	checker, err := be.HealthChecker(tm.timeout)
+	checker, err := j.Check(log)
 	if err != nil {
 		log.Error("health check not started", "err", err)
 		return
 	}
-	if h := be.EffectiveHealth(); h.TLSSkipVerify {
-		log.Warn("health check does not verify the service's certificate (tls_skip_verify = true): anything that answers on the path passes it; set tls_ca instead", "check", h.Type)
-	}
-	pace := newCheckPace(tm.interval, tm.fast, tm.rise)
+	sink := r.cfg.Sink
+	pace := newCheckPace(j.Interval, j.Fast, j.Rise)
 	check := func() {
-		r := checker.Check(ctx)
+		res := checker.Check(ctx)
 		if ctx.Err() != nil {
 			return // stopping: a check cut short says nothing about the backend
 		}
-		pace.checked(r.OK)
-		b.pool.CheckResult(be.Name, collector.Health{OK: r.OK, Status: int(r.Status), Latency: r.Latency, Err: r.Err,
-			Timeout: !r.OK && r.Status == 0 && health.TimedOut(r.Err)})
+		pace.checked(res.OK)
+		sink.CheckResult(j.Name, collector.Health{OK: res.OK, Status: int(res.Status), Latency: res.Latency, Err: res.Err,
+			Timeout: !res.OK && res.Status == 0 && health.TimedOut(res.Err)})
 	}
 	for {
 		if pace.step(time.Now()) {
-			pctx, cancel := context.WithTimeout(ctx, tm.interval)
+			pctx, cancel := context.WithTimeout(ctx, j.Interval)
 			s, err := poller.Poll(pctx)
 			cancel()
 			if ctx.Err() != nil {
@@ -129,12 +160,14 @@ func (b *Balancer) runSNMP(ctx context.Context, be snmpHost, tm snmpTiming) {
 			}
 			if err != nil {
 				// An unreachable or refusing agent counts as a failed check.
-				b.metrics.snmpErrors.WithLabelValues(be.Name).Inc()
+				if r.cfg.PollFailed != nil {
+					r.cfg.PollFailed(j.Name)
+				}
 				log.Warn("snmp poll failed", "err", err)
 				pace.pollFailed()
-				b.pool.CheckResult(be.Name, collector.Health{OK: false, Err: err.Error()})
+				sink.CheckResult(j.Name, collector.Health{OK: false, Err: err.Error()})
 			} else {
-				b.pool.Observe(be.Name, collector.Sample{CPUUtil: s.CPUUtil, HasCPU: s.CPUKnown, MemUtil: s.MemUtil,
+				sink.Observe(j.Name, collector.Sample{CPUUtil: s.CPUUtil, HasCPU: s.CPUKnown, MemUtil: s.MemUtil,
 					Conns: float64(s.Conns), CPUCount: s.CPUCount, MemBytes: float64(s.MemBytes)})
 				check()
 			}

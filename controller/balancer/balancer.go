@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"flowweight/collector"
+	"flowweight/collector/poll"
 	"flowweight/collector/push"
 	"flowweight/collector/report"
 	"flowweight/controller/arp"
 	"flowweight/controller/config"
-	"flowweight/controller/dataplane"
 	"flowweight/controller/intent"
 	"flowweight/controller/ofswitch"
 	"flowweight/controller/ratelog"
@@ -66,11 +66,10 @@ type Balancer struct {
 	cfg      *config.Config
 	services []*service
 	switches map[uint64]*switchsync.Syncer // by datapath id: the registry; each syncer owns its switch
-	pollers  map[string]*snmpSource
+	snmp     *poll.Runner                  // the collector's own polls of snmp backends
 	ofsrv    *ofswitch.Server
 	pushsrv  *push.Server
 	ctx      context.Context
-	srcWG    sync.WaitGroup
 	hist     history
 	owned    map[uint32]bool // group ids configured since start
 	started  time.Time
@@ -98,10 +97,9 @@ type Balancer struct {
 
 	st persister // the state file
 
-	// arpl owns backends' locations per switch and our outstanding ARP requests (it has its
-	// own lock); arpExpiry, under mu, is when the pending round-closing timer fires.
-	arpl      *arp.Learner
-	arpExpiry time.Time
+	// nb is where backends are on each switch (the ARP learner, its own lock), shared by the
+	// syncers, which send the ARP/ND traffic.
+	nb *switchsync.Neighbours
 
 	// elector is the HA election (nil: no HA); drains, under mu, the operator drains last
 	// seen in etcd (nil until the first).
@@ -121,9 +119,11 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 		opt.Metrics = NewMetrics()
 	}
 	b := &Balancer{log: opt.Logger, now: opt.Now, metrics: opt.Metrics, events: newEventLog(200),
-		kick: make(chan struct{}, 1), switches: map[uint64]*switchsync.Syncer{}, arpl: arp.NewLearner(arp.LearnerConfig{}),
-		pollers: map[string]*snmpSource{}, hist: history{max: 360}, owned: map[uint32]bool{}, started: opt.Now()}
+		kick: make(chan struct{}, 1), switches: map[uint64]*switchsync.Syncer{},
+		hist: history{max: 360}, owned: map[uint32]bool{}, started: opt.Now()}
 	b.plog = ratelog.New(b.log, func() time.Time { return b.now() })
+	b.nb = newNeighbours(b)
+	b.snmp = poll.New(poll.Config{Sink: b.pool, Logger: b.log, PollFailed: func(name string) { b.metrics.snmpErrors.WithLabelValues(name).Inc() }})
 	b.notes = switchsync.NewNotes(b.log)
 	b.plans = switchsync.NewPlans()
 	b.pool = collector.NewPool(b.poolConfig(cfg))
@@ -342,7 +342,7 @@ func (b *Balancer) reload(path string, cfg *config.Config, opt ReloadOptions) er
 		b.elector.SetFingerprint(cfg.Fingerprint())
 	}
 	b.saveState()
-	b.startSNMP()
+	b.snmp.Set(snmpJobs(cfg))
 	b.events.add(Event{Time: b.now(), Kind: "config", Text: "configuration reloaded"})
 	b.Kick()
 	return nil
@@ -402,7 +402,8 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 	errc := make(chan error, 2)
 	go func() { errc <- ofsrv.Serve(ctx) }()
 	go func() { errc <- pushsrv.Serve(ctx) }()
-	b.startSNMP()
+	b.snmp.Set(snmpJobs(cfg))
+	b.snmp.Start(ctx)
 	if b.elector != nil {
 		b.runHA(ctx)
 	}
@@ -410,7 +411,7 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 	go b.followLoop(ctx)
 	<-ctx.Done()
 	err = errors.Join(<-errc, <-errc)
-	b.srcWG.Wait()
+	b.snmp.Wait()
 	b.saveState() // learned capacity since the last periodic write
 	if errors.Is(err, context.Canceled) {
 		err = nil
@@ -423,16 +424,8 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 // read-back adds only what is missing and deletes only what is ours and stale).
 func (b *Balancer) Connected(sw *ofswitch.Switch) {
 	dpid := sw.DatapathID()
-	sy := switchsync.New(switchsync.Config{Conn: sw, OVS: b.switchOVS(sw), Logger: b.log, Now: b.now,
-		Locate: b.locator(dpid),
-		Adopt: func(ip netip.Addr, loc dataplane.Location) {
-			b.arpl.Adopt(dpid, ip, arp.Location{MAC: loc.MAC, Port: loc.Port})
-		},
-		After:    func(ctx context.Context, in *intent.Intent) { b.resolveBackends(ctx, sw, in) },
-		Observed: b.Kick,
-		Event: func(kind, service, text string) { // about this switch: the peers' ring
-			b.events.addPeer(Event{Time: b.now(), Kind: kind, Service: service, Text: text})
-		},
+	sy := switchsync.New(switchsync.Config{Conn: sw, OVS: switchsync.VersionOf(b.log, sw.String(), sw.Desc()), Logger: b.log, Now: b.now,
+		Neighbours: b.nb, Up: upward{b},
 		Notes: b.notes,
 		Plans: b.plans,
 		Lead:  b.lead(),
@@ -440,16 +433,29 @@ func (b *Balancer) Connected(sw *ofswitch.Switch) {
 			Drift: b.metrics.drift, BarrierRTT: b.metrics.barrierRTT, Contested: b.metrics.contested}})
 	b.mu.Lock()
 	b.switches[dpid] = sy
+	ctx := b.ctx
 	b.mu.Unlock()
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	b.metrics.switchUp.WithLabelValues(sw.String()).Set(1)
 	b.events.addPeer(Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " connected from " + sw.RemoteAddr().String()})
 	// Rate-limited per datapath id: a peer reconnecting in a loop cannot flood the log, and
 	// distinct switches each get their line (ratelog bounds the ids it tracks).
 	b.plog.Log(slog.LevelInfo, "connect "+sw.String(), "switch connected", "dpid", sw.String(), "remote", sw.RemoteAddr().String())
 	// The syncer ends with the session (Run watches sw.Done).
-	go sy.Run(b.context())
+	go sy.Run(ctx)
 	sy.Offer(b.current())
 	b.Kick()
+}
+
+func (b *Balancer) context() context.Context {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ctx == nil {
+		return context.Background()
+	}
+	return b.ctx
 }
 
 // lead is the election as syncers see it; nil without HA.

@@ -5,26 +5,10 @@ import (
 
 	"flowweight/controller/dataplane"
 	"flowweight/controller/intent"
-	"flowweight/controller/ofswitch"
 	"flowweight/controller/switchsync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// switchOVS reads the switch's Open vSwitch version from its DESC reply and logs, once per
-// connection, which slot table its groups are laid out for (docs/dataplane.md, "Exact
-// shares"): 256 slots from 2.17, otherwise the 64-slot layout every Open vSwitch accepts.
-func (b *Balancer) switchOVS(sw *ofswitch.Switch) dataplane.OVSVersion {
-	d := sw.Desc()
-	v, err := dataplane.SwitchVersion(d.Hardware, d.Software)
-	if err != nil {
-		b.log.Warn("switch version unknown; select groups use the 64-slot layout (shares to 1/64)",
-			"dpid", sw.String(), "hardware", d.Hardware, "software", d.Software, "err", err)
-		return v
-	}
-	b.log.Info("switch version", "dpid", sw.String(), "ovs", v.String(), "slots", dataplane.LayoutSlots(v))
-	return v
-}
 
 // layoutsOn returns each service's slot layout (by name) on the switch dpid: as its syncer
 // last planned it (what the switch holds), or, before its first plan, as planned now from the
@@ -47,7 +31,7 @@ func (b *Balancer) layoutsOn(dpid uint64) map[string]dataplane.GroupLayout {
 	normal := b.cfg.Controller.Normal
 	b.mu.Unlock()
 	if svcs == nil {
-		svcs = switchsync.Located(in, dpid, b.locator(dpid))
+		svcs = switchsync.Located(in, dpid, b.nb.Locator(dpid))
 	}
 	opt := dataplane.Options{Normal: normal, OVS: ovs}
 	out := make(map[string]dataplane.GroupLayout, len(svcs))

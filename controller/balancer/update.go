@@ -3,7 +3,6 @@ package balancer
 import (
 	"context"
 	"maps"
-	"net/netip"
 	"slices"
 	"time"
 
@@ -134,7 +133,7 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 	for _, sy := range syncers {
 		sy.Offer(in)
 	}
-	b.expireARP()
+	b.nb.Expire() // close the ARP rounds due (a timer does too, between updates)
 }
 
 // Latest is the last update's intent (nil before the first update). Do not modify it.
@@ -212,15 +211,7 @@ func (b *Balancer) desiredFor(dpid uint64) (dataplane.State, []dataplane.Service
 		ovs = sy.OVS()
 	}
 	b.mu.Unlock()
-	return switchsync.Desired(in, dpid, ovs, b.locator(dpid))
-}
-
-// locator is the ARP learner's view of one switch, for planning.
-func (b *Balancer) locator(dpid uint64) switchsync.Locator {
-	return func(ip netip.Addr) (dataplane.Location, bool) {
-		loc, _, ok := b.arpl.Usable(dpid, ip)
-		return dataplane.Location{MAC: loc.MAC, Port: loc.Port}, ok
-	}
+	return switchsync.Desired(in, dpid, ovs, b.nb.Locator(dpid))
 }
 
 // outOfService: a backend in this state gets weight 0 whatever the weights say (drained,
