@@ -457,7 +457,7 @@ func TestThroughputSmoothedLikeTheCPU(t *testing.T) {
 			status.Rates, status.RatesAt = map[uint64]float64{cookie: st.rate}, clk.t.Add(-st.age)
 		}
 		b.mu.Lock()
-		b.measureThroughputLocked([]*switchsync.Status{status})
+		s.measureThroughput(switchsync.Throughput([]*switchsync.Status{status}, b.now(), 2*period))
 		got := s.books[0].throughput
 		b.mu.Unlock()
 		if math.Abs(got-st.want) > 1e-9 {

@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"log/slog"
 	"time"
 
 	"flowweight/weights"
@@ -23,12 +24,11 @@ type clampState struct {
 
 // noteClamps logs and counts the backends of s whose self-reported capacity weights.Compute
 // clamped, once per transition into clamping, at most once per clampLogEvery per backend, and
-// the exit from each logged entry. Called with b.mu held, after s.compute.
-func (b *Balancer) noteClamps(s *service) {
+// the exit from each logged entry. Called under the balancer's lock, after s.compute.
+func (s *service) noteClamps(now time.Time, log *slog.Logger, m *Metrics) {
 	if s.clamps == nil {
 		s.clamps = map[string]*clampState{}
 	}
-	now := b.now()
 	for j, e := range s.result.Backends {
 		name := s.cfg.Backends[j].Name
 		st := s.clamps[name]
@@ -50,7 +50,7 @@ func (b *Balancer) noteClamps(s *service) {
 				v = 1
 			}
 			if st.gauge[k] == nil {
-				st.gauge[k] = b.metrics.clamped.WithLabelValues(s.cfg.Name, name, r.resource)
+				st.gauge[k] = m.clamped.WithLabelValues(s.cfg.Name, name, r.resource)
 			}
 			st.gauge[k].Set(v)
 			if r.was == r.is {
@@ -58,17 +58,17 @@ func (b *Balancer) noteClamps(s *service) {
 			}
 			if !r.is {
 				if st.loggedIn[k] {
-					b.log.Info("backend's reported capacity no longer clamped", "service", s.cfg.Name, "backend", name, "resource", r.resource)
+					log.Info("backend's reported capacity no longer clamped", "service", s.cfg.Name, "backend", name, "resource", r.resource)
 				}
 				st.loggedIn[k] = false
 				continue
 			}
-			b.metrics.clamps.WithLabelValues(r.resource).Inc()
+			m.clamps.WithLabelValues(r.resource).Inc()
 			if !st.logged.IsZero() && now.Sub(st.logged) < clampLogEvery {
 				st.suppressed++
 				continue
 			}
-			b.log.Warn("backend's reported capacity clamped", "service", s.cfg.Name, "backend", name, "resource", r.resource,
+			log.Warn("backend's reported capacity clamped", "service", s.cfg.Name, "backend", name, "resource", r.resource,
 				"reported", r.got, "used", r.used, "max_capacity_ratio", s.tuning.MaxCapacityRatio, "suppressed", st.suppressed)
 			st.logged, st.suppressed, st.loggedIn[k] = now, 0, true
 		}

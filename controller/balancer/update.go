@@ -60,7 +60,10 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 		for i, sy := range syncers {
 			statuses[i] = sy.Status()
 		}
-		b.measureThroughputLocked(statuses)
+		rate := switchsync.Throughput(statuses, b.now(), 2*b.cfg.Controller.UpdatePeriod)
+		for _, s := range b.services {
+			s.measureThroughput(rate)
+		}
 	}
 	standby := b.standby()
 	b.takeSeedsLocked(syncers, standby)
@@ -92,7 +95,7 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 			s.adoptSeed()
 		}
 		apply := s.compute(states, periodic)
-		b.noteClamps(s)
+		s.noteClamps(b.now(), b.log, b.metrics)
 		if apply {
 			s.applied = s.result.Weights(s.applied[:0])
 			dirty = true
