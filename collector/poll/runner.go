@@ -90,7 +90,8 @@ func (r *Runner) Start(ctx context.Context) {
 // Wait returns when every job's goroutine has returned (after Start's context ended).
 func (r *Runner) Wait() { r.wg.Wait() }
 
-// Running lists the names of the jobs running.
+// Running lists the names of the jobs started and not stopped since (a job that could not
+// start, its error logged, stays listed until a Set drops or changes it).
 func (r *Runner) Running() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
