@@ -197,7 +197,7 @@ func bucketsOf(t *testing.T, b *Balancer) []uint16 {
 		}
 	}
 	b.mu.Unlock()
-	desired, _ := b.desiredFor(1)
+	desired, _ := desiredFor(b, 1)
 	for _, g := range desired.Groups {
 		if g.ID == 5 {
 			var w []uint16

@@ -69,7 +69,7 @@ func TestReloadRefusesTruncatedExample(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before, _ := b.desiredFor(1)
+		before, _ := desiredFor(b, 1)
 		err = b.ReloadFile("controller.toml", prefix, ReloadOptions{Trigger: "test"})
 		var rr *RemovalRefusedError
 		if mustRefuse {
@@ -77,7 +77,7 @@ func TestReloadRefusesTruncatedExample(t *testing.T) {
 			if !errors.As(err, &rr) {
 				t.Fatalf("prefix of %d lines (%d services, %d backends) was not refused: %v", n, len(next.Services), kept, err)
 			}
-			after, _ := b.desiredFor(1)
+			after, _ := desiredFor(b, 1)
 			if b.Config() != cfg || len(after.Flows) != len(before.Flows) || len(after.Groups) != len(before.Groups) ||
 				!b.pool.Known("web1") || !b.pool.Known("web3") {
 				t.Fatalf("refused prefix of %d lines changed the running state: %d -> %d flows", n, len(before.Flows), len(after.Flows))
@@ -120,7 +120,7 @@ func TestReloadAllowRemoval(t *testing.T) {
 	if err := b.ReloadFile("controller.toml", nil, ReloadOptions{AllowRemoval: true}); err != nil {
 		t.Fatalf("an empty file with AllowRemoval: %v", err)
 	}
-	if d, _ := b.desiredFor(1); len(b.Config().Services) != 0 || b.pool.Known("web1") || len(d.Groups) != 0 {
+	if d, _ := desiredFor(b, 1); len(b.Config().Services) != 0 || b.pool.Known("web1") || len(d.Groups) != 0 {
 		t.Fatalf("the confirmed removal was not applied: %d services, %d groups", len(b.Config().Services), len(d.Groups))
 	}
 	// Adding everything back needs no confirmation.

@@ -132,7 +132,7 @@ func TestRestartStartsFromTheSwitchWeights(t *testing.T) {
 	// them back and find the seed (one switch alone is not enough, TestSeedNotFromOneSwitch).
 	conn, _ := holdSwitch(t, restarted, 1, held)
 	holdSwitch(t, restarted, 2, held)
-	_, svcs := restarted.desiredFor(1)
+	_, svcs := desiredFor(restarted, 1)
 	svcs[0].Backends = slices.Clone(svcs[0].Backends)
 	for i := range svcs[0].Backends {
 		svcs[0].Backends[i].Weight = held[i]

@@ -19,7 +19,7 @@ func holdSwitch(t *testing.T, b *Balancer, dpid uint64, weights []uint16) (*swit
 	t.Helper()
 	conn := switchsync.NewFakeConn(dpid)
 	if weights != nil {
-		_, svcs := b.desiredFor(dpid)
+		_, svcs := desiredFor(b, dpid)
 		svcs[0].Backends = slices.Clone(svcs[0].Backends)
 		for i := range svcs[0].Backends {
 			svcs[0].Backends[i].Weight = weights[i]

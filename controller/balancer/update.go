@@ -204,19 +204,6 @@ func (b *Balancer) current() *intent.Intent {
 	return b.intentLocked(false)
 }
 
-// desiredFor is what the switch dpid should hold by the running state, and the planner's
-// input for it (the views, and tests).
-func (b *Balancer) desiredFor(dpid uint64) (dataplane.State, []dataplane.Service) {
-	b.mu.Lock()
-	in := b.intentLocked(false)
-	var ovs dataplane.OVSVersion
-	if sy, ok := b.switches[dpid]; ok {
-		ovs = sy.OVS()
-	}
-	b.mu.Unlock()
-	return switchsync.Desired(in, dpid, ovs, b.nb.Locator(dpid))
-}
-
 // outOfService: a backend in this state gets weight 0 whatever the weights say (drained,
 // down, stale), and its clients' affinities end (dataplane.Backend.OutOfService).
 func outOfService(st weights.Status) bool {
