@@ -123,10 +123,10 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 		hist: history{max: 360}, owned: map[uint32]bool{}, started: opt.Now()}
 	b.plog = ratelog.New(b.log, func() time.Time { return b.now() })
 	b.nb = newNeighbours(b)
-	b.snmp = poll.New(poll.Config{Sink: b.pool, Logger: b.log, PollFailed: func(name string) { b.metrics.snmpErrors.WithLabelValues(name).Inc() }})
 	b.notes = switchsync.NewNotes(b.log)
 	b.plans = switchsync.NewPlans()
 	b.pool = collector.NewPool(b.poolConfig(cfg))
+	b.snmp = poll.New(poll.Config{Sink: b.pool, Logger: b.log, PollFailed: func(name string) { b.metrics.snmpErrors.WithLabelValues(name).Inc() }})
 	b.st.path, b.st.every = opt.StatePath, opt.StateEvery
 	b.elector = opt.Elector
 	if b.elector != nil {
