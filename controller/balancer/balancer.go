@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"flowweight/collector"
+	"flowweight/collector/poll"
 	"flowweight/collector/push"
 	"flowweight/controller/arp"
 	"flowweight/controller/config"
-	"flowweight/controller/dataplane"
 	"flowweight/controller/intent"
 	"flowweight/controller/ofswitch"
 	"flowweight/controller/ratelog"
@@ -77,9 +77,8 @@ type Balancer struct {
 	cfg      *config.Config
 	services []*service
 	switches map[uint64]*switchsync.Syncer // by datapath id: the registry; each syncer owns its switch
-	pollers  map[string]*snmpSource
+	snmp     *poll.Runner                  // the collector's own polls of snmp backends
 	ctx      context.Context
-	srcWG    sync.WaitGroup
 	owned    map[uint32]bool // group ids configured since start
 	// seq counts updates; gen changes when what the switches should hold may have (a write,
 	// a hold ending, a reload: dirty, a kick). See intent.Intent.
@@ -99,10 +98,9 @@ type Balancer struct {
 	// replaces it, and the next handshake uses the new one.
 	tls atomic.Pointer[tls.Config]
 
-	// arpl owns backends' locations per switch and our outstanding ARP requests (it has its
-	// own lock); arpExpiry, under mu, is when the pending round-closing timer fires.
-	arpl      *arp.Learner
-	arpExpiry time.Time
+	// nb is where backends are on each switch (the ARP learner, its own lock), shared by the
+	// syncers, which send the ARP/ND traffic.
+	nb *switchsync.Neighbours
 }
 
 // New validates nothing (the config was validated by Load) and starts nothing.
@@ -117,12 +115,14 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 		opt.Metrics = NewMetrics()
 	}
 	b := &Balancer{log: opt.Logger, now: opt.Now, metrics: opt.Metrics, events: view.NewLog(200), hist: view.NewHistory(360),
-		board: opt.Metrics.board, kick: make(chan struct{}, 1), switches: map[uint64]*switchsync.Syncer{}, arpl: arp.NewLearner(arp.LearnerConfig{}),
-		pollers: map[string]*snmpSource{}, owned: map[uint32]bool{}, started: opt.Now()}
+		board: opt.Metrics.board, kick: make(chan struct{}, 1), switches: map[uint64]*switchsync.Syncer{},
+		owned: map[uint32]bool{}, started: opt.Now()}
 	b.plog = ratelog.New(b.log, func() time.Time { return b.now() })
+	b.nb = newNeighbours(b)
 	b.notes = switchsync.NewNotes(b.log)
 	b.plans = switchsync.NewPlans()
 	b.pool = collector.NewPool(poolConfig(cfg, b.now, b.log, onTransition(b.metrics, b.events, b.kick)))
+	b.snmp = poll.New(poll.Config{Sink: b.pool, Logger: b.log, PollFailed: func(name string) { b.metrics.snmpErrors.WithLabelValues(name).Inc() }})
 	// The one place that asks whether this controller is one of an HA pool.
 	var store Store = fileStore{path: opt.StatePath}
 	b.lead = solo{}
@@ -137,7 +137,7 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 		now: b.now, writes: b.metrics.stateWrites}
 	b.drains = &drains{pool: b.pool, store: store, kick: b.Kick, save: b.saveState}
 	b.board.SetSources(view.Sources{Pool: b.pool, Now: b.now, Events: b.events, History: b.hist, Election: b.lead,
-		Locate: b.locator, Drain: b.Drain})
+		Locate: b.nb.Locator, Drain: b.Drain})
 	b.board.PublishSwitches(view.Registry{})
 	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
 	b.st.load(ctx, cfg)
@@ -342,7 +342,7 @@ func (b *Balancer) reload(path string, cfg *config.Config, opt ReloadOptions) er
 	}
 	b.lead.SetFingerprint(cfg.Fingerprint())
 	b.saveState()
-	b.startSNMP()
+	b.snmp.Set(snmpJobs(cfg))
 	b.events.Add(view.Event{Time: b.now(), Kind: "config", Text: "configuration reloaded"})
 	b.Kick()
 	return nil
@@ -417,13 +417,14 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 	errc := make(chan error, 2)
 	go func() { errc <- ofsrv.Serve(ctx) }()
 	go func() { errc <- pushsrv.Serve(ctx) }()
-	b.startSNMP()
+	b.snmp.Set(snmpJobs(cfg))
+	b.snmp.Start(ctx)
 	b.runHA(ctx)
 	go b.updateLoop(ctx)
 	go b.followLoop(ctx)
 	<-ctx.Done()
 	err = errors.Join(<-errc, <-errc)
-	b.srcWG.Wait()
+	b.snmp.Wait()
 	b.saveState() // learned capacity since the last periodic write
 	if errors.Is(err, context.Canceled) {
 		err = nil
@@ -436,16 +437,8 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 // read-back adds only what is missing and deletes only what is ours and stale).
 func (b *Balancer) Connected(sw *ofswitch.Switch) {
 	dpid := sw.DatapathID()
-	sy := switchsync.New(switchsync.Config{Conn: sw, OVS: b.switchOVS(sw), Logger: b.log, Now: b.now,
-		Locate: b.locator(dpid),
-		Adopt: func(ip netip.Addr, loc dataplane.Location) {
-			b.arpl.Adopt(dpid, ip, arp.Location{MAC: loc.MAC, Port: loc.Port})
-		},
-		After:    func(ctx context.Context, in *intent.Intent) { b.resolveBackends(ctx, sw, in) },
-		Observed: b.Kick,
-		Event: func(kind, service, text string) { // about this switch: the peers' ring
-			b.events.AddPeer(view.Event{Time: b.now(), Kind: kind, Service: service, Text: text})
-		},
+	sy := switchsync.New(switchsync.Config{Conn: sw, OVS: switchsync.VersionOf(b.log, sw.String(), sw.Desc()), Logger: b.log, Now: b.now,
+		Neighbours: b.nb, Up: upward{b},
 		Notes: b.notes,
 		Plans: b.plans,
 		Lead:  b.lead.Syncer(),
@@ -454,16 +447,29 @@ func (b *Balancer) Connected(sw *ofswitch.Switch) {
 	b.mu.Lock()
 	b.switches[dpid] = sy
 	b.board.PublishSwitches(maps.Clone(b.switches))
+	ctx := b.ctx
 	b.mu.Unlock()
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	b.metrics.switchUp.WithLabelValues(sw.String()).Set(1)
 	b.events.AddPeer(view.Event{Time: b.now(), Kind: "switch", Text: "switch " + sw.String() + " connected from " + sw.RemoteAddr().String()})
 	// Rate-limited per datapath id: a peer reconnecting in a loop cannot flood the log, and
 	// distinct switches each get their line (ratelog bounds the ids it tracks).
 	b.plog.Log(slog.LevelInfo, "connect "+sw.String(), "switch connected", "dpid", sw.String(), "remote", sw.RemoteAddr().String())
 	// The syncer ends with the session (Run watches sw.Done).
-	go sy.Run(b.context())
+	go sy.Run(ctx)
 	sy.Offer(b.board.Latest().Intent)
 	b.Kick()
+}
+
+func (b *Balancer) context() context.Context {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ctx == nil {
+		return context.Background()
+	}
+	return b.ctx
 }
 
 // Disconnected implements ofswitch.Handler. Installed flows stay on a fail-secure switch.

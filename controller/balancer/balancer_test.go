@@ -160,7 +160,7 @@ func bucketsOf(t *testing.T, b *Balancer) []uint16 {
 	b.mu.Lock()
 	for _, s := range b.services {
 		for i, be := range s.cfg.Backends {
-			b.arpl.Adopt(1, be.ParsedIP(), arp.Location{MAC: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}, Port: uint32(i + 1)})
+			b.nb.Learner().Adopt(1, be.ParsedIP(), arp.Location{MAC: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}, Port: uint32(i + 1)})
 		}
 	}
 	b.mu.Unlock()
@@ -259,8 +259,21 @@ func TestRefusedARPCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.refusedARP("0000000000000001", arp.ReasonUnsolicited, netip.MustParseAddr("10.0.0.1"), arp.Location{}, clk.now())
-	b.refusedARP("0000000000000001", arp.ReasonUnsolicited, netip.MustParseAddr("10.0.0.1"), arp.Location{}, clk.now())
+	// An answer from a backend nobody asked about, as its switch would hand it up.
+	backend := netip.MustParseAddr(b.Config().Services[0].Backends[0].IP)
+	req, err := arp.Request(net.HardwareAddr{2, 0, 0, 0, 0, 0x99}, netip.MustParseAddr("10.0.0.99"), backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, ok, err := arp.Reply(req, func(netip.Addr) (net.HardwareAddr, bool) { return net.HardwareAddr{2, 0, 0, 0, 0, 1}, true })
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	for range 2 {
+		if v := b.nb.Observe(1, 1, answer, b.board.Latest().Intent); v.Reason != arp.ReasonUnsolicited {
+			t.Fatalf("verdict %+v, want refused as %s", v, arp.ReasonUnsolicited)
+		}
+	}
 	got := counterValues(t, m, "flowweight_arp_refused_total", "reason")
 	for _, r := range arp.Reasons {
 		want := 0.0
@@ -414,7 +427,7 @@ func TestThroughputSmoothedLikeTheCPU(t *testing.T) {
 			status.Rates, status.RatesAt = map[uint64]float64{cookie: st.rate}, clk.t.Add(-st.age)
 		}
 		b.mu.Lock()
-		measureThroughput(b.services, []*switchsync.Status{status}, b.now(), b.cfg.Controller.UpdatePeriod)
+		s.measureThroughput(switchsync.Throughput([]*switchsync.Status{status}, b.now(), 2*period))
 		got := s.books[0].throughput
 		b.mu.Unlock()
 		if math.Abs(got-st.want) > 1e-9 {

@@ -25,7 +25,7 @@ type clampState struct {
 // noteClamps logs and counts the backends of s whose self-reported capacity weights.Compute
 // clamped, once per transition into clamping, at most once per clampLogEvery per backend, and
 // the exit from each logged entry. The update calls it after s.compute, with its lock held.
-func (s *service) noteClamps(now time.Time, m *Metrics, log *slog.Logger) {
+func (s *service) noteClamps(now time.Time, log *slog.Logger, m *Metrics) {
 	if s.clamps == nil {
 		s.clamps = map[string]*clampState{}
 	}

@@ -2,15 +2,16 @@
 // switches (the configuration, each service's weights and what was learned for them) and
 // runs one update per period, in one direction:
 //
-//	ingest (collector/push, the SNMP pollers) → state (collector.Pool, services)
+//	ingest (collector/push, collector/poll) → state (collector.Pool, services)
 //	→ weights (weights.Compute) → intent (controller/intent) → per-switch sync (controller/switchsync)
 //
 // An update builds one immutable intent under the state lock and offers it to every
 // connected switch's syncer; it never waits on a switch. What a syncer learns that an update
 // needs (the weights a switch holds, a restart's seed only when switches agree: seed.go;
 // throughput counters) comes back as the syncer's published status, read at the next update.
-// It also answers ARP for the VIPs from the latest intent and applies configuration reloads
-// atomically.
+// It also routes each switch's packet-ins to that switch's syncer (which answers ARP/ND and
+// locates backends: switchsync/arp.go), hands the collector's SNMP runner its jobs
+// (snmpjobs.go), and applies configuration reloads atomically.
 //
 // What the loop needs besides that is behind small types (docs/design.md, "Inside the
 // controller"): a Lead says whether this controller may write (solo alone, elected with HA:

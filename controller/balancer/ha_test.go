@@ -244,7 +244,7 @@ func TestHAOneSwitchCannotDepose(t *testing.T) {
 	b := startHA(t, e)
 	claim := func(dpid uint64) *switchsync.Syncer {
 		conn := switchsync.NewFakeConn(dpid)
-		sy := switchsync.New(switchsync.Config{Conn: conn, Lead: b.lead.Syncer(), Locate: b.locator(dpid)})
+		sy := switchsync.New(switchsync.Config{Conn: conn, Lead: b.lead.Syncer(), Neighbours: b.nb})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { sy.Run(ctx); close(done) }()

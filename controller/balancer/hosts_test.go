@@ -2,6 +2,8 @@ package balancer
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -239,5 +241,61 @@ group_id = 2
 	tm := snmpTiming{interval: time.Second}
 	if specOf(got["s1"], tm) == specOf(snmpHost{Backend: got["s1"].Backend, ports: []uint16{8080}}, tm) {
 		t.Error("a change of the host's ports does not restart its source")
+	}
+}
+
+// TestRunPollsSNMPBackends: Run starts the collector's poll of an snmp backend, whose failed
+// polls reach the pool and the metrics (an agent that never answers), and a reload that
+// removes the backend stops it.
+func TestRunPollsSNMPBackends(t *testing.T) {
+	agent, err := net.ListenPacket("udp", "127.0.0.1:0") // takes requests, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	snmpBackend := fmt.Sprintf(`
+[[service]]
+name = "dns"
+vip = "10.0.1.100"
+port = 53
+group_id = 6
+  [[service.backend]]
+  name = "s1"
+  ip = "10.0.1.1"
+  source = "snmp"
+  [service.backend.snmp]
+  address = %q
+  version = "v2c"
+  community = "c"
+  timeout = "20ms"
+  retries = 0
+  [service.backend.health]
+  type = "tcp"
+`, agent.LocalAddr().String())
+	m := NewMetrics()
+	b, err := New(testConfig(t, snmpBackend), Options{Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startInProcess(t, b)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _ := b.Pool().Get("s1")
+		if strings.Contains(st.LastHealth.Err, "snmp") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed poll in the pool within 10s: last health %+v", st.LastHealth)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := counterValues(t, m, "flowweight_snmp_poll_errors_total", "backend")["s1"]; got < 1 {
+		t.Errorf("snmp_poll_errors_total{backend=s1} = %v, want at least 1", got)
+	}
+	if err := b.reload("test.toml", testConfig(t, ""), ReloadOptions{AllowRemoval: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.snmp.Running(); len(got) != 0 {
+		t.Errorf("polls %v still running after the reload removed their backend", got)
 	}
 }

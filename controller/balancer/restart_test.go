@@ -186,7 +186,7 @@ func TestHoldWaitsForTheFirstReadBack(t *testing.T) {
 	conn.Stall(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sy := switchsync.New(switchsync.Config{Conn: conn, Observed: b.Kick})
+	sy := switchsync.New(switchsync.Config{Conn: conn, Up: upward{b}})
 	b.mu.Lock()
 	b.switches[1] = sy
 	b.mu.Unlock()

@@ -28,7 +28,7 @@ func withSwitch(t *testing.T, v dataplane.OVSVersion, w ...uint16) *Balancer {
 	for _, s := range b.services {
 		s.applied = w
 		for i, be := range s.cfg.Backends {
-			b.arpl.Adopt(1, be.ParsedIP(), arp.Location{MAC: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}, Port: uint32(i + 1)})
+			b.nb.Learner().Adopt(1, be.ParsedIP(), arp.Location{MAC: net.HardwareAddr{2, 0, 0, 0, 0, byte(i + 1)}, Port: uint32(i + 1)})
 		}
 	}
 	publishLocked(b)
@@ -129,7 +129,7 @@ func TestSwitchViewsSayWhoIsBehind(t *testing.T) {
 	fast, stalled := switchsync.NewFakeConn(1), switchsync.NewFakeConn(2)
 	stalled.Stall(true)
 	for _, c := range []*switchsync.FakeConn{fast, stalled} {
-		sy := switchsync.New(switchsync.Config{Conn: c, Locate: b.locator(c.DPID)})
+		sy := switchsync.New(switchsync.Config{Conn: c, Neighbours: b.nb})
 		b.mu.Lock()
 		b.switches[c.DPID] = sy
 		publishLocked(b)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"flowweight/collector"
+	"flowweight/collector/poll"
 	"flowweight/controller/config"
 	"flowweight/weights"
 )
@@ -168,16 +169,11 @@ group_id = 1
 	if err != nil {
 		t.Fatal(err)
 	}
-	be := cfg.Services[0].Backends[0]
-	c := cfg.Collector
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		b.runSNMP(ctx, snmpHost{Backend: be}, snmpTiming{interval: c.PollInterval, timeout: c.HealthTimeout, fast: c.HealthFastInterval, rise: c.RiseThreshold})
-	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	runner := poll.New(poll.Config{Sink: b.pool})
+	runner.Set(snmpJobs(cfg))
+	runner.Start(ctx)
+	t.Cleanup(func() { cancel(); runner.Wait() })
 
 	waitFor := func(what string, ok func(collector.State) bool) collector.State {
 		t.Helper()

@@ -3,7 +3,6 @@ package balancer
 import (
 	"context"
 	"maps"
-	"net/netip"
 	"slices"
 	"time"
 
@@ -64,7 +63,10 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 		for i, sy := range syncers {
 			statuses[i] = sy.Status()
 		}
-		measureThroughput(b.services, statuses, b.now(), b.cfg.Controller.UpdatePeriod)
+		rate := switchsync.Throughput(statuses, b.now(), 2*b.cfg.Controller.UpdatePeriod)
+		for _, s := range b.services {
+			s.measureThroughput(rate)
+		}
 	}
 	standby := !leading(b.lead)
 	takeSeeds(b.services, syncers, standby, b.cfg.Controller.TLSCA != "" && b.cfg.Controller.TLSNamesDPID, &b.st)
@@ -96,7 +98,7 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 			s.adoptSeed()
 		}
 		apply := s.compute(states, periodic)
-		s.noteClamps(b.now(), b.metrics, b.log)
+		s.noteClamps(b.now(), b.log, b.metrics)
 		if apply {
 			s.applied = s.result.Weights(s.applied[:0])
 			dirty = true
@@ -138,7 +140,7 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 	for _, sy := range syncers {
 		sy.Offer(in)
 	}
-	b.expireARP()
+	b.nb.Expire() // close the ARP rounds due (a timer does too, between updates)
 }
 
 // sortedSyncers lists the registry's syncers by datapath id (under b.mu).
@@ -178,14 +180,6 @@ func (b *Balancer) intentLocked(standby bool) *intent.Intent {
 		in.Services = append(in.Services, is)
 	}
 	return in.Build()
-}
-
-// locator is the ARP learner's view of one switch, for planning.
-func (b *Balancer) locator(dpid uint64) switchsync.Locator {
-	return func(ip netip.Addr) (dataplane.Location, bool) {
-		loc, _, ok := b.arpl.Usable(dpid, ip)
-		return dataplane.Location{MAC: loc.MAC, Port: loc.Port}, ok
-	}
 }
 
 // outOfService: a backend in this state gets weight 0 whatever the weights say (drained,

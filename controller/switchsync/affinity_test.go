@@ -93,11 +93,11 @@ func learnedIn(st dataplane.State) map[uint16]int {
 func TestSyncerEndsAffinities(t *testing.T) {
 	conn := NewFakeConn(1)
 	var drift atomic.Int32
-	s := start(t, conn, Config{Event: func(kind, _, _ string) {
+	s := start(t, conn, Config{Up: eventFunc(func(kind, _, _ string) {
 		if kind == "drift" {
 			drift.Add(1)
 		}
-	}})
+	})})
 	svc := func(wb uint16, out bool) intent.Service {
 		sv := web("web", 5, nil, 500, wb)
 		sv.AffinityTimeout = 3

@@ -6,10 +6,20 @@
 // only itself: the balancer never waits on a syncer, and a syncer never takes the balancer's
 // lock.
 //
+// A syncer's goroutine (Run) is the only one that writes to its switch: syncs, role requests,
+// and the switch's ARP/ND traffic (arp.go). After each intent it asks for the backends placed
+// on the switch that the learner wants located; a packet-in handed to it (PacketIn, from the
+// session's packet-in goroutine) is planned there (the reply for a VIP placed on the switch,
+// the frame to the learner, a challenge) and sent from Run between syncs. Neighbours
+// (neighbours.go) is where backends are on every switch, shared by the syncers: the ARP
+// learner, which has its own lock, the ARP counters and the timer closing the learner's
+// rounds. A read-back's backend locations are adopted into it.
+//
 // What a syncer learns that the balancer needs (seeds for a restarted controller's weights,
 // throughput counters, the planned layout for the views) it publishes as an immutable Status;
-// the balancer reads it at its next update. Backend locations go to the ARP learner through
-// Config.Locate and Config.Adopt, which has its own lock.
+// the balancer reads it at its next update. All it tells the balancer directly goes through
+// Upward: Kick (update soon) and Event (for the operator); it never reads the balancer's
+// state.
 //
 // The planning itself is pure (plan.go: Desired, Hold, Seeds, Rates) and tested without a
 // switch. This package must not import controller/balancer.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +36,18 @@ type FakeConn struct {
 	roleChanged chan struct{}
 	requests    int
 	lie         Lie
+
+	// What was written, for tests of who writes: the frames sent out, and the goroutine each
+	// write (Apply, PacketOut, RequestRole) came from.
+	packetOuts []SentFrame
+	writers    map[uint64]int
+}
+
+// SentFrame is one PacketOut as the fake switch took it.
+type SentFrame struct {
+	InPort  uint32
+	Actions ofp.Actions
+	Frame   []byte
 }
 
 // Lie is what a hostile or broken switch claims about the controller roles, whatever the
@@ -140,6 +155,7 @@ func (f *FakeConn) Apply(ctx context.Context, stages ...[]ofswitch.Message) (ofs
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.wrote()
 	if f.role == ofp.ControllerRoleSlave || f.lie.RefuseWrites {
 		for _, st := range stages {
 			if len(st) > 0 {
@@ -167,6 +183,7 @@ func (f *FakeConn) RequestRole(ctx context.Context, role ofp.ControllerRole, gen
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.wrote()
 	f.requests++
 	if role == ofp.ControllerRoleMaster || role == ofp.ControllerRoleSlave {
 		if f.genSet && int64(gen-f.gen) < 0 {
@@ -211,4 +228,58 @@ func (f *FakeConn) RoleRequests() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.requests
+}
+
+// PacketOut records the frame; a SLAVE's packet-out is refused, as Open vSwitch does.
+func (f *FakeConn) PacketOut(ctx context.Context, inPort uint32, actions ofp.Actions, frame []byte) error {
+	if err := f.wait(ctx); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.wrote()
+	if f.role == ofp.ControllerRoleSlave || f.lie.RefuseWrites {
+		return &ofswitch.OpError{DatapathID: f.DPID, Type: 1, Code: 10, TypeName: "OFPET_BAD_REQUEST", CodeName: "OFPBRC_IS_SLAVE"}
+	}
+	f.packetOuts = append(f.packetOuts, SentFrame{InPort: inPort, Actions: actions, Frame: append([]byte(nil), frame...)})
+	return nil
+}
+
+// PacketOuts returns the frames sent out so far.
+func (f *FakeConn) PacketOuts() []SentFrame {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]SentFrame(nil), f.packetOuts...)
+}
+
+// Writers counts the writes by the goroutine (its runtime id) they came from.
+func (f *FakeConn) Writers() map[uint64]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[uint64]int, len(f.writers))
+	for g, n := range f.writers {
+		out[g] = n
+	}
+	return out
+}
+
+// wrote records the calling goroutine as a writer. f.mu must be held.
+func (f *FakeConn) wrote() {
+	if f.writers == nil {
+		f.writers = map[uint64]int{}
+	}
+	f.writers[GoroutineID()]++
+}
+
+// GoroutineID is the runtime's id of the calling goroutine, from its stack header
+// ("goroutine 42 [running]:"): for tests that check who writes, never for logic.
+func GoroutineID() uint64 {
+	var buf [64]byte
+	b := string(buf[:runtime.Stack(buf[:], false)])
+	b = strings.TrimPrefix(b, "goroutine ")
+	if i := strings.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, _ := strconv.ParseUint(b, 10, 64)
+	return id
 }

@@ -2,6 +2,7 @@ package switchsync
 
 import (
 	"net/netip"
+	"time"
 
 	"flowweight/controller/dataplane"
 	"flowweight/controller/intent"
@@ -196,4 +197,20 @@ func AffinityEnds(prev, svcs []dataplane.Service) []ofswitch.Message {
 		}
 	}
 	return out
+}
+
+// Throughput sums, per flow cookie, the byte rates the switches measured (Status.Rates). A
+// switch's rates older than maxAge at now are not counted: that switch stopped answering,
+// and its last rate is not today's.
+func Throughput(statuses []*Status, now time.Time, maxAge time.Duration) map[uint64]float64 {
+	rate := map[uint64]float64{}
+	for _, st := range statuses {
+		if st.RatesAt.IsZero() || now.Sub(st.RatesAt) > maxAge {
+			continue
+		}
+		for cookie, r := range st.Rates {
+			rate[cookie] += r
+		}
+	}
+	return rate
 }

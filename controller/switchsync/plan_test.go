@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"flowweight/controller/dataplane"
 	"flowweight/controller/intent"
@@ -179,5 +180,20 @@ func TestNotesLoggedWhenTheyAppear(t *testing.T) {
 	n.Forget(map[string]bool{})
 	if len(n.noted) != 0 {
 		t.Errorf("notes of removed services kept: %v", n.noted)
+	}
+}
+
+// TestThroughputSumsFreshRates: rates are summed over the switches by cookie; a switch's
+// rates older than the bound, or never read, count for nothing.
+func TestThroughputSumsFreshRates(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	got := Throughput([]*Status{
+		{DPID: 1, Rates: map[uint64]float64{7: 100, 8: 5}, RatesAt: now.Add(-time.Second)},
+		{DPID: 2, Rates: map[uint64]float64{7: 50}, RatesAt: now},
+		{DPID: 3, Rates: map[uint64]float64{7: 1000}, RatesAt: now.Add(-3 * time.Second)}, // stale
+		{DPID: 4, Rates: map[uint64]float64{7: 1000}},                                     // never read
+	}, now, 2*time.Second)
+	if want := map[uint64]float64{7: 150, 8: 5}; !maps.Equal(got, want) {
+		t.Errorf("Throughput = %v, want %v", got, want)
 	}
 }

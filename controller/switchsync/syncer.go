@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net/netip"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -26,6 +25,8 @@ type Conn interface {
 	String() string
 	Multipart(ctx context.Context, typ ofp.MultipartType, body io.WriterTo) ([]byte, error)
 	Apply(ctx context.Context, stages ...[]ofswitch.Message) (ofswitch.Result, error)
+	// PacketOut sends one frame out of the switch (ARP/ND requests and replies).
+	PacketOut(ctx context.Context, inPort uint32, actions ofp.Actions, frame []byte) error
 	Done() <-chan struct{}
 	// RequestRole, Role and RoleChanged are the switch's controller roles (HA): the role it
 	// last confirmed, and a poke when it tells us ours changed.
@@ -70,9 +71,25 @@ type Metrics struct {
 	Contested *prometheus.CounterVec
 }
 
+// Upward is what a syncer tells the loop above it, and all it tells: it never reads the
+// loop's state. Both are called from the syncer's goroutine (or a Neighbours timer) and must
+// neither block nor wait on the loop's lock.
+type Upward interface {
+	// Kick asks for an update soon: a read-back found seeds the loop did not have
+	// (Status.Seeds), or Neighbours located a backend.
+	Kick()
+	// Event records an operator-visible event about this switch (kind: rewrite, drift,
+	// error, role, arp).
+	Event(kind, service, text string)
+}
+
+type nopUp struct{}
+
+func (nopUp) Kick()                        {}
+func (nopUp) Event(string, string, string) {}
+
 // Config is what a Syncer is given; everything else it learns from its switch and the
-// intents. The functions are called from the syncer's goroutine and must not wait on the
-// balancer's state lock.
+// intents.
 type Config struct {
 	Conn Conn
 	// OVS is the switch's Open vSwitch version (DESC at connect): the slot table its groups
@@ -80,18 +97,13 @@ type Config struct {
 	OVS    dataplane.OVSVersion
 	Logger *slog.Logger
 	Now    func() time.Time
-	// Locate and Adopt are the ARP learner's view of this switch: where backends are, and
-	// the locations a read-back recovered (our own earlier writes, usable until ARP answers).
-	Locate Locator
-	Adopt  func(ip netip.Addr, loc dataplane.Location)
-	// After runs after every intent this syncer took (synced or not): the balancer sends
-	// this switch's ARP requests from it.
-	After func(ctx context.Context, in *intent.Intent)
-	// Observed is called when a read-back found seeds the balancer did not have (Status.Seeds):
-	// it asks for an update.
-	Observed func()
-	// Event records an operator-visible event (kind: rewrite, drift, error).
-	Event func(kind, service, text string)
+	// Neighbours is where backends are (shared by the syncers): the syncer plans with its
+	// locations, hands it the ones a read-back recovered (our own earlier writes, usable until
+	// ARP answers), and sends this switch's ARP/ND requests and replies (arp.go). nil: backends
+	// are located by the config alone, and the syncer sends no ARP.
+	Neighbours *Neighbours
+	// Up hears what the loop above needs to know; nil: nothing is told.
+	Up    Upward
 	Notes *Notes
 	// Plans is the planner's output shared with the other syncers; nil plans alone.
 	Plans   *Plans
@@ -99,6 +111,9 @@ type Config struct {
 	// Lead is the election; nil without HA: this controller is the only one, writes without
 	// asking for a role, and the switch keeps it EQUAL.
 	Lead Lead
+
+	// locate, in this package's tests only, locates backends in place of Neighbours.
+	locate Locator
 }
 
 // Status is what a syncer publishes after each step. Never modified once published.
@@ -143,6 +158,10 @@ type Syncer struct {
 	latest atomic.Pointer[intent.Intent]
 	wake   chan struct{}
 	status atomic.Pointer[Status]
+	// out carries the ARP/ND packet-outs PacketIn planned to Run's goroutine; stopped is
+	// closed when Run ends.
+	out     chan frameOut
+	stopped chan struct{}
 
 	// Owned by Run's goroutine.
 	current    dataplane.State // what we believe the switch holds
@@ -179,10 +198,11 @@ func New(cfg Config) *Syncer {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Event == nil {
-		cfg.Event = func(string, string, string) {}
+	if cfg.Up == nil {
+		cfg.Up = nopUp{}
 	}
-	s := &Syncer{cfg: cfg, wake: make(chan struct{}, 1), resync: true}
+	s := &Syncer{cfg: cfg, wake: make(chan struct{}, 1), resync: true, out: make(chan frameOut),
+		stopped: make(chan struct{})}
 	if cfg.Conn != nil {
 		s.st.DPID = cfg.Conn.DatapathID()
 	}
@@ -213,10 +233,12 @@ func (s *Syncer) publish() {
 	s.status.Store(&st)
 }
 
-// Run syncs until ctx ends or the session does.
+// Run syncs until ctx ends or the session does. Its goroutine is the only one that writes to
+// the switch: syncs, role requests and the ARP/ND packet-outs.
 func (s *Syncer) Run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer close(s.stopped)
 	go func() {
 		select {
 		case <-s.cfg.Conn.Done():
@@ -244,6 +266,9 @@ func (s *Syncer) Run(ctx context.Context) {
 				s.readCounters(ctx, in)
 			}
 			continue
+		case o := <-s.out:
+			s.send(ctx, o)
+			continue
 		case <-s.cfg.Conn.RoleChanged():
 			s.roleChanged()
 		}
@@ -259,9 +284,7 @@ func (s *Syncer) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if s.cfg.After != nil {
-			s.cfg.After(ctx, in)
-		}
+		s.resolve(ctx, in) // this switch's ARP requests, after every intent taken
 		if p := in.ReadbackPeriod; p > 0 && (p != period || repair) {
 			period = p
 			readback.Reset(p)
@@ -305,9 +328,9 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 	var svcs []dataplane.Service
 	shared := false
 	if s.cfg.Plans != nil {
-		desired, svcs, shared = s.cfg.Plans.Desired(in, sw.DatapathID(), s.cfg.OVS, s.cfg.Locate)
+		desired, svcs, shared = s.cfg.Plans.Desired(in, sw.DatapathID(), s.cfg.OVS, s.locate())
 	} else {
-		desired, svcs = Desired(in, sw.DatapathID(), s.cfg.OVS, s.cfg.Locate)
+		desired, svcs = Desired(in, sw.DatapathID(), s.cfg.OVS, s.locate())
 	}
 	s.st.Planned = svcs
 	if s.cfg.Notes != nil && !shared {
@@ -319,8 +342,8 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 	if seeds := Seeds(in, svcs, s.current); !maps.EqualFunc(seeds, s.st.Seeds, slices.Equal) {
 		s.st.Seeds = seeds
 		s.publish()
-		if seeds != nil && s.cfg.Observed != nil {
-			s.cfg.Observed()
+		if seeds != nil {
+			s.cfg.Up.Kick()
 		}
 	}
 	if !write {
@@ -377,7 +400,7 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 			return
 		}
 		inc(s.cfg.Metrics.RewriteErrors)
-		s.cfg.Event("error", "", fmt.Sprintf("switch %s: rewrite failed: %v", sw, err))
+		s.cfg.Up.Event("error", "", fmt.Sprintf("switch %s: rewrite failed: %v", sw, err))
 		s.cfg.Logger.Error("rewrite failed; will resync", "dpid", sw.String(), "messages", n, "err", err)
 		return
 	}
@@ -392,7 +415,7 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 		s.st.Confirmed = s.cfg.Now()
 		s.cfg.Logger.Info("switch confirmed this controller as master", "dpid", sw.String(), "term", term,
 			"messages", n, "barrier_rtt", elapsed.Round(time.Microsecond).String())
-		s.cfg.Event("role", "", fmt.Sprintf("switch %s: master in term %d, confirmed by barrier", sw, term))
+		s.cfg.Up.Event("role", "", fmt.Sprintf("switch %s: master in term %d, confirmed by barrier", sw, term))
 	}
 	inc(s.cfg.Metrics.Rewrites)
 	s.logChanges(in, svcs, n, elapsed)
@@ -422,7 +445,7 @@ func (s *Syncer) logChanges(in *intent.Intent, svcs []dataplane.Service, n int, 
 			c := intent.Change{Names: names(sv), Before: before, After: after}
 			s.cfg.Logger.Info("weights rewritten", "dpid", sw.String(), "service", sv.Name, "weights", c.String(),
 				"messages", n, "barrier_rtt", rtt)
-			s.cfg.Event("rewrite", sv.Name, fmt.Sprintf("switch %s: %s (barrier %s)", sw, c.String(), rtt))
+			s.cfg.Up.Event("rewrite", sv.Name, fmt.Sprintf("switch %s: %s (barrier %s)", sw, c.String(), rtt))
 		}
 	}
 	switch {
@@ -454,7 +477,7 @@ func (s *Syncer) repair(ctx context.Context, in *intent.Intent) {
 	standby := s.cfg.Lead != nil && s.master == 0
 	if s.known && !standby && !cur.Equal(s.current) {
 		inc(s.cfg.Metrics.Drift)
-		s.cfg.Event("drift", "", "switch "+sw.String()+": state differs from what was applied; repairing")
+		s.cfg.Up.Event("drift", "", "switch "+sw.String()+": state differs from what was applied; repairing")
 		s.cfg.Logger.Warn("drift detected; repairing", "dpid", sw.String(), "diff", diffSummary(s.current, cur))
 	}
 	s.adopt(cur, in)
@@ -471,7 +494,7 @@ func (s *Syncer) adopt(cur dataplane.State, in *intent.Intent) {
 	s.current, s.known, s.resync = cur, true, false
 	s.planned = 0
 	s.st.Known = true
-	if s.cfg.Adopt == nil {
+	if s.cfg.Neighbours == nil {
 		return
 	}
 	locs := dataplane.Locations(cur)
@@ -480,9 +503,17 @@ func (s *Syncer) adopt(cur dataplane.State, in *intent.Intent) {
 	}
 	for _, t := range in.ARP(s.cfg.Conn.DatapathID()) {
 		if loc, ok := locs[t.IP]; ok {
-			s.cfg.Adopt(t.IP, loc)
+			s.cfg.Neighbours.Adopt(s.cfg.Conn.DatapathID(), t.IP, loc)
 		}
 	}
+}
+
+// locate is where this switch's backends are, by Neighbours (nil: by the config alone).
+func (s *Syncer) locate() Locator {
+	if s.cfg.locate != nil || s.cfg.Neighbours == nil {
+		return s.cfg.locate
+	}
+	return s.cfg.Neighbours.Locator(s.cfg.Conn.DatapathID())
 }
 
 // readBack asks the switch for its groups and for the flows carrying our cookie.
@@ -675,7 +706,7 @@ func (s *Syncer) contest(term uint64, why, reason string) {
 	}
 	s.cfg.Logger.Warn("switch contests our master role: not writing to it; asking the election whether a newer leader exists",
 		"dpid", s.cfg.Conn.String(), "term", term, "reason", reason)
-	s.cfg.Event("role", "", reason+": not writing to it in term "+fmt.Sprint(term)+"; the election decides whether we step down")
+	s.cfg.Up.Event("role", "", reason+": not writing to it in term "+fmt.Sprint(term)+"; the election decides whether we step down")
 	if s.cfg.Lead != nil {
 		if t, ok := s.cfg.Lead.Leading(); ok && t == term {
 			s.cfg.Lead.Contested(term, reason)

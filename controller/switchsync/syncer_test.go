@@ -35,8 +35,8 @@ func intentOf(seq, gen uint64, readback time.Duration, services ...intent.Servic
 func start(t *testing.T, conn *FakeConn, cfg Config) *Syncer {
 	t.Helper()
 	cfg.Conn = conn
-	if cfg.Locate == nil {
-		cfg.Locate = locateAll
+	if cfg.locate == nil {
+		cfg.locate = locateAll
 	}
 	s := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -86,12 +86,12 @@ func TestSyncerFollowsTheLatestIntent(t *testing.T) {
 func TestSyncerRepairsDrift(t *testing.T) {
 	conn := NewFakeConn(1)
 	var drift, events atomic.Int32
-	s := start(t, conn, Config{Event: func(kind, _, _ string) {
+	s := start(t, conn, Config{Up: eventFunc(func(kind, _, _ string) {
 		events.Add(1)
 		if kind == "drift" {
 			drift.Add(1)
 		}
-	}})
+	})})
 	in := intentOf(1, 1, 5*time.Millisecond, web("web", 5, nil, 500, 500))
 	s.Offer(in)
 	waitFor(t, "intent applied", func() bool { return s.Status().Seq == 1 && conn.State().Equal(want(in, 1)) })
@@ -150,7 +150,7 @@ func TestStalledSwitchDelaysOnlyItself(t *testing.T) {
 // TestSyncerEndsWithItsSession: Run returns when the session ends.
 func TestSyncerEndsWithItsSession(t *testing.T) {
 	conn := NewFakeConn(1)
-	s := New(Config{Conn: conn, Locate: locateAll})
+	s := New(Config{Conn: conn})
 	done := make(chan struct{})
 	go func() { s.Run(context.Background()); close(done) }()
 	s.Offer(intentOf(1, 1, time.Hour, web("web", 5, nil, 1000)))
@@ -206,3 +206,9 @@ func TestCounterOffsetsSpread(t *testing.T) {
 		t.Error("no spread: read at once")
 	}
 }
+
+// eventFunc is an Upward that records events with a function and ignores kicks.
+type eventFunc func(kind, service, text string)
+
+func (f eventFunc) Kick()                            {}
+func (f eventFunc) Event(kind, service, text string) { f(kind, service, text) }

@@ -1,11 +1,13 @@
 package layers
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,6 +59,8 @@ var rules = []struct {
 		"flowweight/controller/ofswitch"}, nil},
 	{"flowweight/controller/cfgwatch", []string{"flowweight/controller/balancer", "flowweight/controller/config"}, nil},
 	{"flowweight/controller/ratelog", []string{"flowweight/"}, nil},
+	// The collector's poll runner is given its jobs: it knows no configuration file and no switch.
+	{"flowweight/collector/poll", []string{"flowweight/controller", "flowweight/probe", "flowweight/collector/push"}, nil},
 	// The election is standalone: the controller asks it, it knows nothing of the controller.
 	{"flowweight/controller/ha", []string{"flowweight/"}, nil},
 }
@@ -191,6 +195,75 @@ func exempt(pkg string, list []string) bool {
 	for _, e := range list {
 		if under(pkg, e) {
 			return true
+		}
+	}
+	return false
+}
+
+// TestOneWriterPerSwitch: only a switch's syncer writes to it (switchsync's doc.go), so no
+// other controller package that can hold a session (imports ofswitch or switchsync) calls the
+// session's write methods (by name, taking a context first; ofswitch defines them).
+func TestOneWriterPerSwitch(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := map[string]bool{"PacketOut": true, "Apply": true, "RequestRole": true}
+	allowed := []string{"controller/switchsync", "controller/ofswitch"}
+	fset := token.NewFileSet()
+	calls := 0
+	err = filepath.WalkDir(filepath.Join(root, "controller"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		rel = filepath.ToSlash(rel)
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(f.Imports, func(im *ast.ImportSpec) bool {
+			return im.Path.Value == `"flowweight/controller/ofswitch"` || im.Path.Value == `"flowweight/controller/switchsync"`
+		}) && !slices.Contains(allowed, rel) {
+			return nil // holds no session: an Apply here is another type's
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			c, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			if sel, ok := c.Fun.(*ast.SelectorExpr); ok && writes[sel.Sel.Name] && takesContext(c) {
+				calls++
+				if !slices.Contains(allowed, rel) {
+					t.Errorf("%s: %s is called outside a switch's syncer", fset.Position(c.Pos()), sel.Sel.Name)
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls == 0 {
+		t.Fatal("no write to a switch found at all: the check looks in the wrong place")
+	}
+}
+
+// takesContext reports whether a call's first argument looks like a context (ctx, cctx,
+// context.Background()...): a session's writes take one, dataplane.FakeSwitch.Apply does not.
+func takesContext(c *ast.CallExpr) bool {
+	if len(c.Args) == 0 {
+		return false
+	}
+	switch a := c.Args[0].(type) {
+	case *ast.Ident:
+		return strings.HasSuffix(strings.ToLower(a.Name), "ctx")
+	case *ast.CallExpr:
+		if sel, ok := a.Fun.(*ast.SelectorExpr); ok {
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "context" {
+				return true
+			}
 		}
 	}
 	return false

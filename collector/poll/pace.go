@@ -1,4 +1,4 @@
-package balancer
+package poll
 
 import "time"
 
@@ -10,7 +10,7 @@ import "time"
 // heavier request, and the load it reads is smoothed per poll.
 //
 // It is a pure schedule, fed the clock and the results, so that it is tested without an
-// SNMP agent; runSNMP drives it.
+// SNMP agent; Runner.run drives it.
 type checkPace struct {
 	interval, fast time.Duration
 	rise           int
