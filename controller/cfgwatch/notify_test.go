@@ -5,11 +5,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/fsnotify/fsnotify"
 )
 
 // TestEventFilter: only entries on the way to a watched file cause a read, and a regular file
-// counts once written (IN_CLOSE_WRITE), not when created empty.
+// written in place (or created, still empty) must settle before it is delivered: fsnotify
+// reports no close-write, so two reads a Debounce apart must agree.
 func TestEventFilter(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, "..v1"), 0o755); err != nil {
@@ -23,48 +24,47 @@ func TestEventFilter(t *testing.T) {
 	if err := os.Symlink("..data/controller.toml", path); err != nil {
 		t.Fatal(err)
 	}
-	in, err := newInotify([]string{path})
+	dir = resolve(dir)
+	in, err := newNotifier([]string{path})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer in.close()
-	var wd int32 = -1
-	for d, w := range in.watches {
-		if w.dir == dir {
-			wd = d
-		}
-	}
-	if wd < 0 {
-		t.Fatalf("the file's own directory is not watched: %+v", in.watches)
+	if in.dirs[dir] == nil {
+		t.Fatalf("the file's own directory is not watched: %+v", in.dirs)
 	}
 	write(t, filepath.Join(dir, "plain"), "")
 	if err := os.Symlink("x", filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		mask uint32
-		name string
-		want bool
+		op           fsnotify.Op
+		name         string
+		look, settle bool
 	}{
-		{unix.IN_CLOSE_WRITE, "controller.toml", true},
-		{unix.IN_MOVED_TO, "controller.toml", true},
-		{unix.IN_MOVED_TO, "..data", true},
-		{unix.IN_DELETE, "controller.toml", true},
-		{unix.IN_CLOSE_WRITE, ".controller.toml.swp", false},
-		{unix.IN_MOVED_TO, "controller.state", false},
-		{unix.IN_CREATE, "controller.toml", true}, // it is a symlink here
-		{unix.IN_Q_OVERFLOW, "", true},
-		{unix.IN_DELETE_SELF, "", true},
+		{fsnotify.Write, "controller.toml", true, true},
+		{fsnotify.Create, "controller.toml", true, false}, // a rename into place; a symlink here
+		{fsnotify.Create, "..data", true, false},
+		{fsnotify.Remove, "controller.toml", true, false},
+		{fsnotify.Rename, "controller.toml", true, false},
+		{fsnotify.Chmod, "controller.toml", false, false},
+		{fsnotify.Write, ".controller.toml.swp", false, false},
+		{fsnotify.Create, "controller.state", false, false},
+		{fsnotify.Remove, "", true, false}, // the watched directory itself
 	}
 	for _, tc := range cases {
-		if got := in.matters(wd, tc.mask, tc.name); got != tc.want {
-			t.Errorf("mask %#x name %q: matters = %v, want %v", tc.mask, tc.name, got, tc.want)
+		look, settle := in.classify(fsnotify.Event{Name: filepath.Join(dir, tc.name), Op: tc.op})
+		if look != tc.look || settle != tc.settle {
+			t.Errorf("op %s name %q: classify = %v, %v, want %v, %v", tc.op, tc.name, look, settle, tc.look, tc.settle)
 		}
 	}
-	// A regular file created under a relevant name is not complete yet.
-	in.watches[wd].names["plain"] = true
-	in.watches[wd].names["link"] = true
-	if in.matters(wd, unix.IN_CREATE, "plain") || !in.matters(wd, unix.IN_CREATE, "link") {
-		t.Error("IN_CREATE: a regular file must wait for IN_CLOSE_WRITE, a symlink must not")
+	// A regular file created under a relevant name, still empty, is not complete yet.
+	in.dirs[dir]["plain"] = true
+	in.dirs[dir]["link"] = true
+	if look, settle := in.classify(fsnotify.Event{Name: filepath.Join(dir, "plain"), Op: fsnotify.Create}); !look || !settle {
+		t.Error("Create: an empty regular file must settle before it is delivered")
+	}
+	if look, settle := in.classify(fsnotify.Event{Name: filepath.Join(dir, "link"), Op: fsnotify.Create}); !look || settle {
+		t.Error("Create: a symlink is complete when created")
 	}
 }

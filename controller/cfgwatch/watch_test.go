@@ -2,6 +2,7 @@ package cfgwatch
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -405,5 +406,42 @@ func TestWatchFIFOAtPath(t *testing.T) {
 	h.w.Force("SIGHUP")
 	if s := h.expect("cfg2"); s.Trigger != "SIGHUP" {
 		t.Fatalf("trigger %q", s.Trigger)
+	}
+}
+
+// TestWatchWriteInProgress: a file written in place by a slow writer (a chunk every few
+// milliseconds, longer than a burst may delay a read) is not delivered half written: the
+// watcher reads at the burst's limit but delivers only once two reads a Debounce apart agree.
+func TestWatchWriteInProgress(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "controller.toml")
+	write(t, path, "v1")
+	h := start(t, Config{Paths: []string{path}, Debounce: 100 * time.Millisecond})
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chunks = 300 // 1.5 s at least: past the burst's limit of 10 Debounce
+	var want strings.Builder
+	for i := range chunks {
+		line := fmt.Sprintf("line %03d\n", i)
+		want.WriteString(line)
+		if _, err := f.WriteString(line); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // the writer's pace, not a wait for the watcher
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		s := h.next()
+		got := string(s.Files[0].Data)
+		if got == want.String() {
+			break
+		}
+		if got != "" { // the truncation alone may be delivered, as in TestWatchInotify
+			t.Fatalf("delivered %d bytes of a file being written (of %d)", len(got), want.Len())
+		}
 	}
 }
