@@ -554,7 +554,7 @@ func TestDuplicateDatapath(t *testing.T) {
 		}
 		h.wait(t, "connected")
 		select {
-		case d := <-clk.added:
+		case d := <-clk.Started():
 			t.Errorf("a %v timer was started; a silent session needs no probe", d)
 		default:
 		}
