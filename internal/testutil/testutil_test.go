@@ -2,6 +2,8 @@ package testutil
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -76,5 +78,29 @@ func TestClock(t *testing.T) {
 	case <-b:
 	default:
 		t.Fatal("the second timer did not fire when due")
+	}
+}
+
+func TestFixtureEdit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.toml")
+	if err := os.WriteFile(path, []byte("a = 1\nb = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := Edit(Fixture(path), "a = 1", "a = 3", "b = 2", "b = 4\nc = 5"); got != "a = 3\nb = 4\nc = 5\n" {
+		t.Fatalf("edited %q", got)
+	}
+	for name, f := range map[string]func(){
+		"missing file": func() { Fixture(filepath.Join(t.TempDir(), "none.toml")) },
+		"edit misses":  func() { Edit("a = 1\n", "b = 2", "b = 3") },
+		"odd pairs":    func() { Edit("a = 1\n", "a = 1") },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
 	}
 }
