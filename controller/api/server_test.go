@@ -383,8 +383,7 @@ func loadWithToken(t *testing.T, token, extra string) *config.Config {
 		t.Fatal(err)
 	}
 	cf := filepath.Join(dir, "controller.toml")
-	text := fmt.Sprintf("[api]\nlisten = \"127.0.0.1:9090\"\ntoken_file = %q\n%s\n[collector]\nkey_file = \"/k\"\n"+
-		"[[service]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\ngroup_id = 1\n  [[service.backend]]\n  name = \"small\"\n  ip = \"10.0.0.1\"\n", tf, extra)
+	text := fmt.Sprintf("[api]\nlisten = \"127.0.0.1:9090\"\ntoken_file = %q\n%s\n[collector]\nkey_file = \"/k\"\n", tf, extra) + webService
 	if err := os.WriteFile(cf, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
