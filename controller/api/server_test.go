@@ -277,7 +277,7 @@ func TestSlowBodyClosedWithinReadTimeout(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	testutil.Until(t, 10*time.Second, func() bool { return s.openConns() == 0 }, "connections released")
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := s.openConns(); return v, v == 0 }, "connections released")
 	if f.count() != 0 {
 		t.Fatalf("%d drains from bodies that never arrived", f.count())
 	}
@@ -313,7 +313,7 @@ func TestIdleConnectionsClosed(t *testing.T) {
 			t.Fatalf("idle connection got %q", got)
 		}
 	}
-	testutil.Until(t, 10*time.Second, func() bool { return s.openConns() == 0 }, "idle connections released")
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := s.openConns(); return v, v == 0 }, "idle connections released")
 }
 
 // TestConnectionCap: over api.max_connections a connection gets a 503 naming the limit and
@@ -362,7 +362,7 @@ func TestConnectionCap(t *testing.T) {
 	for _, c := range held {
 		c.Close()
 	}
-	testutil.Until(t, 10*time.Second, func() bool { return s.openConns() == 0 }, "every slot free")
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := s.openConns(); return v, v == 0 }, "every slot free")
 	if n := counter(t, addr, "flowweight_api_connections_refused_total", ""); n < 5 {
 		t.Fatalf("flowweight_api_connections_refused_total = %v, want >= 5", n)
 	}
@@ -498,7 +498,7 @@ func TestNoTokenOnlyOnLoopback(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s2.Serve(offLoopback{ln}) }()
-	testutil.Until(t, 10*time.Second, func() bool { return s2.Addr() != nil }, "Serve started")
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := s2.Addr(); return v, v != nil }, "Serve started")
 	if err := s2.SetToken(""); err == nil {
 		t.Fatal("token removed off loopback")
 	}
@@ -524,8 +524,8 @@ func TestStalledReaderDroppedAfterWriteTimeout(t *testing.T) {
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "GET /api/v1/history HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
-	testutil.Until(t, 10*time.Second, func() bool { return s.openConns() == 1 }, "the stalled connection open")
-	testutil.Until(t, 10*time.Second, func() bool { return s.openConns() == 0 }, "the stalled connection dropped")
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := s.openConns(); return v, v == 1 }, "the stalled connection open")
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := s.openConns(); return v, v == 0 }, "the stalled connection dropped")
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {

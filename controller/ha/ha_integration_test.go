@@ -168,7 +168,7 @@ func TestEtcdDownNobodyLeadsThenRecovers(t *testing.T) {
 	if err := et.Kill(0); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Until(t, 3*time.Second, func() bool { return len(leaders(ns)) == 0 }, "leader stops leading")
+	testutil.Eventually(t, 3*time.Second, func() (any, bool) { v := len(leaders(ns)); return v, v == 0 }, "leader stops leading")
 	if now := time.Now(); now.Before(vu) {
 		t.Fatalf("stopped leading at %v, before ValidUntil %v", now, vu)
 	}
@@ -219,7 +219,7 @@ func TestFingerprintMismatchNeverLeads(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	testutil.Until(t, 2*time.Second, func() bool { return b.e.Current().LeaderName == "cd" }, "cb names cd")
+	testutil.Eventually(t, 2*time.Second, func() (any, bool) { v := b.e.Current().LeaderName; return v, v == "cd" }, "cb names cd")
 }
 
 func TestSaveStateFenced(t *testing.T) {
@@ -434,7 +434,7 @@ func TestSetFingerprintAfterReload(t *testing.T) {
 	cfg := testConfig(et.Endpoints(), "rb")
 	cfg.Fingerprint = "fp-new"
 	b := startNode(t, cfg)
-	testutil.Until(t, 2*time.Second, func() bool { return b.e.Current().Err != "" }, "mismatch seen")
+	testutil.Eventually(t, 2*time.Second, func() (any, bool) { v := b.e.Current().Err; return v, v != "" }, "mismatch seen")
 	count := func() int64 {
 		r, err := a.e.client.Get(context.Background(), a.e.electionPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {

@@ -137,7 +137,7 @@ func TestSyncerEndsAffinities(t *testing.T) {
 	// b drained (weight 0, out of service): its affinities go, a's stay.
 	in = intentOf(in.Seq+1, in.Gen+1, 5*time.Millisecond, svc(0, true))
 	s.Offer(in)
-	testutil.Until(t, 20*time.Second, func() bool { return learnedIn(conn.State())[1] == 0 }, "b's affinities deleted")
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := learnedIn(conn.State())[1]; return v, v == 0 }, "b's affinities deleted")
 	if got := learnedIn(conn.State()); got[0] != 2 {
 		t.Fatalf("a's learned flows: %v, want 2", got)
 	}

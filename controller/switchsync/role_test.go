@@ -67,7 +67,7 @@ func TestStandbyNeverWritesAndSeedsFromTheSwitch(t *testing.T) {
 		sv := web("web", 5, nil, 500, 500)
 		sv.WantSeed = true
 		s.Offer(intentOf(seq, seq, time.Hour, sv))
-		testutil.Until(t, 20*time.Second, func() bool { return len(s.Status().Seeds["web"]) == 2 }, "standby read back")
+		testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := len(s.Status().Seeds["web"]); return v, v == 2 }, "standby read back")
 	}
 	if conn.Applies() != 0 {
 		t.Fatalf("standby applied %d times", conn.Applies())
@@ -141,7 +141,7 @@ func TestSwitchClaimsDoNotDepose(t *testing.T) {
 				tc.after(conn)
 				s.Offer(intentOf(2, 2, time.Hour, web("web", 5, nil, 600, 400)))
 			}
-			testutil.Until(t, 20*time.Second, func() bool { return len(lead.contests()) > 0 }, "the claim reported to the election")
+			testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := len(lead.contests()); return v, v > 0 }, "the claim reported to the election")
 			if got := lead.contests(); got[0] != 4 {
 				t.Fatalf("contested in term %v, want 4", got)
 			}
@@ -197,7 +197,7 @@ func TestDeposedLeaderWritesNothing(t *testing.T) {
 	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Confirmed; return v, !v.IsZero() }, "master")
 	before, applies := conn.State(), conn.Applies()
 	conn.Takeover(5)
-	testutil.Until(t, 20*time.Second, func() bool { return len(lead.contests()) == 1 }, "the claim reported")
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := len(lead.contests()); return v, v == 1 }, "the claim reported")
 	lead.set(5, false) // the election confirms a newer leader
 	s.Offer(intentOf(2, 2, time.Hour, web("web", 5, nil, 900, 100)))
 	testutil.Until(t, 20*time.Second, func() bool { st := s.Status(); return st.Role == "slave" && st.Term == 5 }, "slave in term 5")

@@ -99,7 +99,7 @@ func TestUDPSenderResolvesInBackground(t *testing.T) {
 	}
 	<-dials
 	release <- nil
-	testutil.Until(t, 5*time.Second, func() bool { return s.Send([]byte("late")) == nil }, "connected")
+	testutil.Eventually(t, 5*time.Second, func() (any, bool) { v := s.Send([]byte("late")); return v, v == nil }, "connected")
 	if got := read(t, pc); got != "late" {
 		t.Errorf("received %q", got)
 	}
