@@ -69,6 +69,9 @@ type Watcher struct {
 	fallback time.Duration
 	// afterRead, if set (tests), sees each read an event caused and whether it was delivered.
 	afterRead func(delivered bool)
+	// onPending, if set (tests), runs when a changed content has been read once and waits
+	// for a second read to agree.
+	onPending func()
 }
 
 // New sets the watches up (so a change made after New returns is seen) and reads nothing it
@@ -180,6 +183,9 @@ func (w *Watcher) runNotify(ctx context.Context) {
 			changed := !sameContent(w.last, cur)
 			if changed && ok && b.settle && !sameContent(b.pending, cur) {
 				b.confirm(w.cfg.Debounce, cur) // read again before delivering
+				if w.onPending != nil {
+					w.onPending()
+				}
 				continue
 			}
 			if changed {

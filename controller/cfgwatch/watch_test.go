@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -409,39 +410,60 @@ func TestWatchFIFOAtPath(t *testing.T) {
 	}
 }
 
-// TestWatchWriteInProgress: a file written in place by a slow writer (a chunk every few
-// milliseconds, longer than a burst may delay a read) is not delivered half written: the
-// watcher reads at the burst's limit but delivers only once two reads a Debounce apart agree.
+// TestWatchWriteInProgress: a file written in place is not delivered half written. Each time
+// the watcher has read a changed content once, the writer adds a chunk before the watcher
+// reads again (from inside the hook, so the order is certain); only the content that then
+// stays the same, the whole file, may be delivered.
 func TestWatchWriteInProgress(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "controller.toml")
 	write(t, path, "v1")
-	h := start(t, Config{Paths: []string{path}, Debounce: 100 * time.Millisecond})
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const chunks = 300 // 1.5 s at least: past the burst's limit of 10 Debounce
+	defer f.Close()
+	const chunks = 5
+	var mu sync.Mutex // the writer runs on the test's goroutine first, then in the hook
 	var want strings.Builder
-	for i := range chunks {
-		line := fmt.Sprintf("line %03d\n", i)
+	next := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		line := fmt.Sprintf("line %d\n", want.Len())
 		want.WriteString(line)
 		if _, err := f.WriteString(line); err != nil {
-			t.Fatal(err)
+			t.Error(err)
 		}
-		time.Sleep(5 * time.Millisecond) // the writer's pace, not a wait for the watcher
 	}
-	if err := f.Close(); err != nil {
+	written := 1
+	h := startWith(t, Config{Paths: []string{path}}, func(w *Watcher) {
+		w.onPending = func() {
+			mu.Lock()
+			more := written < chunks
+			if more {
+				written++
+			}
+			mu.Unlock()
+			if more {
+				next()
+			}
+		}
+	})
+	if err := f.Truncate(0); err != nil {
 		t.Fatal(err)
 	}
+	next()
 	for {
 		s := h.next()
 		got := string(s.Files[0].Data)
-		if got == want.String() {
+		mu.Lock()
+		done, n := got == want.String() && written == chunks, written
+		mu.Unlock()
+		if done {
 			break
 		}
 		if got != "" { // the truncation alone may be delivered, as in TestWatchInotify
-			t.Fatalf("delivered %d bytes of a file being written (of %d)", len(got), want.Len())
+			t.Fatalf("delivered %q while the file was being written (%d of %d chunks)", got, n, chunks)
 		}
 	}
 }
