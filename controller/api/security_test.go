@@ -71,7 +71,7 @@ func TestForgedReportsNeverChangeWeights(t *testing.T) {
 		r.sendRaw(t, replayMe)                                         // replay: make small look saturated
 		r.sendRaw(t, sealed(t, testKey, "intruder", uint64(i+1), 0.0)) // not a configured backend
 	}
-	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := rejectedCount(t, r)-rejectedBefore; return v, v >= 90 }, "90 forged datagrams counted")
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := rejectedCount(t, r) - rejectedBefore; return v, v >= 90 }, "90 forged datagrams counted")
 	// Two update periods after the last rejection: had a forged report reached a backend's
 	// state, the weights computed in them would show it.
 	nextUpdate(t, r)
