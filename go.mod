@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/BurntSushi/toml v1.6.0
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/google/gopacket v1.1.19
 	github.com/gosnmp/gosnmp v1.47.0
 	github.com/netrack/openflow v0.1.0

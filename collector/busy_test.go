@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 	"flowweight/weights"
 )
 
@@ -19,17 +20,17 @@ func lateRep(id string, busy bool, status uint16, err string) *report.Report {
 }
 
 // upPool3 returns a pool of a, b and c, all up.
-func upPool3(t *testing.T) (*clock, *Pool, *[]Transition) {
+func upPool3(t *testing.T) (*testutil.Clock, *Pool, *[]Transition) {
 	t.Helper()
-	c := newClock()
+	c := testutil.NewClock(testutil.Start)
 	tr := &[]Transition{}
 	p := NewPool(Config{FailThreshold: 3, RiseThreshold: 2, StaleAfter: 15 * time.Second, Warmup: time.Second,
-		Alpha: 0.5, Now: c.now, OnTransition: func(x Transition) { *tr = append(*tr, x) }})
+		Alpha: 0.5, Now: c.Now, OnTransition: func(x Transition) { *tr = append(*tr, x) }})
 	p.SetBackends([]string{"a", "b", "c"})
 	for _, n := range []string{"a", "b", "c"} {
 		p.Accept(rep(n, true), from)
 	}
-	c.add(2 * time.Second)
+	c.Advance(2 * time.Second)
 	for _, n := range []string{"a", "b", "c"} {
 		p.Accept(rep(n, true), from)
 		if got := status(t, p, n); got != weights.StatusUp {
@@ -68,13 +69,13 @@ func TestBusyIsNotDead(t *testing.T) {
 			// A second of healthy reports with the same load first: busy is judged on the
 			// smoothed signals, as the weights are.
 			for range 10 {
-				c.add(100 * time.Millisecond)
+				c.Advance(100 * time.Millisecond)
 				r := lateRep("a", tc.busy, 200, "")
 				r.Flags |= report.FlagHealthOK
 				p.Accept(r, from)
 			}
 			for range tc.checks {
-				c.add(100 * time.Millisecond)
+				c.Advance(100 * time.Millisecond)
 				p.Accept(lateRep("a", tc.busy, tc.status, tc.err), from)
 			}
 			st, _ := p.Get("a")
@@ -102,7 +103,7 @@ func TestSlowClearsAfterRiseThreshold(t *testing.T) {
 		r    *report.Report
 		slow bool
 	}{{late, true}, {rep("a", true), true}, {late, true}, {rep("a", true), true}, {rep("a", true), false}} {
-		c.add(100 * time.Millisecond)
+		c.Advance(100 * time.Millisecond)
 		p.Accept(step.r, from)
 		if st, _ := p.Get("a"); st.Slow != step.slow {
 			t.Fatalf("after %+v: slow %v, want %v", step.r.HealthError, st.Slow, step.slow)
@@ -126,7 +127,7 @@ func TestSlowOutlierEvictedAfterSlowEvictAfter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, p, tr := upPool3(t)
 			for elapsed := time.Duration(0); elapsed <= DefaultSlowEvictAfter+time.Second; elapsed += 500 * time.Millisecond {
-				c.add(500 * time.Millisecond)
+				c.Advance(500 * time.Millisecond)
 				for _, n := range []string{"a", "b", "c"} {
 					r := rep(n, true)
 					for _, s := range tc.slow {
@@ -168,28 +169,28 @@ func TestInFlightReports(t *testing.T) {
 	r.Conns = 17
 	r.Signals |= report.SignalInFlight
 	for range 5 { // five failing-looking in-flight reports: not health checks
-		c.add(50 * time.Millisecond)
+		c.Advance(50 * time.Millisecond)
 		p.Accept(r, from)
 	}
 	st, _ := p.Get("a")
 	if st.Status != weights.StatusUp || st.ConsecFail != 0 || st.CPU != before.CPU || st.Conns != before.Conns || len(*tr) != 0 {
 		t.Fatalf("in-flight reports moved state: %+v (before %+v), transitions %+v", st, before, *tr)
 	}
-	if st.InFlight != 17 || !st.InFlightAt.Equal(c.now()) || !st.LastReport.Equal(c.now()) {
-		t.Fatalf("in flight %v at %v, last report %v; want 17 at %v", st.InFlight, st.InFlightAt, st.LastReport, c.now())
+	if st.InFlight != 17 || !st.InFlightAt.Equal(c.Now()) || !st.LastReport.Equal(c.Now()) {
+		t.Fatalf("in flight %v at %v, last report %v; want 17 at %v", st.InFlight, st.InFlightAt, st.LastReport, c.Now())
 	}
 	got := p.ReadInFlight(nil, []string{"a", "b", "nope"}, 100*time.Millisecond)
 	if len(got) != 3 || !got[0].OK || got[0].N != 17 || got[1].OK || got[2].OK {
 		t.Fatalf("ReadInFlight %+v", got)
 	}
-	c.add(101 * time.Millisecond)
+	c.Advance(101 * time.Millisecond)
 	if got := p.ReadInFlight(nil, []string{"a"}, 100*time.Millisecond); got[0].OK {
 		t.Fatalf("a reading older than maxAge: %+v", got)
 	}
 	// A probe whose full reports stopped is stale after stale_after, in-flight reports or not?
 	// No: in-flight reports prove it alive; it stays up on its last health check.
 	for range 20 {
-		c.add(time.Second)
+		c.Advance(time.Second)
 		p.Accept(r, from)
 	}
 	if got := status(t, p, "a"); got != weights.StatusUp {
@@ -202,7 +203,7 @@ func TestInFlightReports(t *testing.T) {
 func TestFreshInFlightSaysBusy(t *testing.T) {
 	c, p, tr := upPool3(t)
 	for range 10 { // idle and healthy: the smoothed load reads idle
-		c.add(100 * time.Millisecond)
+		c.Advance(100 * time.Millisecond)
 		r := lateRep("a", false, 200, "")
 		r.Flags |= report.FlagHealthOK
 		p.Accept(r, from)
@@ -210,18 +211,18 @@ func TestFreshInFlightSaysBusy(t *testing.T) {
 	inflight := lateRep("a", false, 0, "")
 	inflight.Signals, inflight.Conns = report.SignalInFlight, 30
 	for range 5 {
-		c.add(50 * time.Millisecond)
+		c.Advance(50 * time.Millisecond)
 		p.Accept(inflight, from)
-		c.add(50 * time.Millisecond)
+		c.Advance(50 * time.Millisecond)
 		p.Accept(lateRep("a", false, 0, "GET http://127.0.0.1:8080/health: timeout"), from)
 	}
 	if st, _ := p.Get("a"); st.Status != weights.StatusUp || !st.Slow || len(*tr) != 0 {
 		t.Fatalf("a: %v slow %v, transitions %+v", st.Status, st.Slow, *tr)
 	}
 	// Without fresh counts (a second later) the same idle reports' timeouts evict.
-	c.add(2 * time.Second)
+	c.Advance(2 * time.Second)
 	for range 3 {
-		c.add(100 * time.Millisecond)
+		c.Advance(100 * time.Millisecond)
 		p.Accept(lateRep("a", false, 0, "GET http://127.0.0.1:8080/health: timeout"), from)
 	}
 	if got := status(t, p, "a"); got != weights.StatusDown {

@@ -8,14 +8,10 @@ import (
 	"time"
 
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 	"flowweight/weights"
 )
 
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time      { return c.t }
-func (c *clock) add(d time.Duration) { c.t = c.t.Add(d) }
-func newClock() *clock               { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
 func rep(id string, ok bool) *report.Report {
 	r := &report.Report{BackendID: id, CPUUtil: 0.5, CPUCount: 2, MemUtil: 0.25, MemBytes: 1 << 30, Conns: 10}
 	if ok {
@@ -26,9 +22,9 @@ func rep(id string, ok bool) *report.Report {
 
 var from = netip.MustParseAddrPort("127.0.0.1:40000")
 
-func newPool(c *clock, trans *[]Transition) *Pool {
+func newPool(c *testutil.Clock, trans *[]Transition) *Pool {
 	p := NewPool(Config{FailThreshold: 3, RiseThreshold: 2, StaleAfter: 15 * time.Second, Warmup: 60 * time.Second,
-		Alpha: 0.5, Now: c.now, OnTransition: func(t Transition) { *trans = append(*trans, t) }})
+		Alpha: 0.5, Now: c.Now, OnTransition: func(t Transition) { *trans = append(*trans, t) }})
 	p.SetBackends([]string{"a", "b"})
 	return p
 }
@@ -44,7 +40,7 @@ func status(t *testing.T, p *Pool, name string) weights.Status {
 }
 
 func TestUnknownWarmingUp(t *testing.T) {
-	c := newClock()
+	c := testutil.NewClock(testutil.Start)
 	var tr []Transition
 	p := newPool(c, &tr)
 	if got := status(t, p, "a"); got != weights.StatusUnknown {
@@ -55,7 +51,7 @@ func TestUnknownWarmingUp(t *testing.T) {
 		t.Fatalf("after first good report %v", got)
 	}
 	for i := 0; i < 11; i++ { // 55 s of reports every 5 s
-		c.add(5 * time.Second)
+		c.Advance(5 * time.Second)
 		p.Accept(rep("a", true), from)
 		if got := status(t, p, "a"); got != weights.StatusWarming {
 			t.Fatalf("at %ds %v, want warming", (i+1)*5, got)
@@ -65,7 +61,7 @@ func TestUnknownWarmingUp(t *testing.T) {
 	if s.WarmupElapsed != 55*time.Second {
 		t.Fatalf("warmup elapsed %v", s.WarmupElapsed)
 	}
-	c.add(5 * time.Second)
+	c.Advance(5 * time.Second)
 	p.Accept(rep("a", true), from)
 	if got := status(t, p, "a"); got != weights.StatusUp {
 		t.Fatalf("at 60s %v, want up", got)
@@ -81,12 +77,12 @@ func TestUnknownWarmingUp(t *testing.T) {
 	}
 }
 
-func upPool(t *testing.T) (*clock, *Pool, *[]Transition) {
-	c := newClock()
+func upPool(t *testing.T) (*testutil.Clock, *Pool, *[]Transition) {
+	c := testutil.NewClock(testutil.Start)
 	tr := &[]Transition{}
 	p := newPool(c, tr)
 	p.Accept(rep("a", true), from)
-	c.add(61 * time.Second)
+	c.Advance(61 * time.Second)
 	p.Accept(rep("a", true), from)
 	p.Accept(rep("b", true), from)
 	if got := status(t, p, "a"); got != weights.StatusUp {
@@ -99,7 +95,7 @@ func upPool(t *testing.T) (*clock, *Pool, *[]Transition) {
 func TestExactlyFailThresholdEvicts(t *testing.T) {
 	c, p, tr := upPool(t)
 	for i := 1; i <= 3; i++ {
-		c.add(5 * time.Second)
+		c.Advance(5 * time.Second)
 		p.Accept(rep("a", false), from)
 		p.Accept(rep("b", true), from)
 		want := weights.StatusUp
@@ -116,7 +112,7 @@ func TestExactlyFailThresholdEvicts(t *testing.T) {
 	// A success in between resets the count.
 	c2, p2, _ := upPool(t)
 	for _, ok := range []bool{false, false, true, false, false} {
-		c2.add(5 * time.Second)
+		c2.Advance(5 * time.Second)
 		p2.Accept(rep("a", ok), from)
 	}
 	if got := status(t, p2, "a"); got != weights.StatusUp {
@@ -130,15 +126,15 @@ func TestExactlyFailThresholdEvicts(t *testing.T) {
 func TestRecoveryNeedsRiseThresholdAndWarmsUp(t *testing.T) {
 	c, p, _ := upPool(t)
 	for i := 0; i < 3; i++ {
-		c.add(5 * time.Second)
+		c.Advance(5 * time.Second)
 		p.Accept(rep("a", false), from)
 	}
-	c.add(5 * time.Second)
+	c.Advance(5 * time.Second)
 	p.Accept(rep("a", true), from)
 	if got := status(t, p, "a"); got != weights.StatusDown {
 		t.Fatalf("one success recovered: %v", got)
 	}
-	c.add(5 * time.Second)
+	c.Advance(5 * time.Second)
 	p.Accept(rep("a", true), from)
 	if got := status(t, p, "a"); got != weights.StatusWarming {
 		t.Fatalf("after rise_threshold successes %v, want warming", got)
@@ -150,11 +146,11 @@ func TestRecoveryNeedsRiseThresholdAndWarmsUp(t *testing.T) {
 
 func TestStaleEvictionAtStaleAfter(t *testing.T) {
 	c, p, _ := upPool(t)
-	c.add(15*time.Second - time.Millisecond)
+	c.Advance(15*time.Second - time.Millisecond)
 	if got := status(t, p, "a"); got != weights.StatusUp {
 		t.Fatalf("just before stale_after: %v", got)
 	}
-	c.add(time.Millisecond)
+	c.Advance(time.Millisecond)
 	if got := status(t, p, "a"); got != weights.StatusStale {
 		t.Fatalf("at stale_after: %v", got)
 	}
@@ -170,10 +166,10 @@ func TestStaleEvictionAtStaleAfter(t *testing.T) {
 }
 
 func TestNeverReportingBecomesStale(t *testing.T) {
-	c := newClock()
+	c := testutil.NewClock(testutil.Start)
 	var tr []Transition
 	p := newPool(c, &tr)
-	c.add(15 * time.Second)
+	c.Advance(15 * time.Second)
 	if got := status(t, p, "b"); got != weights.StatusStale {
 		t.Fatalf("silent backend: %v", got)
 	}
@@ -198,7 +194,7 @@ func TestDrainAndLeaving(t *testing.T) {
 	if p.Drain("nope", true) {
 		t.Fatal("drained an unknown backend")
 	}
-	c.add(time.Second)
+	c.Advance(time.Second)
 	leave := rep("a", true)
 	leave.Flags |= report.FlagLeaving
 	p.Accept(leave, from)
@@ -225,9 +221,9 @@ func TestUnknownBackendIgnoredAndRemovalForgets(t *testing.T) {
 		t.Fatal("b lost its state")
 	}
 	// Re-added after the tombstone grace: a fresh start.
-	c.add(DefaultTombstoneGrace)
+	c.Advance(DefaultTombstoneGrace)
 	p.SetBackends([]string{"a", "b", "c"})
-	c.add(time.Second)
+	c.Advance(time.Second)
 	if got := status(t, p, "a"); got != weights.StatusUnknown {
 		t.Fatalf("backend re-added after the grace kept old state: %v", got)
 	}
@@ -243,7 +239,7 @@ func TestRemovedBackendResumesWithinGrace(t *testing.T) {
 	if p.Known("a") {
 		t.Fatal("removed backend still known")
 	}
-	c.add(DefaultTombstoneGrace - time.Second)
+	c.Advance(DefaultTombstoneGrace - time.Second)
 	p.Accept(rep("b", true), from) // keep b fresh; a's reports are not taken while it is out
 	p.SetBackends([]string{"a", "b"})
 	after, ok := p.Get("a")
@@ -253,11 +249,11 @@ func TestRemovedBackendResumesWithinGrace(t *testing.T) {
 }
 
 func TestTombstonesBounded(t *testing.T) {
-	c := newClock()
-	p := NewPool(Config{FailThreshold: 3, RiseThreshold: 2, StaleAfter: time.Second, Warmup: time.Second, Alpha: 0.5, Now: c.now})
+	c := testutil.NewClock(testutil.Start)
+	p := NewPool(Config{FailThreshold: 3, RiseThreshold: 2, StaleAfter: time.Second, Warmup: time.Second, Alpha: 0.5, Now: c.Now})
 	for i := range MaxTombstones + 10 {
 		p.SetBackends([]string{fmt.Sprint("b", i)})
-		c.add(time.Millisecond)
+		c.Advance(time.Millisecond)
 	}
 	p.SetBackends(nil)
 	if len(p.tombs) != MaxTombstones {
@@ -289,7 +285,7 @@ func TestSmoothingAndSnapshot(t *testing.T) {
 func TestSNMPPathFailedPollCountsAsFailedCheck(t *testing.T) {
 	c, p, _ := upPool(t)
 	for i := 0; i < 3; i++ {
-		c.add(5 * time.Second)
+		c.Advance(5 * time.Second)
 		p.Observe("b", Sample{CPUUtil: 0.2, HasCPU: true})
 		p.CheckResult("b", Health{OK: false, Err: "snmp 127.0.0.1:161: timeout"})
 	}
@@ -327,7 +323,7 @@ func TestLateReportChangesNoState(t *testing.T) {
 			c, p, _ := upPool(t)
 			before, _ := p.Get("a")
 			for _, s := range tt.steps {
-				c.add(time.Second)
+				c.Advance(time.Second)
 				r := rep("a", s.ok)
 				r.BootNonce, r.Seq, r.Flags, r.CPUUtil = s.nonce, s.seq, r.Flags|s.flags, s.cpu
 				p.Accept(r, from)
@@ -350,7 +346,7 @@ func TestLateReportChangesNoState(t *testing.T) {
 // smoothed like CPU, and a sample without one makes it absent at once (a stale pidfile must not
 // leave the weighting on an old value), after which it starts afresh.
 func TestSignalsSmoothedAndAbsentNotZero(t *testing.T) {
-	c := newClock()
+	c := testutil.NewClock(testutil.Start)
 	var trans []Transition
 	p := newPool(c, &trans)
 	sample := func(own float64, hasOwn bool, psi float64, hasPSI bool) Sample {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 	"flowweight/weights"
 )
 
@@ -18,11 +19,11 @@ import (
 // those suppressed, and a catch-up line ends on the real state; OnTransition sees every
 // change, the ones over the budget marked Quiet.
 func TestTransitionLogRateLimit(t *testing.T) {
-	c := newClock()
+	c := testutil.NewClock(testutil.Start)
 	var logs bytes.Buffer
 	var seen []Transition
 	p := NewPool(Config{FailThreshold: 3, RiseThreshold: 2, StaleAfter: 15 * time.Second, Warmup: 60 * time.Second,
-		Alpha: 0.5, Now: c.now, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+		Alpha: 0.5, Now: c.Now, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
 		OnTransition: func(t Transition) { seen = append(seen, t) }})
 	p.SetBackends([]string{"a", "b"})
 	lines := func() []map[string]any {
@@ -42,7 +43,7 @@ func TestTransitionLogRateLimit(t *testing.T) {
 	p.Accept(rep("a", true), from) // unknown -> warming: 1 of the burst
 	const toggles = 2000
 	for i := range toggles {
-		c.add(time.Millisecond) // 2,000 reports in 2 s
+		c.Advance(time.Millisecond) // 2,000 reports in 2 s
 		r := rep("a", true)
 		drain := i%2 == 0
 		if drain {
@@ -75,7 +76,7 @@ func TestTransitionLogRateLimit(t *testing.T) {
 	}
 
 	// The flapping ends on drained (the last toggle left it warming).
-	c.add(time.Millisecond)
+	c.Advance(time.Millisecond)
 	r := rep("a", true)
 	r.Flags |= report.FlagDrain
 	p.Accept(r, from)
@@ -83,7 +84,7 @@ func TestTransitionLogRateLimit(t *testing.T) {
 	if got := len(lines()); got != TransitionBurst+1 {
 		t.Fatalf("a line was logged with the budget spent: %d", got)
 	}
-	c.add(TransitionEvery)
+	c.Advance(TransitionEvery)
 	p.Tick()
 	all := lines()
 	last := all[len(all)-1]
@@ -98,7 +99,7 @@ func TestTransitionLogRateLimit(t *testing.T) {
 		t.Errorf("a second catch-up line with nothing suppressed")
 	}
 	// Quiet since: the next change is logged at once again, with nothing suppressed.
-	c.add(time.Minute)
+	c.Advance(time.Minute)
 	p.Accept(rep("a", true), from)
 	all = lines()
 	if last := all[len(all)-1]; last["to"] != "up" || last["suppressed"] != nil {

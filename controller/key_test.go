@@ -9,6 +9,7 @@ import (
 
 	"flowweight/controller/config"
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 func TestKeyCommand(t *testing.T) {
@@ -122,9 +123,10 @@ func TestCheckKeys(t *testing.T) {
 	open := write("open.secret", "a-controller-secret-of-32-bytes!", 0o644)
 	short := write("short.key", "short", 0o600)
 	cfgWith := func(collector, backendKey string) *config.Config {
-		text := "[collector]\n" + collector + "\n[[service]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\ngroup_id = 7\n" +
-			"  [[service.backend]]\n  name = \"a\"\n  ip = \"10.0.0.1\"\n" +
-			"  [[service.backend]]\n  name = \"b\"\n  ip = \"10.0.0.2\"\n" + backendKey
+		// The web service of testdata/web.toml without its third backend; backendKey goes to b.
+		text := testutil.Edit(testTOML, `key_file = "KEY"`, collector,
+			"  ip = \"10.0.0.2\"\n", "  ip = \"10.0.0.2\"\n"+backendKey,
+			"  [[service.backend]]\n  name = \"c\"\n  ip = \"10.0.0.3\"\n", "")
 		c, err := config.Parse("t.toml", []byte(text))
 		if err != nil {
 			t.Fatal(err)

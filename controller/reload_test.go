@@ -12,28 +12,12 @@ import (
 	"flowweight/controller/balancer"
 	"flowweight/controller/cfgwatch"
 	"flowweight/controller/config"
+	"flowweight/internal/testutil"
 )
 
 // testTOML keeps the default listen addresses (nothing listens: Run is not called), so that
 // an empty file, which has them too, is a valid replacement.
-const testTOML = `
-[collector]
-key_file = "KEY"
-[[service]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-group_id = 5
-  [[service.backend]]
-  name = "a"
-  ip = "10.0.0.1"
-  [[service.backend]]
-  name = "b"
-  ip = "10.0.0.2"
-  [[service.backend]]
-  name = "c"
-  ip = "10.0.0.3"
-`
+var testTOML = testutil.Fixture("testdata/web.toml")
 
 // TestReloadFlow runs the binary's watcher on a real file: an emptied file is refused, and
 // `reload -allow-removal` applies it once; the confirmation does not outlive its use.

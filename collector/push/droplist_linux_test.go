@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 // TestKernelDropList checks the socket filter on a real loopback socket: a
@@ -133,10 +134,10 @@ func TestKernelDropListSparesBackendAddress(t *testing.T) {
 	}
 	// The socket is a FIFO with one reader: once a marker from the forger is
 	// handled, the forged datagrams were too.
-	waitFor(t, func() bool {
+	testutil.Until(t, 5*time.Second, func() bool {
 		_, _ = forger.Write(make([]byte, 10)) // truncated: counted, and charged like the rest
 		return s.Rejected()[report.ReasonTruncated] > 0
-	})
+	}, "condition")
 	for seq := uint64(1); seq <= 20; seq++ {
 		if _, err := genuine.Write(mkDatagram(t, "a", seq, testEpoch, keyA)); err != nil {
 			t.Fatal(err)
@@ -151,17 +152,5 @@ func TestKernelDropListSparesBackendAddress(t *testing.T) {
 	}
 	if n := s.kernelListed.Load(); n != 0 {
 		t.Errorf("kernel drop list holds %d sources, want none: the only sender is the probe's address", n)
-	}
-}
-
-// waitFor polls cond until it holds, failing after 5 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5 s")
-		}
-		time.Sleep(time.Millisecond) // polling the condition, not waiting a fixed time
 	}
 }

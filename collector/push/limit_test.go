@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 func TestSourceLimit(t *testing.T) {
@@ -210,15 +211,9 @@ func TestHandleBadNoAllocs(t *testing.T) {
 // delivers in a softirq, possibly on another CPU, so not by Write's return).
 func waitDrops(t *testing.T, s *Server, want uint64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got, _ := s.KernelDrops()
-		if got == want {
-			return
-		}
-		if got > want || time.Now().After(deadline) {
-			t.Fatalf("kernel drops %d, want %d", got, want)
-		}
-		time.Sleep(time.Millisecond) // polling the condition, not waiting a fixed time
+	got := testutil.Eventually(t, 5*time.Second, func() (uint64, bool) { got, _ := s.KernelDrops(); return got, got >= want },
+		"kernel drops, want %d", want)
+	if got != want {
+		t.Fatalf("kernel drops %d, want %d", got, want)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 // seqSink records each backend's sequence numbers in the order accepted.
@@ -137,10 +138,8 @@ func TestKernelDropListAllSockets(t *testing.T) {
 	// A reader counts a report just after handing it to the sink, so the last count can
 	// trail the sink by a moment (seen once in CI, 23 of 24): wait for the count; with every
 	// 127.0.0.2 datagram already dropped in the kernel, it can only reach 24, not pass it.
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Accepted() < clients && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond) // polling the condition, not waiting a fixed time
-	}
+	testutil.Eventually(t, 5*time.Second, func() (uint64, bool) { n := s.Accepted(); return n, n >= clients },
+		"accepted, want the %d from 127.0.0.1 only", clients)
 	if n := s.Accepted(); n != clients {
 		t.Errorf("accepted %d, want the %d from 127.0.0.1 only", n, clients)
 	}

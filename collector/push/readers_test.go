@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 func TestReadersConfig(t *testing.T) {
@@ -162,21 +163,15 @@ func TestReadersOneBackend(t *testing.T) {
 				}
 			}
 			// Everything sent is accepted, rejected or dropped by the kernel.
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			testutil.Eventually(t, 10*time.Second, func() (string, bool) {
 				var handled uint64
 				for _, n := range s.Rejected() {
 					handled += n
 				}
 				drops, _ := s.KernelDrops()
-				if handled+s.Accepted()+drops >= uint64(sent) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("of %d datagrams, %d accepted, rejected %v, kernel drops %d", sent, s.Accepted(), s.Rejected(), drops)
-				}
-				time.Sleep(time.Millisecond) // polling the condition
-			}
+				return fmt.Sprintf("%d accepted, rejected %v, kernel drops %d", s.Accepted(), s.Rejected(), drops),
+					handled+s.Accepted()+drops >= uint64(sent)
+			}, "of %d datagrams, not all accepted, rejected or dropped", sent)
 			sink.mu.Lock()
 			defer sink.mu.Unlock()
 			for _, p := range sink.problems {

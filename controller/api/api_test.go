@@ -19,6 +19,7 @@ import (
 	"flowweight/controller/balancer"
 	"flowweight/controller/config"
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -59,6 +60,9 @@ func serve(t *testing.T, b Balancer, g prometheus.Gatherer, o Options) (*Server,
 	return s, "http://" + ln.Addr().String()
 }
 
+// webService is the service every test here runs: web, backends small and big.
+var webService = testutil.Fixture("testdata/web.toml")
+
 func startController(t *testing.T, token string) *running {
 	t.Helper()
 	dir := t.TempDir()
@@ -77,18 +81,7 @@ push_listen = "127.0.0.1:0"
 key_file = %q
 [weighting]
 warmup = "0s"
-[[service]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-group_id = 1
-  [[service.backend]]
-  name = "small"
-  ip = "10.0.0.1"
-  [[service.backend]]
-  name = "big"
-  ip = "10.0.0.2"
-`, key)))
+`, key)+webService))
 	if err != nil {
 		t.Fatal(err)
 	}

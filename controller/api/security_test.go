@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 func (r *running) sendRaw(t *testing.T, dg []byte) {
@@ -59,7 +60,7 @@ func TestForgedReportsNeverChangeWeights(t *testing.T) {
 		r.sendRaw(t, sealed(t, testKey, "big", seq, 0.3))
 	}
 	want := accepted + 1 + 2*39
-	waitFor(t, "79 genuine reports accepted", func() bool { return acceptedCount(t, r) >= want })
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := acceptedCount(t, r); return v, v >= want }, "79 genuine reports accepted")
 	before := settledWeights(t, r)
 	rejectedBefore := rejectedCount(t, r)
 	acceptedBefore := acceptedCount(t, r)
@@ -70,7 +71,7 @@ func TestForgedReportsNeverChangeWeights(t *testing.T) {
 		r.sendRaw(t, replayMe)                                         // replay: make small look saturated
 		r.sendRaw(t, sealed(t, testKey, "intruder", uint64(i+1), 0.0)) // not a configured backend
 	}
-	waitFor(t, "90 forged datagrams counted", func() bool { return rejectedCount(t, r)-rejectedBefore >= 90 })
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := rejectedCount(t, r) - rejectedBefore; return v, v >= 90 }, "90 forged datagrams counted")
 	// Two update periods after the last rejection: had a forged report reached a backend's
 	// state, the weights computed in them would show it.
 	nextUpdate(t, r)
@@ -106,7 +107,7 @@ func lastUpdate(t *testing.T, r *running) time.Time {
 func nextUpdate(t *testing.T, r *running) {
 	t.Helper()
 	from := lastUpdate(t, r)
-	waitFor(t, "an update period", func() bool { return lastUpdate(t, r).After(from) })
+	testutil.Until(t, 10*time.Second, func() bool { return lastUpdate(t, r).After(from) }, "an update period")
 }
 
 // settledWeights waits until the computed weights stay the same over three update periods

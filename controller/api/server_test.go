@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"flowweight/controller/config"
+	"flowweight/internal/testutil"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -246,18 +247,6 @@ func waitClosed(t *testing.T, c net.Conn, bound time.Duration) string {
 	return string(got) // EOF or a reset: closed
 }
 
-// waitFor polls cond until it holds or fails after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // poll interval, not a wait for an outcome
-	}
-}
-
 // TestSlowBodyClosedWithinReadTimeout: a client that declares a body and never sends it is
 // answered or dropped once the read timeout passes, with the token (the handler reads the
 // body) and without (net/http would wait for the body before answering 401); so is one that
@@ -288,7 +277,7 @@ func TestSlowBodyClosedWithinReadTimeout(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitFor(t, "connections released", func() bool { return s.openConns() == 0 })
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := s.openConns(); return v, v == 0 }, "connections released")
 	if f.count() != 0 {
 		t.Fatalf("%d drains from bodies that never arrived", f.count())
 	}
@@ -324,7 +313,7 @@ func TestIdleConnectionsClosed(t *testing.T) {
 			t.Fatalf("idle connection got %q", got)
 		}
 	}
-	waitFor(t, "idle connections released", func() bool { return s.openConns() == 0 })
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := s.openConns(); return v, v == 0 }, "idle connections released")
 }
 
 // TestConnectionCap: over api.max_connections a connection gets a 503 naming the limit and
@@ -359,7 +348,7 @@ func TestConnectionCap(t *testing.T) {
 		}
 	}
 	held[0].Close()
-	waitFor(t, "a freed slot serves a new connection", func() bool {
+	testutil.Until(t, 10*time.Second, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			return false
@@ -369,11 +358,11 @@ func TestConnectionCap(t *testing.T) {
 		fmt.Fprintf(c, "GET /api/v1/switches HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", addr)
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		return err == nil && resp.StatusCode == 200
-	})
+	}, "a freed slot serves a new connection")
 	for _, c := range held {
 		c.Close()
 	}
-	waitFor(t, "every slot free", func() bool { return s.openConns() == 0 })
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := s.openConns(); return v, v == 0 }, "every slot free")
 	if n := counter(t, addr, "flowweight_api_connections_refused_total", ""); n < 5 {
 		t.Fatalf("flowweight_api_connections_refused_total = %v, want >= 5", n)
 	}
@@ -394,8 +383,7 @@ func loadWithToken(t *testing.T, token, extra string) *config.Config {
 		t.Fatal(err)
 	}
 	cf := filepath.Join(dir, "controller.toml")
-	text := fmt.Sprintf("[api]\nlisten = \"127.0.0.1:9090\"\ntoken_file = %q\n%s\n[collector]\nkey_file = \"/k\"\n"+
-		"[[service]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\ngroup_id = 1\n  [[service.backend]]\n  name = \"small\"\n  ip = \"10.0.0.1\"\n", tf, extra)
+	text := fmt.Sprintf("[api]\nlisten = \"127.0.0.1:9090\"\ntoken_file = %q\n%s\n[collector]\nkey_file = \"/k\"\n", tf, extra) + webService
 	if err := os.WriteFile(cf, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -510,7 +498,7 @@ func TestNoTokenOnlyOnLoopback(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s2.Serve(offLoopback{ln}) }()
-	waitFor(t, "Serve started", func() bool { return s2.Addr() != nil })
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := s2.Addr(); return v, v != nil }, "Serve started")
 	if err := s2.SetToken(""); err == nil {
 		t.Fatal("token removed off loopback")
 	}
@@ -536,8 +524,8 @@ func TestStalledReaderDroppedAfterWriteTimeout(t *testing.T) {
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "GET /api/v1/history HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
-	waitFor(t, "the stalled connection open", func() bool { return s.openConns() == 1 })
-	waitFor(t, "the stalled connection dropped", func() bool { return s.openConns() == 0 })
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := s.openConns(); return v, v == 1 }, "the stalled connection open")
+	testutil.Eventually(t, 10*time.Second, func() (any, bool) { v := s.openConns(); return v, v == 0 }, "the stalled connection dropped")
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {

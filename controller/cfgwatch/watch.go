@@ -15,7 +15,7 @@ import (
 // pointed by mistake at a huge file must not exhaust memory.
 const MaxFileSize = 16 << 20
 
-// DefaultPoll is the polling period when inotify is not available.
+// DefaultPoll is the polling period when file notifications are not available.
 const DefaultPoll = 2 * time.Second
 
 // Config says which files to watch and whom to tell.
@@ -28,12 +28,13 @@ type Config struct {
 	// Baseline: the watcher reads the files itself when it starts.
 	Baseline [][]byte
 	// Debounce is the quiet time after the last event of a burst before the files are read;
-	// default 200ms. A burst never delays a read by more than 10 Debounce.
+	// default 200ms. A burst never delays a read by more than 10 Debounce. A file written in
+	// place is delivered once two reads Debounce apart agree.
 	Debounce time.Duration
-	// Poll, when positive, reads the files every Poll instead of using inotify (file systems
-	// whose changes inotify does not see, e.g. NFS written from another host). A polled change
-	// is delivered once the content has been the same at two polls in a row, so a write in
-	// progress is not read. inotify failing to start falls back to DefaultPoll.
+	// Poll, when positive, reads the files every Poll instead of using file notifications
+	// (file systems whose changes inotify does not see, e.g. NFS written from another host). A
+	// polled change is delivered once the content has been the same at two polls in a row, so
+	// a write in progress is not read. Notifications failing to start fall back to DefaultPoll.
 	Poll time.Duration
 	// OnChange gets every snapshot whose content differs from the last one delivered, and
 	// every forced one. It runs on the watcher's goroutine: events queue while it runs.
@@ -56,23 +57,26 @@ type File struct {
 
 // Watcher delivers the content of a set of files when it changes.
 type Watcher struct {
-	cfg   Config
-	log   *slog.Logger
-	force chan string
-	last  [][]byte // content last delivered (or the baseline)
-	ino   *inotify // nil in poll mode
-	pend  bool     // a change noticed at start, to deliver when Run begins
-	// fellBack: polling stands in for an inotify watch that failed; inotify is retried at
+	cfg    Config
+	log    *slog.Logger
+	force  chan string
+	last   [][]byte  // content last delivered (or the baseline)
+	notify *notifier // nil in poll mode
+	pend   bool      // a change noticed at start, to deliver when Run begins
+	// fellBack: polling stands in for a notification watch that failed; it is retried at
 	// every poll, which comes every fallback (DefaultPoll; shorter in tests).
 	fellBack bool
 	fallback time.Duration
 	// afterRead, if set (tests), sees each read an event caused and whether it was delivered.
 	afterRead func(delivered bool)
+	// onPending, if set (tests), runs when a changed content has been read once and waits
+	// for a second read to agree.
+	onPending func()
 }
 
 // New sets the watches up (so a change made after New returns is seen) and reads nothing it
-// was given as a baseline. It fails only on a configuration mistake; a system without
-// inotify gets polling, logged once.
+// was given as a baseline. It fails only on a configuration mistake; a system without file
+// notifications (inotify's limits reached, say) gets polling, logged once.
 func New(cfg Config) (*Watcher, error) {
 	if len(cfg.Paths) == 0 {
 		return nil, errors.New("cfgwatch: no paths")
@@ -91,13 +95,13 @@ func New(cfg Config) (*Watcher, error) {
 	}
 	w := &Watcher{cfg: cfg, log: cfg.Logger, force: make(chan string, 1), fallback: DefaultPoll}
 	if cfg.Poll <= 0 {
-		ino, err := newInotify(cfg.Paths)
+		n, err := newNotifier(cfg.Paths)
 		if err != nil {
-			w.log.Warn("file watch: inotify unavailable, polling the content instead", "paths", cfg.Paths,
+			w.log.Warn("file watch: notifications unavailable, polling the content instead", "paths", cfg.Paths,
 				"poll", DefaultPoll.String(), "err", err)
 			w.toPoll()
 		} else {
-			w.ino = ino
+			w.notify = n
 		}
 	}
 	now := w.read("start")
@@ -110,9 +114,10 @@ func New(cfg Config) (*Watcher, error) {
 	return w, nil
 }
 
-// Mode is "inotify" or "poll" (at start; a failed watch falls back to polling later).
+// Mode is "inotify" (file notifications: fsnotify, which is inotify on Linux) or "poll" (at
+// start; a failed watch falls back to polling later).
 func (w *Watcher) Mode() string {
-	if w.ino != nil {
+	if w.notify != nil {
 		return "inotify"
 	}
 	return "poll"
@@ -133,64 +138,63 @@ func (w *Watcher) Run(ctx context.Context) error {
 		w.deliver(w.read("file changed"))
 	}
 	for ctx.Err() == nil {
-		if w.ino == nil {
+		if w.notify == nil {
 			w.runPoll(ctx)
 		} else {
-			w.runInotify(ctx)
+			w.runNotify(ctx)
 		}
 	}
 	return nil
 }
 
-// runInotify watches until ctx ends or inotify stops working (the kernel closed the queue,
-// or the configuration's directory went away); then it leaves w.ino nil, for polling.
-func (w *Watcher) runInotify(ctx context.Context) {
-	ino := w.ino
-	defer ino.close()
-	events := make(chan bool, 1)
-	errc := make(chan error, 1)
-	go func() { errc <- ino.read(events) }()
-	var timer *time.Timer
-	var fire <-chan time.Time
-	var burstStart time.Time
+// runNotify watches until ctx ends or notifications stop working (fsnotify closed its
+// channels, or the configuration's directory went away); then it leaves w.notify nil, for
+// polling.
+func (w *Watcher) runNotify(ctx context.Context) {
+	n := w.notify
+	defer n.close()
+	var b burst
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case err := <-errc:
-			if ctx.Err() != nil {
+		case ev, ok := <-n.fs.Events:
+			if !ok {
+				w.stopped(ctx, errors.New("fsnotify closed its events"))
 				return
 			}
-			// Keep working by polling rather than go deaf.
-			w.log.Warn("file watch: inotify stopped, polling the content instead", "err", err, "poll", DefaultPoll.String())
-			w.toPoll()
-			return
-		case <-events:
-			now := time.Now()
-			if fire == nil {
-				burstStart = now
+			if look, settle := n.classify(ev); look {
+				b.event(w.cfg.Debounce, settle)
 			}
-			wait := w.cfg.Debounce
-			if limit := burstStart.Add(10 * w.cfg.Debounce); now.Add(wait).After(limit) {
-				wait = max(limit.Sub(now), 0)
+		case err, ok := <-n.fs.Errors:
+			if !ok {
+				w.stopped(ctx, errors.New("fsnotify closed its errors"))
+				return
 			}
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			fire = timer.C
-		case <-fire:
-			fire = nil
+			// Events were lost (the kernel's queue overflowed) or one could not be read: look
+			// again, and let what is read settle.
+			w.log.Warn("file watch: events lost, reading the files again", "err", err)
+			b.event(w.cfg.Debounce, true)
+		case <-b.fire:
+			b.fire = nil
 			ok := w.rewatch()
 			s := w.read("file changed")
-			changed := !sameContent(w.last, contents(s))
+			cur := contents(s)
+			changed := !sameContent(w.last, cur)
+			if changed && ok && b.settle && !sameContent(b.pending, cur) {
+				b.confirm(w.cfg.Debounce, cur) // read again before delivering
+				if w.onPending != nil {
+					w.onPending()
+				}
+				continue
+			}
 			if changed {
 				w.deliver(s)
 			}
 			if w.afterRead != nil {
 				w.afterRead(changed)
 			}
+			b.settle, b.pending = false, nil
 			if !ok {
 				w.toPoll()
 				return
@@ -206,12 +210,60 @@ func (w *Watcher) runInotify(ctx context.Context) {
 	}
 }
 
-func (w *Watcher) toPoll() {
-	w.ino, w.fellBack = nil, true
+// stopped falls back to polling rather than go deaf (unless the watcher is stopping anyway).
+func (w *Watcher) stopped(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	w.log.Warn("file watch: notifications stopped, polling the content instead", "err", err, "poll", DefaultPoll.String())
+	w.toPoll()
 }
 
-// runPoll polls until ctx ends or, when it stands in for a failed inotify watch, until
-// inotify can watch again (the configuration's directory is back).
+// burst debounces events: fire comes Debounce after the last event, at most 10 Debounce
+// after the first. settle: some event wrote a file in place, so a changed content is read
+// twice (pending holds the first read) before it is delivered.
+type burst struct {
+	timer   *time.Timer
+	fire    <-chan time.Time
+	start   time.Time
+	settle  bool
+	pending [][]byte
+}
+
+func (b *burst) event(debounce time.Duration, settle bool) {
+	now := time.Now()
+	if b.fire == nil {
+		b.start = now
+	}
+	wait := debounce
+	if limit := b.start.Add(10 * debounce); now.Add(wait).After(limit) {
+		wait = max(limit.Sub(now), 0)
+	}
+	b.arm(wait)
+	b.settle = b.settle || settle
+}
+
+func (b *burst) confirm(debounce time.Duration, read [][]byte) {
+	b.pending = read
+	b.start = time.Now()
+	b.arm(debounce)
+}
+
+func (b *burst) arm(wait time.Duration) {
+	if b.timer == nil {
+		b.timer = time.NewTimer(wait)
+	} else {
+		b.timer.Reset(wait)
+	}
+	b.fire = b.timer.C
+}
+
+func (w *Watcher) toPoll() {
+	w.notify, w.fellBack = nil, true
+}
+
+// runPoll polls until ctx ends or, when it stands in for a failed notification watch, until
+// notifications can watch again (the configuration's directory is back).
 func (w *Watcher) runPoll(ctx context.Context) {
 	period := w.cfg.Poll
 	if w.fellBack {
@@ -230,9 +282,9 @@ func (w *Watcher) runPoll(ctx context.Context) {
 			w.deliver(s)
 		case <-t.C:
 			if w.fellBack {
-				if ino, err := newInotify(w.cfg.Paths); err == nil {
-					w.log.Info("file watch: inotify works again", "paths", w.cfg.Paths)
-					w.ino, w.fellBack = ino, false
+				if n, err := newNotifier(w.cfg.Paths); err == nil {
+					w.log.Info("file watch: notifications work again", "paths", w.cfg.Paths)
+					w.notify, w.fellBack = n, false
 					if s := w.read("file changed"); !sameContent(w.last, contents(s)) {
 						w.deliver(s) // a change made while the watch was being set up
 					}
@@ -252,7 +304,7 @@ func (w *Watcher) runPoll(ctx context.Context) {
 // rewatch follows symlinks again after a change (a swapped symlink may point elsewhere now).
 // false: the configuration's own directory cannot be watched any more (it was removed).
 func (w *Watcher) rewatch() bool {
-	if err := w.ino.watch(w.cfg.Paths); err != nil {
+	if err := w.notify.watch(w.cfg.Paths); err != nil {
 		w.log.Warn("file watch: cannot watch the configuration's directory; polling the content until it can", "err", err,
 			"poll", DefaultPoll.String())
 		return false

@@ -2,9 +2,11 @@ package cfgwatch
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -405,5 +407,63 @@ func TestWatchFIFOAtPath(t *testing.T) {
 	h.w.Force("SIGHUP")
 	if s := h.expect("cfg2"); s.Trigger != "SIGHUP" {
 		t.Fatalf("trigger %q", s.Trigger)
+	}
+}
+
+// TestWatchWriteInProgress: a file written in place is not delivered half written. Each time
+// the watcher has read a changed content once, the writer adds a chunk before the watcher
+// reads again (from inside the hook, so the order is certain); only the content that then
+// stays the same, the whole file, may be delivered.
+func TestWatchWriteInProgress(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "controller.toml")
+	write(t, path, "v1")
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const chunks = 5
+	var mu sync.Mutex // the writer runs on the test's goroutine first, then in the hook
+	var want strings.Builder
+	next := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		line := fmt.Sprintf("line %d\n", want.Len())
+		want.WriteString(line)
+		if _, err := f.WriteString(line); err != nil {
+			t.Error(err)
+		}
+	}
+	written := 1
+	h := startWith(t, Config{Paths: []string{path}}, func(w *Watcher) {
+		w.onPending = func() {
+			mu.Lock()
+			more := written < chunks
+			if more {
+				written++
+			}
+			mu.Unlock()
+			if more {
+				next()
+			}
+		}
+	})
+	if err := f.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	next()
+	for {
+		s := h.next()
+		got := string(s.Files[0].Data)
+		mu.Lock()
+		done, n := got == want.String() && written == chunks, written
+		mu.Unlock()
+		if done {
+			break
+		}
+		if got != "" { // the truncation alone may be delivered, as in TestWatchInotify
+			t.Fatalf("delivered %q while the file was being written (%d of %d chunks)", got, n, chunks)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"flowweight/internal/testutil"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,39 +11,11 @@ import (
 	"time"
 )
 
-const good = `
-[collector]
-key_file = "/k"
-[[service]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-group_id = 7
-  [[service.backend]]
-  name = "a"
-  ip = "10.0.0.1"
-  [[service.backend]]
-  name = "b"
-  ip = "10.0.0.2"
-  port = 8080
-`
+// good is a valid configuration: one IPv4 service with two backends.
+var good = testutil.Fixture("testdata/web.toml")
 
 // good6 is good with an IPv6 service added.
-const good6 = good + `
-[[service]]
-name = "web6"
-vip = "fd00:77::100"
-port = 80
-group_id = 8
-  [[service.backend]]
-  name = "a6"
-  ip = "fd00:77::11"
-  port = 8080
-  [[service.backend]]
-  name = "b6"
-  ip = "fd00:77::12"
-  port = 8080
-`
+var good6 = good + testutil.Fixture("testdata/web6-service.toml")
 
 // TestIPv6Service: an IPv6 service loads next to an IPv4 one, addresses canonical.
 func TestIPv6Service(t *testing.T) {
@@ -126,19 +99,14 @@ func TestDefaultsFilled(t *testing.T) {
 }
 
 // edit replaces the first occurrence of old in the good config.
-func edit(old, new string) string {
-	if !strings.Contains(good, old) {
-		panic("test bug: " + old)
-	}
-	return strings.Replace(good, old, new, 1)
-}
+func edit(old, new string) string { return testutil.Edit(good, old, new) }
 
 func TestErrorsNameTheKey(t *testing.T) {
 	cases := []struct {
 		name, toml string
 		want       []string // every substring must appear in the error
 	}{
-		{"unknown key", edit(`port = 80`, "port = 80\nprot = 1"), []string{`t.toml:8: unknown key "service.prot"`}},
+		{"unknown key", edit(`port = 80`, "port = 80\nprot = 1"), []string{`t.toml:7: unknown key "service.prot"`}},
 		{"unknown table key", "[weighting]\nalpah = 0.3\n" + good, []string{`unknown key "weighting.alpah"`, ":2:"}},
 		{"wrong type", edit(`port = 80`, `port = "80"`), []string{"service.port", "incompatible types"}},
 		{"coefficients sum", "[weighting.load]\ncpu = 0.5\nmem = 0.3\nconn = 0.1\nnet = 0\n" + good, []string{"weighting: load: coefficients cpu+mem+conn+net sum to 0.9"}},

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"flowweight/internal/testutil"
 	"slices"
 	"strings"
 	"testing"
@@ -8,57 +9,9 @@ import (
 
 // hostsGood is the issue's configuration: one VIP, HTTP on 80 and 443 and DNS over UDP on 53,
 // on the same three hosts, one probe each.
-const hostsGood = `
-[collector]
-key_file = "/k"
+var hostsGood = testutil.Fixture("testdata/hosts.toml")
 
-[[host]]
-name = "fws1"
-ip = "10.0.0.1"
-capacity = 2
-[[host]]
-name = "fws2"
-ip = "10.0.0.2"
-[[host]]
-name = "fws3"
-ip = "10.0.0.3"
-
-[[service]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-group_id = 1
-  [[service.backend]]
-  host = "fws1"
-  port = 8080
-  [[service.backend]]
-  host = "fws2"
-  [[service.backend]]
-  host = "fws3"
-  capacity = 0.5
-
-[[service]]
-name = "tls"
-vip = "10.0.0.100"
-port = 443
-group_id = 2
-backends_from = "web"
-
-[[service]]
-name = "dns"
-vip = "10.0.0.100"
-protocol = "udp"
-port = 53
-group_id = 3
-backends_from = "web"
-`
-
-func hostsEdit(old, new string) string {
-	if !strings.Contains(hostsGood, old) {
-		panic("test bug: " + old)
-	}
-	return strings.Replace(hostsGood, old, new, 1)
-}
+func hostsEdit(old, new string) string { return testutil.Edit(hostsGood, old, new) }
 
 func TestHostsResolve(t *testing.T) {
 	c, err := Parse("t.toml", []byte(hostsGood))

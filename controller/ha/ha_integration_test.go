@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"flowweight/e2e/lab"
+	"flowweight/internal/testutil"
 )
 
 func startEtcd(t testing.TB, members int) *lab.Etcd {
@@ -72,18 +73,6 @@ func (n *node) kill() {
 	n.e.client.Close()
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timeout after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // leaders returns the indexes of nodes leading now.
 func leaders(ns []*node) []int {
 	var l []int
@@ -98,7 +87,7 @@ func leaders(ns []*node) []int {
 func oneLeader(t testing.TB, ns []*node, d time.Duration) int {
 	t.Helper()
 	var got []int
-	waitFor(t, d, "exactly one leader", func() bool { got = leaders(ns); return len(got) == 1 })
+	testutil.Until(t, d, func() bool { got = leaders(ns); return len(got) == 1 }, "exactly one leader")
 	return got[0]
 }
 
@@ -120,10 +109,10 @@ func TestElectionOneLeaderTermsIncrease(t *testing.T) {
 		t.Fatalf("leader's view %+v", cur)
 	}
 	for i, n := range ns {
-		waitFor(t, 2*time.Second, "standbys know the leader", func() bool {
+		testutil.Until(t, 2*time.Second, func() bool {
 			c := n.e.Current()
 			return c.Term == term && c.LeaderName == ns[li].e.cfg.Name
-		})
+		}, "standbys know the leader")
 		if i != li && n.e.Current().Leader {
 			t.Fatalf("c%d leads too", i)
 		}
@@ -179,7 +168,7 @@ func TestEtcdDownNobodyLeadsThenRecovers(t *testing.T) {
 	if err := et.Kill(0); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 3*time.Second, "leader stops leading", func() bool { return len(leaders(ns)) == 0 })
+	testutil.Eventually(t, 3*time.Second, func() (any, bool) { v := len(leaders(ns)); return v, v == 0 }, "leader stops leading")
 	if now := time.Now(); now.Before(vu) {
 		t.Fatalf("stopped leading at %v, before ValidUntil %v", now, vu)
 	}
@@ -207,9 +196,9 @@ func TestFingerprintMismatchNeverLeads(t *testing.T) {
 	cfg := testConfig(et.Endpoints(), "cb")
 	cfg.Fingerprint = "fp-b"
 	b := startNode(t, cfg)
-	waitFor(t, 2*time.Second, "Err on the mismatching controller", func() bool {
+	testutil.Until(t, 2*time.Second, func() bool {
 		return b.e.Current().Err != ""
-	})
+	}, "Err on the mismatching controller")
 	c := b.e.Current()
 	if c.LeaderName != "ca" || c.Leader {
 		t.Fatalf("%+v", c)
@@ -218,19 +207,19 @@ func TestFingerprintMismatchNeverLeads(t *testing.T) {
 	// A matching third controller queues behind ca; cb stays out.
 	d := startNode(t, testConfig(et.Endpoints(), "cd"))
 	// Only once cd is queued: with no leader at all, cb may lead (by design).
-	waitFor(t, 2*time.Second, "cd queued behind ca", func() bool {
+	testutil.Until(t, 2*time.Second, func() bool {
 		r, err := a.e.client.Get(context.Background(), a.e.electionPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && r.Count == 2
-	})
+	}, "cd queued behind ca")
 	a.stop()
-	waitFor(t, 3*time.Second, "cd leads", func() bool { _, ok := d.e.Leading(); return ok })
+	testutil.Until(t, 3*time.Second, func() bool { _, ok := d.e.Leading(); return ok }, "cd leads")
 	for i := 0; i < 20; i++ {
 		if _, ok := b.e.Leading(); ok {
 			t.Fatal("mismatching controller leads")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	waitFor(t, 2*time.Second, "cb names cd", func() bool { return b.e.Current().LeaderName == "cd" })
+	testutil.Eventually(t, 2*time.Second, func() (any, bool) { v := b.e.Current().LeaderName; return v, v == "cd" }, "cb names cd")
 }
 
 func TestSaveStateFenced(t *testing.T) {
@@ -258,7 +247,7 @@ func TestSaveStateFenced(t *testing.T) {
 	if !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("deposed SaveState: %v", err)
 	}
-	waitFor(t, 3*time.Second, "the other leads", func() bool { _, ok := ns[1-li].e.Leading(); return ok })
+	testutil.Until(t, 3*time.Second, func() bool { _, ok := ns[1-li].e.Leading(); return ok }, "the other leads")
 	doc, err := ns[1-li].e.LoadState(ctx)
 	if err != nil || string(doc) != "v1" {
 		t.Fatalf("LoadState %q %v, want v1", doc, err)
@@ -272,7 +261,7 @@ func TestStepDown(t *testing.T) {
 	term, _ := ns[li].e.Leading()
 	ns[li].e.StepDown(term+1, "wrong term: ignored")
 	ns[li].e.StepDown(term, "test: switch said stale generation")
-	waitFor(t, 2*time.Second, "the other leads", func() bool { _, ok := ns[1-li].e.Leading(); return ok })
+	testutil.Until(t, 2*time.Second, func() bool { _, ok := ns[1-li].e.Leading(); return ok }, "the other leads")
 	nt, _ := ns[1-li].e.Leading()
 	if nt <= term {
 		t.Fatalf("term %d after %d", nt, term)
@@ -291,7 +280,7 @@ func TestVerifyKeepsAConfirmedLeader(t *testing.T) {
 	for range 3 { // a burst: one check runs, the rest wait for one more
 		e.Verify(term, "test: a switch says another controller is master")
 	}
-	waitFor(t, 5*time.Second, "the checks done", func() bool { e.mu.Lock(); defer e.mu.Unlock(); return !e.verifying })
+	testutil.Until(t, 5*time.Second, func() bool { e.mu.Lock(); defer e.mu.Unlock(); return !e.verifying }, "the checks done")
 	if got, ok := e.Leading(); !ok || got != term {
 		t.Fatalf("after a claim etcd did not confirm: leading %v in term %d, want term %d", ok, got, term)
 	}
@@ -445,7 +434,7 @@ func TestSetFingerprintAfterReload(t *testing.T) {
 	cfg := testConfig(et.Endpoints(), "rb")
 	cfg.Fingerprint = "fp-new"
 	b := startNode(t, cfg)
-	waitFor(t, 2*time.Second, "mismatch seen", func() bool { return b.e.Current().Err != "" })
+	testutil.Eventually(t, 2*time.Second, func() (any, bool) { v := b.e.Current().Err; return v, v != "" }, "mismatch seen")
 	count := func() int64 {
 		r, err := a.e.client.Get(context.Background(), a.e.electionPrefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
@@ -455,11 +444,11 @@ func TestSetFingerprintAfterReload(t *testing.T) {
 	}
 	// The leader reloads to the standby's configuration: the standby queues.
 	a.e.SetFingerprint("fp-new")
-	waitFor(t, 2*time.Second, "standby agrees and queues", func() bool { return b.e.Current().Err == "" && count() == 2 })
+	testutil.Until(t, 2*time.Second, func() bool { return b.e.Current().Err == "" && count() == 2 }, "standby agrees and queues")
 	if got := a.e.Current().Term; got != term || !a.e.Current().Leader {
 		t.Fatalf("after its reload the leader has term %d (leader %v), want %d", got, a.e.Current().Leader, term)
 	}
 	// The standby reloads to something else: it withdraws.
 	b.e.SetFingerprint("fp-other")
-	waitFor(t, 2*time.Second, "standby withdraws", func() bool { return b.e.Current().Err != "" && count() == 1 })
+	testutil.Until(t, 2*time.Second, func() bool { return b.e.Current().Err != "" && count() == 1 }, "standby withdraws")
 }

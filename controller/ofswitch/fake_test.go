@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"flowweight/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
@@ -262,66 +263,23 @@ func (f *fakeSwitch) next(t of.Type) frame {
 	}
 }
 
-// manualClock is the server's clock in unit tests: time moves only by Advance.
+// manualClock is the server's clock in unit tests: time moves only by Advance, and keepalive
+// ticks come only from tick.
 type manualClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []manualTimer
-	added  chan time.Duration
-	ticks  chan time.Time
-}
-
-type manualTimer struct {
-	at time.Time
-	ch chan time.Time
+	*testutil.Clock
+	ticks chan time.Time
 }
 
 func newManualClock() *manualClock {
-	return &manualClock{now: time.Unix(1_800_000_000, 0), added: make(chan time.Duration, 1024), ticks: make(chan time.Time)}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	ch := make(chan time.Time, 1)
-	c.timers = append(c.timers, manualTimer{c.now.Add(d), ch})
-	c.mu.Unlock()
-	c.added <- d
-	return ch
+	return &manualClock{Clock: testutil.NewClock(time.Unix(1_800_000_000, 0)), ticks: make(chan time.Time)}
 }
 
 func (c *manualClock) Ticker(time.Duration) (<-chan time.Time, func()) { return c.ticks, func() {} }
 
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	keep := c.timers[:0]
-	for _, t := range c.timers {
-		if !t.at.After(c.now) {
-			t.ch <- c.now
-		} else {
-			keep = append(keep, t)
-		}
-	}
-	c.timers = keep
-}
-
 // waitTimer returns the duration of the next timer the code under test starts.
 func (c *manualClock) waitTimer(t *testing.T) time.Duration {
 	t.Helper()
-	select {
-	case d := <-c.added:
-		return d
-	case <-time.After(guard):
-		t.Fatalf("no timer started within %v", guard)
-	}
-	return 0
+	return c.WaitTimer(t, guard)
 }
 
 // tick delivers one keepalive tick to whichever session takes it.

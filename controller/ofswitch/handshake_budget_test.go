@@ -1,6 +1,7 @@
 package ofswitch
 
 import (
+	"flowweight/internal/testutil"
 	"net"
 	"net/netip"
 	"testing"
@@ -31,12 +32,12 @@ func TestHandshakesBudgetedPerSource(t *testing.T) {
 		dialFrom(t, "127.0.0.2", srv)
 	}
 	perSource := 16 / 8
-	waitUntil(t, "the idle connections held or refused", func() bool {
+	testutil.Until(t, guard, func() bool {
 		srv.mu.Lock()
 		held := len(srv.shaking)
 		srv.mu.Unlock()
 		return held+int(srv.Stats().Faults[FaultTooManyHandshakes]) == idle
-	})
+	}, "the idle connections held or refused")
 	srv.mu.Lock()
 	held := len(srv.shaking)
 	srv.mu.Unlock()

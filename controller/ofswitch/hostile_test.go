@@ -23,21 +23,8 @@ import (
 	"github.com/netrack/openflow/ofp"
 
 	"flowweight/controller/ratelog"
+	"flowweight/internal/testutil"
 )
-
-// waitUntil polls cond until it holds, failing after guard. It waits on a condition the
-// code under test reaches by itself, never for time to pass.
-func waitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(guard)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v", what, guard)
-		}
-		runtime.Gosched()
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // pipePeer is a switch on the other end of a net.Pipe, which buffers nothing: once it stops
 // reading, our writer blocks at once, so "a peer that does not read" is deterministic.
@@ -113,11 +100,11 @@ func TestEchoFloodNoGoroutinePerEcho(t *testing.T) {
 			t.Fatalf("echo %d: %v", i, err)
 		}
 	}
-	waitUntil(t, "all echo replies queued", func() bool {
+	testutil.Until(t, guard, func() bool {
 		sw.out.mu.Lock()
 		defer sw.out.mu.Unlock()
 		return sw.out.replies == n
-	})
+	}, "all echo replies queued")
 	if extra := runtime.NumGoroutine() - base; extra > 5 {
 		t.Errorf("%d goroutines more than before %d echoes, want none per echo", extra, n)
 	}
@@ -567,7 +554,7 @@ func TestDuplicateDatapath(t *testing.T) {
 		}
 		h.wait(t, "connected")
 		select {
-		case d := <-clk.added:
+		case d := <-clk.Started():
 			t.Errorf("a %v timer was started; a silent session needs no probe", d)
 		default:
 		}
@@ -608,11 +595,11 @@ func TestMaxHandshakes(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		idle = append(idle, c)
 	}
-	waitUntil(t, "two connections in the handshake", func() bool {
+	testutil.Until(t, guard, func() bool {
 		srv.mu.Lock()
 		defer srv.mu.Unlock()
 		return len(srv.shaking) == 2
-	})
+	}, "two connections in the handshake")
 	c, err := net.Dial("tcp", srv.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"flowweight/internal/testutil"
 	"fmt"
 	"strings"
 	"testing"
@@ -244,7 +245,7 @@ func TestRoleStatus(t *testing.T) {
 
 	// Properties after the fixed part are skipped; the stream stays in step.
 	f.send(of.TypeExperiment, 0, roleStatusBody(2, 1, 7, make([]byte, 16)))
-	waitUntil(t, "role status with properties taken", func() bool { return sw.Role().GenerationID == 7 })
+	testutil.Eventually(t, guard, func() (any, bool) { v := sw.Role().GenerationID; return v, v == 7 }, "role status with properties taken")
 	if got := sw.Role(); got.Role != ofp.ControllerRoleMaster {
 		t.Errorf("Role = %v, want MASTER 7", got)
 	}

@@ -139,7 +139,7 @@ func TestApplyXidsAndBarrier(t *testing.T) {
 				t.Fatal("stage 1 sent before the first barrier reply")
 			default:
 			}
-			<-clk.added
+			<-clk.Started()
 			clk.Advance(3 * time.Millisecond)
 			f.answerBarrier.Store(true)
 			f.send(of.TypeBarrierReply, b.h.Xid, nil)
@@ -248,7 +248,7 @@ func TestApplyBarrierTimeout(t *testing.T) {
 		_, err := sw.Apply(context.Background(), []Message{groupMod(ofp.GroupAdd, 1, 1)})
 		done <- err
 	}()
-	if d := <-clk.added; d != 2*time.Second {
+	if d := <-clk.Started(); d != 2*time.Second {
 		t.Fatalf("barrier timer %v, want the configured 2s", d)
 	}
 	clk.Advance(time.Second)

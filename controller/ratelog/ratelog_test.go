@@ -3,16 +3,13 @@ package ratelog
 import (
 	"bytes"
 	"encoding/json"
+	"flowweight/internal/testutil"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 )
-
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time { return c.t }
 
 func lines(buf *bytes.Buffer) []map[string]any {
 	var out []map[string]any
@@ -32,8 +29,8 @@ func lines(buf *bytes.Buffer) []map[string]any {
 
 func TestLimiter(t *testing.T) {
 	var buf bytes.Buffer
-	clk := &clock{time.Unix(1_800_000_000, 0)}
-	l := New(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), clk.now)
+	clk := testutil.NewClock(time.Unix(1_800_000_000, 0))
+	l := New(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), clk.Now)
 	steps := []struct {
 		advance time.Duration
 		key     string
@@ -50,7 +47,7 @@ func TestLimiter(t *testing.T) {
 		{-2 * Every, "a", 1, 1, 0}, // clock stepped back past the window
 	}
 	for i, st := range steps {
-		clk.t = clk.t.Add(st.advance)
+		clk.Advance(st.advance)
 		for j := 0; j < st.n; j++ {
 			l.Warn(st.key, "bad thing", "reason", st.key)
 		}
@@ -68,8 +65,8 @@ func TestLimiter(t *testing.T) {
 
 func TestLimiterBoundsKeys(t *testing.T) {
 	var buf bytes.Buffer
-	clk := &clock{time.Unix(1_800_000_000, 0)}
-	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), clk.now)
+	clk := testutil.NewClock(time.Unix(1_800_000_000, 0))
+	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), clk.Now)
 	for i := 0; i < 10*MaxKeys; i++ {
 		l.Warn(fmt.Sprint("key", i), "line")
 	}
@@ -96,13 +93,13 @@ func TestLimiterDisabledLevelCostsNothing(t *testing.T) {
 // the shared overflow slot forever: once their window is over, new keys take their place.
 func TestLimiterReusesIdleKeys(t *testing.T) {
 	var buf bytes.Buffer
-	clk := &clock{time.Unix(1_800_000_000, 0)}
-	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), clk.now)
+	clk := testutil.NewClock(time.Unix(1_800_000_000, 0))
+	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), clk.Now)
 	for i := 0; i < MaxKeys; i++ {
 		l.Warn(fmt.Sprint("old", i), "line")
 	}
 	l.Warn("new-now", "line") // all windows still open: overflow
-	clk.t = clk.t.Add(Every)
+	clk.Advance(Every)
 	for i := 0; i < MaxKeys; i++ {
 		if !l.Warn(fmt.Sprint("new", i), "line") {
 			t.Fatalf("new key %d suppressed although every old key's window is over", i)

@@ -10,6 +10,7 @@ import (
 	"flowweight/controller/dataplane"
 	"flowweight/controller/intent"
 	"flowweight/controller/ofswitch"
+	"flowweight/internal/testutil"
 
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
@@ -117,16 +118,16 @@ func TestSyncerEndsAffinities(t *testing.T) {
 	}
 	in := intentOf(1, 1, 5*time.Millisecond, svc(500, false))
 	s.Offer(in)
-	waitFor(t, "intent applied", func() bool { return s.Status().Seq == 1 })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Seq; return v, v == 1 }, "intent applied")
 	learn(0, 1, 2)
 	learn(1, 3, 4)
 	// Read-backs every 5 ms: give the syncer several, then check nothing was taken for drift.
 	start := conn.Applies()
-	waitFor(t, "learned flows kept across reweights", func() bool {
+	testutil.Until(t, 20*time.Second, func() bool {
 		in = intentOf(in.Seq+1, in.Gen+1, 5*time.Millisecond, svc(uint16(100+in.Seq), false))
 		s.Offer(in)
 		return conn.Applies() >= start+5 && s.Status().Seq == in.Seq
-	})
+	}, "learned flows kept across reweights")
 	if got := learnedIn(conn.State()); got[0] != 2 || got[1] != 2 {
 		t.Fatalf("learned flows after reweights: %v, want 2 and 2", got)
 	}
@@ -136,7 +137,7 @@ func TestSyncerEndsAffinities(t *testing.T) {
 	// b drained (weight 0, out of service): its affinities go, a's stay.
 	in = intentOf(in.Seq+1, in.Gen+1, 5*time.Millisecond, svc(0, true))
 	s.Offer(in)
-	waitFor(t, "b's affinities deleted", func() bool { return learnedIn(conn.State())[1] == 0 })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := learnedIn(conn.State())[1]; return v, v == 0 }, "b's affinities deleted")
 	if got := learnedIn(conn.State()); got[0] != 2 {
 		t.Fatalf("a's learned flows: %v, want 2", got)
 	}
@@ -144,7 +145,7 @@ func TestSyncerEndsAffinities(t *testing.T) {
 	learn(1, 5)
 	in = intentOf(in.Seq+1, in.Gen+1, 5*time.Millisecond, svc(0, true))
 	s.Offer(in)
-	waitFor(t, "next intent applied", func() bool { return s.Status().Seq == in.Seq })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Seq; return v, v == in.Seq }, "next intent applied")
 	if got := learnedIn(conn.State()); got[1] != 1 {
 		t.Fatalf("b's learned flows after a second out-of-service intent: %v, want the 1 learned meanwhile", got)
 	}

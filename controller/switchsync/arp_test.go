@@ -10,6 +10,7 @@ import (
 
 	"flowweight/controller/arp"
 	"flowweight/controller/ofswitch"
+	"flowweight/internal/testutil"
 
 	"github.com/netrack/openflow/ofp"
 )
@@ -52,7 +53,7 @@ func TestOneWriterPerSwitch(t *testing.T) {
 		return out
 	}
 	backend := netip.MustParseAddr("10.0.5.1")
-	waitFor(t, "the syncer asks where both backends are", func() bool { return len(requests()) == 2 })
+	testutil.Until(t, 20*time.Second, func() bool { return len(requests()) == 2 }, "the syncer asks where both backends are")
 	if s.Status().Seq != 1 {
 		t.Errorf("requests sent before the switch was brought to the intent (seq %d)", s.Status().Seq)
 	}
@@ -71,7 +72,7 @@ func TestOneWriterPerSwitch(t *testing.T) {
 	if g := <-delivered; g == run {
 		t.Fatal("the packet-in was delivered on the syncer's own goroutine: the test proves nothing")
 	}
-	waitFor(t, "the VIP answered out of the client's port", func() bool {
+	testutil.Until(t, 20*time.Second, func() bool {
 		for _, f := range conn.PacketOuts() {
 			if a, ok := f.Actions[0].(*ofp.ActionOutput); ok && a.Port == 7 {
 				ip, mac, ok := arp.ParseReply(f.Frame)
@@ -79,7 +80,7 @@ func TestOneWriterPerSwitch(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, "the VIP answered out of the client's port")
 
 	// The backend answers the syncer's request: one round later it is located, and the loop
 	// above is kicked to replan with it.
@@ -90,11 +91,11 @@ func TestOneWriterPerSwitch(t *testing.T) {
 		t.Fatal("no answer built:", ok, err)
 	}
 	s.PacketIn(ofswitch.PacketIn{InPort: 3, Data: answer})
-	waitFor(t, "the backend located from its answer", func() bool {
+	testutil.Until(t, 20*time.Second, func() bool {
 		loc, ok := nb.Locator(1)(backend)
 		return ok && loc.Port == 3
-	})
-	waitFor(t, "the loop above kicked", func() bool { return up.n.Load() > 0 })
+	}, "the backend located from its answer")
+	testutil.Until(t, 20*time.Second, func() bool { return up.n.Load() > 0 }, "the loop above kicked")
 
 	w := conn.Writers()
 	if len(w) != 1 || w[run] == 0 {
@@ -114,14 +115,14 @@ func TestStandbySendsNoARP(t *testing.T) {
 	s := start(t, conn, Config{Neighbours: nb, Lead: lead})
 	in := intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500))
 	s.Offer(in)
-	waitFor(t, "the standby took the intent", func() bool { return s.Status().Seq == 1 })
+	testutil.Until(t, 20*time.Second, func() bool { return s.Status().Seq == 1 }, "the standby took the intent")
 	ask, err := arp.Request(net.HardwareAddr{2, 0, 0, 0, 0xc, 1}, netip.MustParseAddr("10.0.5.50"), netip.MustParseAddr("10.0.5.100"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.PacketIn(ofswitch.PacketIn{InPort: 7, Data: ask})
 	s.Offer(intentOf(2, 1, time.Hour, web("web", 5, nil, 500, 500)))
-	waitFor(t, "the next intent taken", func() bool { return s.Status().Seq == 2 })
+	testutil.Until(t, 20*time.Second, func() bool { return s.Status().Seq == 2 }, "the next intent taken")
 	if f := conn.PacketOuts(); len(f) != 0 {
 		t.Errorf("a standby sent %d ARP frames", len(f))
 	}

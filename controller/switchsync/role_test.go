@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"flowweight/controller/dataplane"
+	"flowweight/internal/testutil"
 
 	"github.com/netrack/openflow/ofp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,7 +67,7 @@ func TestStandbyNeverWritesAndSeedsFromTheSwitch(t *testing.T) {
 		sv := web("web", 5, nil, 500, 500)
 		sv.WantSeed = true
 		s.Offer(intentOf(seq, seq, time.Hour, sv))
-		waitFor(t, "standby read back", func() bool { return len(s.Status().Seeds["web"]) == 2 })
+		testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := len(s.Status().Seeds["web"]); return v, v == 2 }, "standby read back")
 	}
 	if conn.Applies() != 0 {
 		t.Fatalf("standby applied %d times", conn.Applies())
@@ -93,10 +94,10 @@ func TestTakeoverConfirmsByBarrier(t *testing.T) {
 	lead := &fakeLead{term: 3}
 	s := start(t, conn, Config{Lead: lead})
 	s.Offer(in)
-	waitFor(t, "slave", func() bool { return s.Status().Role == "slave" })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Role; return v, v == "slave" }, "slave")
 	lead.set(9, true)
 	s.Offer(intentOf(2, 2, time.Hour, web("web", 5, nil, 500, 500)))
-	waitFor(t, "confirmed master", func() bool { return !s.Status().Confirmed.IsZero() })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Confirmed; return v, !v.IsZero() }, "confirmed master")
 	st := s.Status()
 	if st.Role != "master" || st.Term != 9 || conn.Role().Role != ofp.ControllerRoleMaster || conn.Role().GenerationID != 9 {
 		t.Fatalf("status %q/%d, switch %+v: want master in term 9", st.Role, st.Term, conn.Role())
@@ -136,11 +137,11 @@ func TestSwitchClaimsDoNotDepose(t *testing.T) {
 			s := start(t, conn, Config{Lead: lead, Metrics: Metrics{Contested: contested}})
 			s.Offer(intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500)))
 			if tc.after != nil {
-				waitFor(t, "master", func() bool { return !s.Status().Confirmed.IsZero() })
+				testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Confirmed; return v, !v.IsZero() }, "master")
 				tc.after(conn)
 				s.Offer(intentOf(2, 2, time.Hour, web("web", 5, nil, 600, 400)))
 			}
-			waitFor(t, "the claim reported to the election", func() bool { return len(lead.contests()) > 0 })
+			testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := len(lead.contests()); return v, v > 0 }, "the claim reported to the election")
 			if got := lead.contests(); got[0] != 4 {
 				t.Fatalf("contested in term %v, want 4", got)
 			}
@@ -158,7 +159,7 @@ func TestSwitchClaimsDoNotDepose(t *testing.T) {
 			// Until its next read-back, the switch gets neither a write nor another request.
 			applies, requests, state := conn.Applies(), conn.RoleRequests(), conn.State()
 			s.Offer(intentOf(3, 3, time.Hour, web("web", 5, nil, 900, 100)))
-			waitFor(t, "intent 3 taken", func() bool { return s.Status().Seq == 3 })
+			testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Seq; return v, v == 3 }, "intent 3 taken")
 			if conn.Applies() != applies || conn.RoleRequests() != requests || !conn.State().Equal(state) {
 				t.Fatalf("the contested switch was written to: %d applies (before %d), %d role requests (before %d)",
 					conn.Applies(), applies, conn.RoleRequests(), requests)
@@ -176,11 +177,11 @@ func TestContestedSwitchRetriedAtReadBack(t *testing.T) {
 	lead := &fakeLead{term: 4, leading: true}
 	s := start(t, conn, Config{Lead: lead})
 	s.Offer(intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500)))
-	waitFor(t, "contested", func() bool { return s.Status().Contested != "" })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Contested; return v, v != "" }, "contested")
 	conn.SetLie(Lie{})
 	in := intentOf(2, 2, 20*time.Millisecond, web("web", 5, nil, 700, 300))
 	s.Offer(in)
-	waitFor(t, "the switch written after its read-back", func() bool { return conn.State().Equal(want(in, 1)) })
+	testutil.Until(t, 20*time.Second, func() bool { return conn.State().Equal(want(in, 1)) }, "the switch written after its read-back")
 	if st := s.Status(); st.Contested != "" || st.Role != "master" {
 		t.Fatalf("after the retry: role %q, contested %q", st.Role, st.Contested)
 	}
@@ -193,13 +194,13 @@ func TestDeposedLeaderWritesNothing(t *testing.T) {
 	lead := &fakeLead{term: 4, leading: true}
 	s := start(t, conn, Config{Lead: lead})
 	s.Offer(intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500)))
-	waitFor(t, "master", func() bool { return !s.Status().Confirmed.IsZero() })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Confirmed; return v, !v.IsZero() }, "master")
 	before, applies := conn.State(), conn.Applies()
 	conn.Takeover(5)
-	waitFor(t, "the claim reported", func() bool { return len(lead.contests()) == 1 })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := len(lead.contests()); return v, v == 1 }, "the claim reported")
 	lead.set(5, false) // the election confirms a newer leader
 	s.Offer(intentOf(2, 2, time.Hour, web("web", 5, nil, 900, 100)))
-	waitFor(t, "slave in term 5", func() bool { st := s.Status(); return st.Role == "slave" && st.Term == 5 })
+	testutil.Until(t, 20*time.Second, func() bool { st := s.Status(); return st.Role == "slave" && st.Term == 5 }, "slave in term 5")
 	if !conn.State().Equal(before) || conn.Applies() != applies {
 		t.Fatal("a deposed leader changed the switch")
 	}
@@ -214,10 +215,10 @@ func TestStepsDownToSlaveWithoutALeaderKnown(t *testing.T) {
 	lead := &fakeLead{term: 4, leading: true}
 	s := start(t, conn, Config{Lead: lead})
 	s.Offer(intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500)))
-	waitFor(t, "master", func() bool { return !s.Status().Confirmed.IsZero() })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Confirmed; return v, !v.IsZero() }, "master")
 	lead.set(0, false)
 	s.Offer(intentOf(2, 2, time.Hour, web("web", 5, nil, 900, 100)))
-	waitFor(t, "intent 2 taken", func() bool { return s.Status().Seq == 2 })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Seq; return v, v == 2 }, "intent 2 taken")
 	if r := conn.Role(); r.Role != ofp.ControllerRoleSlave || r.GenerationID != 4 {
 		t.Fatalf("the switch holds us as %s in generation %d, want SLAVE in 4", roleName(r.Role), r.GenerationID)
 	}

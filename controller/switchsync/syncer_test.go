@@ -9,19 +9,8 @@ import (
 
 	"flowweight/controller/dataplane"
 	"flowweight/controller/intent"
+	"flowweight/internal/testutil"
 )
-
-// waitFor polls cond until it holds; the bound only ends a test that would hang.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 func intentOf(seq, gen uint64, readback time.Duration, services ...intent.Service) *intent.Intent {
 	owned := map[uint32]bool{}
@@ -61,7 +50,7 @@ func TestSyncerFollowsTheLatestIntent(t *testing.T) {
 	s := start(t, conn, Config{})
 	in := intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500))
 	s.Offer(in)
-	waitFor(t, "first intent applied", func() bool { return s.Status().Seq == 1 })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Seq; return v, v == 1 }, "first intent applied")
 	if !conn.State().Equal(want(in, 1)) {
 		t.Fatal("switch differs from the first intent")
 	}
@@ -69,13 +58,13 @@ func TestSyncerFollowsTheLatestIntent(t *testing.T) {
 		s.Offer(intentOf(seq, seq, time.Hour, web("web", 5, nil, uint16(1000-seq*10), uint16(seq*10))))
 	}
 	last := intentOf(20, 20, time.Hour, web("web", 5, nil, 800, 200))
-	waitFor(t, "last intent applied", func() bool { return s.Status().Seq == 20 })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Seq; return v, v == 20 }, "last intent applied")
 	if !conn.State().Equal(want(last, 1)) {
 		t.Fatal("switch differs from the last intent")
 	}
 	applies := conn.Applies()
 	s.Offer(intentOf(21, 20, time.Hour, web("web", 5, nil, 800, 200)))
-	waitFor(t, "same-generation intent taken", func() bool { return s.Status().Seq == 21 })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Seq; return v, v == 21 }, "same-generation intent taken")
 	if conn.Applies() != applies {
 		t.Errorf("an intent of the same generation was applied again (%d applies, before %d)", conn.Applies(), applies)
 	}
@@ -94,7 +83,7 @@ func TestSyncerRepairsDrift(t *testing.T) {
 	})})
 	in := intentOf(1, 1, 5*time.Millisecond, web("web", 5, nil, 500, 500))
 	s.Offer(in)
-	waitFor(t, "intent applied", func() bool { return s.Status().Seq == 1 && conn.State().Equal(want(in, 1)) })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Seq; return v, v == 1 && conn.State().Equal(want(in, 1)) }, "intent applied")
 	conn.Edit(func(sw *dataplane.FakeSwitch) {
 		st := sw.State()
 		var flows []dataplane.Flow
@@ -110,7 +99,7 @@ func TestSyncerRepairsDrift(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	waitFor(t, "drift repaired", func() bool { return drift.Load() > 0 && conn.State().Equal(want(in, 1)) })
+	testutil.Until(t, 20*time.Second, func() bool { return drift.Load() > 0 && conn.State().Equal(want(in, 1)) }, "drift repaired")
 }
 
 // TestStalledSwitchDelaysOnlyItself: one switch stops answering; the others still reach every
@@ -139,7 +128,7 @@ func TestStalledSwitchDelaysOnlyItself(t *testing.T) {
 			t.Fatal("Offer blocked behind a stalled switch")
 		}
 		for _, s := range fast {
-			waitFor(t, "fast switches at the intent", func() bool { return s.Status().Seq == seq })
+			testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Seq; return v, v == seq }, "fast switches at the intent")
 		}
 	}
 	if slow.Status().Seq != 0 {
@@ -154,7 +143,7 @@ func TestSyncerEndsWithItsSession(t *testing.T) {
 	done := make(chan struct{})
 	go func() { s.Run(context.Background()); close(done) }()
 	s.Offer(intentOf(1, 1, time.Hour, web("web", 5, nil, 1000)))
-	waitFor(t, "applied", func() bool { return s.Status().Seq == 1 })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().Seq; return v, v == 1 }, "applied")
 	conn.Close()
 	select {
 	case <-done:
@@ -177,9 +166,9 @@ func TestSyncerReadsCountersOncePerPeriod(t *testing.T) {
 		in := intentOf(seq, 1, time.Hour, web("web", 5, nil, 500, 500))
 		in.ReadCounters, in.CounterSpread = true, 20*time.Millisecond
 		s.Offer(in)
-		waitFor(t, "counters read", func() bool { return s.Status().CountedAt.Equal(clock) })
+		testutil.Until(t, 20*time.Second, func() bool { return s.Status().CountedAt.Equal(clock) }, "counters read")
 	}
-	waitFor(t, "rates from two reads", func() bool { return !s.Status().RatesAt.IsZero() })
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := s.Status().RatesAt; return v, !v.IsZero() }, "rates from two reads")
 	st := s.Status()
 	if len(st.Rates) == 0 {
 		t.Fatalf("rates %v: want one per flow of ours", st.Rates)

@@ -15,58 +15,11 @@ import (
 
 	"flowweight/internal/health"
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 	"flowweight/probe/sample"
 )
 
 var testKey = []byte("flowweight-test-key-0123456789ab")
-
-// fakeClock fires a timer only when the test advances past it. Each After call is announced on
-// registered, so the test knows the loop is waiting before it moves time.
-type fakeClock struct {
-	mu         sync.Mutex
-	now        time.Time
-	timers     []fakeTimer
-	registered chan time.Duration
-}
-
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 11, 30, 21, 0, 0, 0, time.UTC), registered: make(chan time.Duration, 100)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	ch := make(chan time.Time, 1)
-	c.timers = append(c.timers, fakeTimer{c.now.Add(d), ch})
-	c.mu.Unlock()
-	c.registered <- d
-	return ch
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	keep := c.timers[:0]
-	for _, t := range c.timers {
-		if !t.at.After(c.now) {
-			t.ch <- c.now
-		} else {
-			keep = append(keep, t)
-		}
-	}
-	c.timers = keep
-}
 
 // fakeSender hands datagrams to the test; fail makes the next sends fail.
 type fakeSender struct {
@@ -128,7 +81,7 @@ var full = sample.Values{
 type harness struct {
 	t      *testing.T
 	a      *Agent
-	clk    *fakeClock
+	clk    *testutil.Clock
 	snd    *fakeSender
 	src    *script
 	drain  chan bool
@@ -139,7 +92,7 @@ type harness struct {
 
 func start(t *testing.T, configure func(*Agent)) *harness {
 	t.Helper()
-	h := &harness{t: t, clk: newFakeClock(), snd: &fakeSender{out: make(chan []byte, 100)},
+	h := &harness{t: t, clk: testutil.NewClock(time.Date(2026, 11, 30, 21, 0, 0, 0, time.UTC)), snd: &fakeSender{out: make(chan []byte, 100)},
 		src: &script{results: []result{{full, nil}}}, drain: make(chan bool), done: make(chan error, 1), logs: &bytes.Buffer{}}
 	h.a = &Agent{
 		BackendID: "web-1", Key: testKey, Interval: 5 * time.Second, Jitter: 0.1,
@@ -179,8 +132,8 @@ func (h *harness) logText() string {
 // tick lets one interval pass and returns the report sent for it.
 func (h *harness) tick() report.Report {
 	h.t.Helper()
-	d := <-h.clk.registered
-	h.clk.advance(d)
+	d := <-h.clk.Started()
+	h.clk.Advance(d)
 	return h.recv()
 }
 
@@ -196,7 +149,7 @@ func (h *harness) recv() report.Report {
 
 func (h *harness) stop() report.Report {
 	h.t.Helper()
-	<-h.clk.registered
+	<-h.clk.Started()
 	h.cancel()
 	r := h.recv()
 	if err := <-h.done; err != nil {
@@ -254,40 +207,40 @@ func TestJitter(t *testing.T) {
 	}
 	// The loop asks the clock for exactly that wait.
 	h := start(t, func(a *Agent) { a.Rand = func() float64 { return 0 } })
-	if d := <-h.clk.registered; d != 4500*time.Millisecond {
+	if d := <-h.clk.Started(); d != 4500*time.Millisecond {
 		t.Errorf("loop waited %v", d)
 	}
-	h.clk.advance(4500 * time.Millisecond)
+	h.clk.Advance(4500 * time.Millisecond)
 	h.recv()
 }
 
 // slowHealth takes d of the fake clock's time.
 type slowHealth struct {
-	clk *fakeClock
+	clk *testutil.Clock
 	d   time.Duration
 }
 
 func (h slowHealth) Check(context.Context) health.Result {
-	h.clk.advance(h.d)
+	h.clk.Advance(h.d)
 	return health.Result{OK: true, Status: 200, Latency: h.d}
 }
 
 // Time spent in a tick comes off the next wait, so reports keep the configured period.
 func TestSlowTickKeepsPeriod(t *testing.T) {
-	var clk *fakeClock
+	var clk *testutil.Clock
 	h := start(t, func(a *Agent) {
-		clk = a.Clock.(*fakeClock)
+		clk = a.Clock.(*testutil.Clock)
 		a.Health = slowHealth{clk, 1500 * time.Millisecond}
 	})
-	if d := <-h.clk.registered; d != 5*time.Second {
+	if d := <-h.clk.Started(); d != 5*time.Second {
 		t.Fatalf("first wait %v", d)
 	}
-	h.clk.advance(5 * time.Second)
+	h.clk.Advance(5 * time.Second)
 	r1 := h.recv()
-	if d := <-h.clk.registered; d != 3500*time.Millisecond {
+	if d := <-h.clk.Started(); d != 3500*time.Millisecond {
 		t.Errorf("wait after a 1.5 s tick: %v, want 3.5 s", d)
 	}
-	h.clk.advance(3500 * time.Millisecond)
+	h.clk.Advance(3500 * time.Millisecond)
 	if r2 := h.recv(); r2.Time.Sub(r1.Time) != 5*time.Second {
 		t.Errorf("reports %v apart", r2.Time.Sub(r1.Time))
 	}
@@ -298,7 +251,7 @@ func TestDrainSignals(t *testing.T) {
 	if r := h.tick(); r.Flags != report.FlagHealthOK {
 		t.Fatalf("flags %v", r.Flags)
 	}
-	<-h.clk.registered
+	<-h.clk.Started()
 	h.drain <- true // at once, without waiting for the interval
 	if r := h.recv(); r.Flags != report.FlagHealthOK|report.FlagDrain || r.Seq != 2 {
 		t.Errorf("after drain: %+v", r)
@@ -306,12 +259,12 @@ func TestDrainSignals(t *testing.T) {
 	if r := h.tick(); r.Flags&report.FlagDrain == 0 {
 		t.Errorf("drain did not stick: %+v", r)
 	}
-	<-h.clk.registered
+	<-h.clk.Started()
 	h.drain <- false
 	if r := h.recv(); r.Flags != report.FlagHealthOK {
 		t.Errorf("after undrain: %+v", r)
 	}
-	<-h.clk.registered
+	<-h.clk.Started()
 	h.drain <- true
 	h.recv()
 	if r := h.stop(); r.Flags != report.FlagHealthOK|report.FlagDrain|report.FlagLeaving {
@@ -337,7 +290,7 @@ func TestDrainFile(t *testing.T) {
 		t.Errorf("file created: %+v", r)
 	}
 	// The latest action wins: a signal overrides the file until the file changes again.
-	<-h.clk.registered
+	<-h.clk.Started()
 	h.drain <- false
 	if r := h.recv(); r.Flags&report.FlagDrain != 0 {
 		t.Errorf("undrain signal with file present: %+v", r)
@@ -408,9 +361,9 @@ func TestNoReportWithoutCapacity(t *testing.T) {
 	h := start(t, func(a *Agent) {
 		a.Sources = []Source{{"fake", &script{results: []result{{sample.Values{Known: sample.FieldCPUUtil, CPUUtil: 0.5}, nil}}}}}
 	})
-	<-h.clk.registered
-	h.clk.advance(5 * time.Second)
-	<-h.clk.registered // the loop came round without sending
+	<-h.clk.Started()
+	h.clk.Advance(5 * time.Second)
+	<-h.clk.Started() // the loop came round without sending
 	h.cancel()
 	if err := <-h.done; err != nil {
 		t.Fatal(err)
@@ -634,7 +587,7 @@ func TestMemBoundLogged(t *testing.T) {
 // healthScript is a health checker that plays results in order, repeating the last, and takes
 // each step's time off the fake clock.
 type healthScript struct {
-	clk   *fakeClock
+	clk   *testutil.Clock
 	mu    sync.Mutex
 	steps []healthStep
 }
@@ -651,7 +604,7 @@ func (h *healthScript) Check(context.Context) health.Result {
 		h.steps = h.steps[1:]
 	}
 	h.mu.Unlock()
-	h.clk.advance(s.took)
+	h.clk.Advance(s.took)
 	if s.ok {
 		return health.Result{OK: true, Status: 200, Latency: s.took}
 	}
@@ -696,7 +649,7 @@ func fastHarness(t *testing.T, steps ...healthStep) (*harness, *healthScript, *c
 	hs := &healthScript{steps: steps}
 	cnt := &counting{}
 	h := start(t, func(a *Agent) {
-		hs.clk = a.Clock.(*fakeClock)
+		hs.clk = a.Clock.(*testutil.Clock)
 		cnt.Sampler = a.Sources[0].Sampler
 		a.Sources[0].Sampler = cnt
 		a.Interval, a.Jitter = time.Second, 0
@@ -709,8 +662,8 @@ func fastHarness(t *testing.T, steps ...healthStep) (*harness, *healthScript, *c
 // step lets the loop's next wait pass and returns the wait and the report sent.
 func (h *harness) step() (time.Duration, report.Report) {
 	h.t.Helper()
-	d := <-h.clk.registered
-	h.clk.advance(d)
+	d := <-h.clk.Started()
+	h.clk.Advance(d)
 	return d, h.recv()
 }
 
@@ -851,7 +804,7 @@ func TestFastPaceOff(t *testing.T) {
 	for _, fast := range []time.Duration{0, time.Second} {
 		hs := &healthScript{steps: []healthStep{down}}
 		h := start(t, func(a *Agent) {
-			hs.clk = a.Clock.(*fakeClock)
+			hs.clk = a.Clock.(*testutil.Clock)
 			a.Interval, a.Jitter, a.FastInterval, a.FastRise, a.Health = time.Second, 0, fast, 3, hs
 		})
 		for i := range 3 {

@@ -21,10 +21,10 @@ func TestInFlightReports(t *testing.T) {
 		a.InFlightInterval, a.InFlight = time.Second, counts
 	})
 	// The first full report comes at 5 s; until then no in-flight report (nothing to repeat).
-	if d := <-h.clk.registered; d != 5*time.Second {
+	if d := <-h.clk.Started(); d != 5*time.Second {
 		t.Fatalf("first wait %v, want the interval (no full report yet)", d)
 	}
-	h.clk.advance(5 * time.Second)
+	h.clk.Advance(5 * time.Second)
 	first := h.recv()
 	if first.Signals&report.SignalInFlight != 0 || first.Conns != 17 {
 		t.Fatalf("full report %+v", first)
@@ -42,12 +42,12 @@ func TestInFlightReports(t *testing.T) {
 	}
 	counts.set(result{sample.Values{}, errors.New("sock_diag: boom")})
 	sent := h.a.Stats.Sent.Load()
-	d := <-h.clk.registered
-	h.clk.advance(d) // a failed count: nothing sent
+	d := <-h.clk.Started()
+	h.clk.Advance(d) // a failed count: nothing sent
 	if d != time.Second {
 		t.Fatalf("wait %v", d)
 	}
-	if d := <-h.clk.registered; d != time.Second || h.a.Stats.Sent.Load() != sent {
+	if d := <-h.clk.Started(); d != time.Second || h.a.Stats.Sent.Load() != sent {
 		t.Fatalf("after a failed count: wait %v, sent %d (was %d)", d, h.a.Stats.Sent.Load(), sent)
 	}
 }

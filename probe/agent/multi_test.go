@@ -58,10 +58,10 @@ func TestReportsReachEveryCollector(t *testing.T) {
 		return r
 	}
 	for seq := uint64(1); seq <= 3; seq++ {
-		h.clk.advance(<-h.clk.registered)
+		h.clk.Advance(<-h.clk.Started())
 		receive(seq)
 	}
-	<-h.clk.registered
+	<-h.clk.Started()
 	h.drain <- true // the immediate report goes to both as well
 	if r := receive(4); r.Flags&report.FlagDrain == 0 {
 		t.Errorf("drain report %+v", r)
@@ -94,7 +94,7 @@ func TestClosedCollectorDoesNotStopTheOther(t *testing.T) {
 			t.Fatal("20 reports to a closed port without an error")
 		}
 		seq++
-		h.clk.advance(<-h.clk.registered)
+		h.clk.Advance(<-h.clk.Started())
 		if _, r := openAt(t, live); r.Seq != seq {
 			t.Fatalf("live collector: seq %d, want %d", r.Seq, seq)
 		}
@@ -144,9 +144,9 @@ func TestSendErrorsLoggedPerCollector(t *testing.T) {
 		})
 	})
 	for _, f := range [][]string{{"a:1"}, {"a:1", "b:1"}, {"a:1", "b:1"}, nil} {
-		d := <-h.clk.registered // the last send is over
+		d := <-h.clk.Started() // the last send is over
 		setFail(f...)
-		h.clk.advance(d)
+		h.clk.Advance(d)
 	}
 	h.stopQuiet()
 	if s, e := h.a.Stats.Sent.Load(), h.a.Stats.SendErrors.Load(); s != 5 || e != 5 {
@@ -163,7 +163,7 @@ func TestSendErrorsLoggedPerCollector(t *testing.T) {
 // stopQuiet stops the agent at its next wait without reading a report from the fake sender.
 func (h *harness) stopQuiet() {
 	h.t.Helper()
-	<-h.clk.registered
+	<-h.clk.Started()
 	h.cancel()
 	if err := <-h.done; err != nil {
 		h.t.Fatal(err)

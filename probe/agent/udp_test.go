@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"flowweight/internal/testutil"
 	"fmt"
 	"net"
 	"strings"
@@ -84,10 +85,10 @@ func TestUDPSenderResolvesInBackground(t *testing.T) {
 		t.Fatalf("send while resolving: %v", err)
 	}
 	release <- errors.New("lookup collector.test: no such host")
-	waitFor(t, "the failed resolution reported", func() bool {
+	testutil.Until(t, 5*time.Second, func() bool {
 		err = s.Send([]byte("x"))
 		return !errors.Is(err, ErrResolving)
-	})
+	}, "the failed resolution reported")
 	if !strings.Contains(fmt.Sprint(err), "collector collector.test:7946: lookup collector.test: no such host") {
 		t.Fatalf("failed resolution reported as %v", err)
 	}
@@ -98,7 +99,7 @@ func TestUDPSenderResolvesInBackground(t *testing.T) {
 	}
 	<-dials
 	release <- nil
-	waitFor(t, "connected", func() bool { return s.Send([]byte("late")) == nil })
+	testutil.Eventually(t, 5*time.Second, func() (any, bool) { v := s.Send([]byte("late")); return v, v == nil }, "connected")
 	if got := read(t, pc); got != "late" {
 		t.Errorf("received %q", got)
 	}
@@ -211,15 +212,4 @@ func sendUntilError(t *testing.T, s *UDPSender) error {
 	}
 	t.Fatal("10 sends to a closed port without an error")
 	return nil
-}
-
-// waitFor polls cond until it holds, failing the test after 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5 s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

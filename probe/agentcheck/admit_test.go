@@ -1,6 +1,7 @@
 package agentcheck
 
 import (
+	"flowweight/internal/testutil"
 	"io"
 	"net"
 	"net/netip"
@@ -111,12 +112,8 @@ func TestServerClosesIdleConnections(t *testing.T) {
 	if err != nil || string(b) != "up ready 3%\n" {
 		t.Fatalf("got %q, %v; want the reply, then the server's close well before Timeout", b, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for ask(t, addr, "") != "up ready 3%\n" {
-		if time.Now().After(deadline) {
-			t.Fatal("the idle connection's slot was never freed")
-		}
-	}
+	testutil.Eventually(t, 5*time.Second, func() (string, bool) { got := ask(t, addr, ""); return got, got == "up ready 3%\n" },
+		"the idle connection's slot was never freed")
 }
 
 func TestSourceKey(t *testing.T) {

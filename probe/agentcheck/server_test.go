@@ -3,6 +3,7 @@ package agentcheck
 import (
 	"context"
 	"errors"
+	"flowweight/internal/testutil"
 	"io"
 	"net"
 	"testing"
@@ -117,15 +118,8 @@ func TestServerBoundsConnections(t *testing.T) {
 	}
 	hold.Close()
 	// The held slot is freed when the server reads the close; retry until then (bounded).
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if got := ask(t, addr, ""); got == "up ready 50%\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("slot never freed after the holding client closed")
-		}
-	}
+	testutil.Eventually(t, 5*time.Second, func() (string, bool) { got := ask(t, addr, ""); return got, got == "up ready 50%\n" },
+		"slot never freed after the holding client closed")
 }
 
 // The per-connection timeout ends a client that neither reads nor closes.

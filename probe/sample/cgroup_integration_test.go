@@ -5,6 +5,7 @@ package sample
 import (
 	"context"
 	"errors"
+	"flowweight/internal/testutil"
 	"fmt"
 	"os"
 	"os/exec"
@@ -143,14 +144,15 @@ func TestCgroupSamplersReal(t *testing.T) {
 	// throttled when the burner was killed, counts one more throttled period when the timer
 	// releases it: wait until two samples 150 ms apart see no throttled period (the timer has
 	// gone idle), then judge a whole idle second.
-	if err := pollUntil(5*time.Second, func() bool {
+	testutil.Eventually(t, 5*time.Second, func() (any, bool) {
 		_, _ = thr.Sample(ctx)
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond) // two samples 150 ms apart, as above
 		tv, err := thr.Sample(ctx)
-		return err == nil && tv.Throttled == 0
-	}); err != nil {
-		t.Fatalf("throttling did not stop after the burner: %v", err)
-	}
+		if err != nil {
+			return err, false
+		}
+		return tv, tv.Throttled == 0
+	}, "throttling did not stop after the burner")
 	_, _ = thr.Sample(ctx)
 	idle := measure(time.Second)
 	if tv, err := thr.Sample(ctx); err != nil || tv.Throttled != 0 {
@@ -514,15 +516,4 @@ func TestRereadRemovedCgroup(t *testing.T) {
 	if b, err := r.Read(); err != nil || len(b) == 0 {
 		t.Fatalf("cgroup created again: %q %v", b, err)
 	}
-}
-
-// pollUntil calls cond until it holds or limit passes.
-func pollUntil(limit time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("condition not met within %v", limit)
-		}
-	}
-	return nil
 }

@@ -3,6 +3,7 @@ package sample
 import (
 	"context"
 	"errors"
+	"flowweight/internal/testutil"
 	"math"
 	"os"
 	"path"
@@ -181,8 +182,8 @@ func FuzzParseCgroupFiles(f *testing.F) {
 func TestCgroupCPUV1(t *testing.T) {
 	files := treeReader(t, "v1", "/sys/fs/cgroup")
 	cg := Cgroup{Version: 1, CPU: "/sys/fs/cgroup/cpu/fwfixture", CPUAcct: "/sys/fs/cgroup/cpuacct/fwfixture", Memory: "/sys/fs/cgroup/memory/fwfixture"}
-	clk := &fakeClock{t: time.Unix(1000, 0)}
-	s := &CgroupCPU{Cgroup: cg, HostCPUs: 2, Read: mapReader(files), Now: clk.now}
+	clk := testutil.NewClock(time.Unix(1000, 0))
+	s := &CgroupCPU{Cgroup: cg, HostCPUs: 2, Read: mapReader(files), Now: clk.Now}
 	usageFile := "/sys/fs/cgroup/cpuacct/fwfixture/cpuacct.usage"
 	base, err := ParseUint(files[usageFile])
 	if err != nil {
@@ -205,7 +206,7 @@ func TestCgroupCPUV1(t *testing.T) {
 	for i, st := range steps {
 		base += st.usedNs
 		files[usageFile] = []byte(strconv.FormatUint(base, 10) + "\n")
-		clk.advance(st.elapsed)
+		clk.Advance(st.elapsed)
 		v, err := s.Sample(context.Background())
 		if err != nil || !v.Has(FieldCPUUtil|FieldCPUCount) || math.Abs(v.CPUUtil-st.want) > 1e-9 {
 			t.Errorf("step %d: %+v, %v; want util %v", i, v, err, st.want)
@@ -213,12 +214,12 @@ func TestCgroupCPUV1(t *testing.T) {
 	}
 	// A counter reset gives no rate, and the next sample measures from the new value.
 	files[usageFile] = []byte("5\n")
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	if v, err := s.Sample(context.Background()); err == nil || v.Has(FieldCPUUtil) || !v.Has(FieldCPUCount) {
 		t.Errorf("reset: %+v, %v", v, err)
 	}
 	files[usageFile] = []byte("125000005\n")
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	if v, err := s.Sample(context.Background()); err != nil || v.CPUUtil != 0.5 {
 		t.Errorf("after reset: %+v, %v", v, err)
 	}
@@ -231,23 +232,23 @@ func TestCgroupCPUV1(t *testing.T) {
 
 func TestCgroupCPUV2(t *testing.T) {
 	files := treeReader(t, "v2", "/cg")
-	clk := &fakeClock{t: time.Unix(1000, 0)}
-	s := &CgroupCPU{Cgroup: Cgroup{Version: 2, Dir: "/cg/web1"}, HostCPUs: 2, Read: mapReader(files), Now: clk.now}
+	clk := testutil.NewClock(time.Unix(1000, 0))
+	s := &CgroupCPU{Cgroup: Cgroup{Version: 2, Dir: "/cg/web1"}, HostCPUs: 2, Read: mapReader(files), Now: clk.Now}
 	if v, err := s.Sample(context.Background()); !errors.Is(err, ErrFirstSample) || v.CPUCount != 0.25 {
 		t.Fatalf("first: %+v, %v", v, err)
 	}
 	files["/cg/web1/cpu.stat"] = []byte(strings.Replace(string(files["/cg/web1/cpu.stat"]), "usage_usec 781372000", "usage_usec 781497000", 1))
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	if v, err := s.Sample(context.Background()); err != nil || v.CPUUtil != 0.5 {
 		t.Errorf("half: %+v, %v", v, err)
 	}
 	files["/cg/web1/cpu.max"] = []byte("max 100000\n")
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	if v, err := s.Sample(context.Background()); err != nil || v.CPUCount != 2 || v.CPUUtil != 0 {
 		t.Errorf("unlimited: %+v, %v", v, err)
 	}
 	delete(files, "/cg/web1/cpu.max") // cpu controller not enabled: no quota
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	if v, err := s.Sample(context.Background()); err != nil || v.CPUCount != 2 {
 		t.Errorf("no cpu.max: %+v, %v", v, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // mapReader serves files from a map; missing names give fs.ErrNotExist like os.ReadFile.
@@ -39,9 +38,3 @@ func treeReader(t *testing.T, dir, prefix string) map[string][]byte {
 	}
 	return m
 }
-
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time          { return c.t }
-func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }

@@ -3,6 +3,7 @@ package sample
 import (
 	"context"
 	"errors"
+	"flowweight/internal/testutil"
 	"math"
 	"os"
 	"path/filepath"
@@ -112,26 +113,26 @@ func TestNIC(t *testing.T) {
 		"/sys/class/net/eth0/statistics/rx_bytes": []byte("1000\n"),
 		"/sys/class/net/eth0/statistics/tx_bytes": []byte("0\n"),
 	}
-	clk := &fakeClock{t: time.Unix(0, 0)}
-	n := &NIC{Name: "eth0", Read: mapReader(files), Now: clk.now}
+	clk := testutil.NewClock(time.Unix(0, 0))
+	n := &NIC{Name: "eth0", Read: mapReader(files), Now: clk.Now}
 	if _, err := n.Sample(context.Background()); !errors.Is(err, ErrFirstSample) {
 		t.Fatalf("first: %v", err)
 	}
 	// 62.5 MB received in 1 s on 1000 Mbit/s: 500 Mbit/s, half the line; tx is idle.
 	files["/sys/class/net/eth0/statistics/rx_bytes"] = []byte("62501000\n")
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	if v, err := n.Sample(context.Background()); err != nil || v.Known != FieldNetUtil || v.NetUtil != 0.5 {
 		t.Errorf("half: %+v %v", v, err)
 	}
 	// The configured speed wins over sysfs: 250 Mbit/s over 2 s at 10 000 Mbit/s.
 	n.SpeedMbps = 10000
 	files["/sys/class/net/eth0/statistics/tx_bytes"] = []byte("62500000\n")
-	clk.advance(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	if v, err := n.Sample(context.Background()); err != nil || v.NetUtil != 0.025 {
 		t.Errorf("configured speed: %+v %v", v, err)
 	}
 	files["/sys/class/net/eth0/statistics/tx_bytes"] = []byte("1\n")
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	if _, err := n.Sample(context.Background()); err == nil || !strings.Contains(err.Error(), "backwards") {
 		t.Errorf("reset: %v", err)
 	}

@@ -3,6 +3,7 @@ package sample
 import (
 	"context"
 	"errors"
+	"flowweight/internal/testutil"
 	"fmt"
 	"io/fs"
 	"math"
@@ -91,8 +92,8 @@ func (f *fakeProc) pidfile(pid int, at time.Time) {
 
 // webTree is a service: PID 100 with a second thread 101; 100 forked 200, thread 101 forked
 // 300, and 200 forked 400. Unrelated process 900 is a neighbour.
-func webTree(f *fakeProc, clk *fakeClock) {
-	f.pidfile(100, clk.t)
+func webTree(f *fakeProc, clk *testutil.Clock) {
+	f.pidfile(100, clk.Now())
 	f.proc(1, 0, 5000, 0, 1, 100, 900)
 	f.proc(100, 1, 100, 0, 50, 200)
 	f.files["/proc/100/task/101/children"] = []byte("300\n")
@@ -104,17 +105,17 @@ func webTree(f *fakeProc, clk *fakeClock) {
 }
 
 type serviceStep struct {
-	mod     func(f *fakeProc, clk *fakeClock)
+	mod     func(f *fakeProc, clk *testutil.Clock)
 	cores   float64 // want, when err is nil
 	err     error   // ErrFirstSample, ErrUnavailable or nil
 	message string  // in the error
 }
 
-func runServiceSteps(t *testing.T, s *ServiceCPU, f *fakeProc, clk *fakeClock, steps []serviceStep) {
+func runServiceSteps(t *testing.T, s *ServiceCPU, f *fakeProc, clk *testutil.Clock, steps []serviceStep) {
 	t.Helper()
 	for i, st := range steps {
 		if i > 0 {
-			clk.advance(time.Second)
+			clk.Advance(time.Second)
 		}
 		if st.mod != nil {
 			st.mod(f, clk)
@@ -151,7 +152,7 @@ func TestServiceCPUPIDFile(t *testing.T) {
 	}{
 		{"tree across threads, neighbour not counted", []serviceStep{
 			{err: ErrFirstSample},
-			{mod: func(f *fakeProc, _ *fakeClock) {
+			{mod: func(f *fakeProc, _ *testutil.Clock) {
 				f.proc(100, 1, 120, 0, 50, 200) // +20 ticks
 				f.proc(300, 100, 20, 0, 70)     // +10, a child of the second thread
 				f.proc(400, 200, 40, 0, 80)     // +20, a grandchild
@@ -161,7 +162,7 @@ func TestServiceCPUPIDFile(t *testing.T) {
 		}, false},
 		{"a reaped worker's time moves to its parent", []serviceStep{
 			{err: ErrFirstSample},
-			{mod: func(f *fakeProc, _ *fakeClock) {
+			{mod: func(f *fakeProc, _ *testutil.Clock) {
 				// 300 used 5 more ticks, exited and was reaped by 100: its 15 move to
 				// 100's cutime, so only the 5 are new.
 				f.drop(300)
@@ -171,7 +172,7 @@ func TestServiceCPUPIDFile(t *testing.T) {
 		}, false},
 		{"a process leaving the tree unreaped restarts the rate", []serviceStep{
 			{err: ErrFirstSample},
-			{mod: func(f *fakeProc, _ *fakeClock) {
+			{mod: func(f *fakeProc, _ *testutil.Clock) {
 				// 200 exited without being waited for and 400 went to init: their 50
 				// ticks leave the sum, which is no rate.
 				f.drop(200)
@@ -179,58 +180,58 @@ func TestServiceCPUPIDFile(t *testing.T) {
 				f.proc(1, 0, 5000, 0, 1, 100, 400, 900)
 				f.proc(400, 1, 20, 0, 80)
 			}, err: ErrFirstSample, message: "went back"},
-			{mod: func(f *fakeProc, _ *fakeClock) { f.proc(100, 1, 110, 0, 50) }, cores: 0.1},
+			{mod: func(f *fakeProc, _ *testutil.Clock) { f.proc(100, 1, 110, 0, 50) }, cores: 0.1},
 		}, false},
 		{"a worker forked since the last reading counts whole", []serviceStep{
 			{err: ErrFirstSample},
-			{mod: func(f *fakeProc, _ *fakeClock) {
+			{mod: func(f *fakeProc, _ *testutil.Clock) {
 				f.proc(100, 1, 100, 0, 50, 200, 500)
 				f.proc(500, 100, 15, 0, 150)
 			}, cores: 0.15},
 		}, false},
 		{"process gone: stale pidfile", []serviceStep{
 			{err: ErrFirstSample},
-			{mod: func(f *fakeProc, _ *fakeClock) { f.drop(100) }, err: ErrUnavailable, message: "names PID 100, which is not running (stale pidfile)"},
+			{mod: func(f *fakeProc, _ *testutil.Clock) { f.drop(100) }, err: ErrUnavailable, message: "names PID 100, which is not running (stale pidfile)"},
 		}, false},
 		{"PID reused by another process: stale until the pidfile is written", []serviceStep{
 			{err: ErrFirstSample},
-			{mod: func(f *fakeProc, _ *fakeClock) { f.proc(100, 1, 3, 0, 5000) },
+			{mod: func(f *fakeProc, _ *testutil.Clock) { f.proc(100, 1, 3, 0, 5000) },
 				err: ErrUnavailable, message: "started at tick 5000, not 50 as when the pidfile was read: the PID was reused"},
 			{err: ErrUnavailable, message: "reused"},
-			{mod: func(f *fakeProc, clk *fakeClock) {
-				f.pidfile(600, clk.t)
+			{mod: func(f *fakeProc, clk *testutil.Clock) {
+				f.pidfile(600, clk.Now())
 				f.proc(600, 1, 40, 0, 6000)
 			}, err: ErrFirstSample},
-			{mod: func(f *fakeProc, _ *fakeClock) { f.proc(600, 1, 65, 0, 6000) }, cores: 0.25},
+			{mod: func(f *fakeProc, _ *testutil.Clock) { f.proc(600, 1, 65, 0, 6000) }, cores: 0.25},
 		}, false},
 		{"restarted with the same PID and a new pidfile", []serviceStep{
 			{err: ErrFirstSample},
-			{mod: func(f *fakeProc, clk *fakeClock) {
+			{mod: func(f *fakeProc, clk *testutil.Clock) {
 				f.drop(200)
 				f.proc(100, 1, 1, 0, 7000)
-				f.pidfile(100, clk.t)
+				f.pidfile(100, clk.Now())
 			}, err: ErrFirstSample},
-			{mod: func(f *fakeProc, _ *fakeClock) { f.proc(100, 1, 31, 0, 7000) }, cores: 0.3},
+			{mod: func(f *fakeProc, _ *testutil.Clock) { f.proc(100, 1, 31, 0, 7000) }, cores: 0.3},
 		}, false},
 		{"pidfile missing", []serviceStep{
-			{mod: func(f *fakeProc, _ *fakeClock) { delete(f.files, "/run/web.pid") }, err: ErrUnavailable, message: "pidfile: open /run/web.pid"},
+			{mod: func(f *fakeProc, _ *testutil.Clock) { delete(f.files, "/run/web.pid") }, err: ErrUnavailable, message: "pidfile: open /run/web.pid"},
 		}, false},
 		{"pidfile garbage", []serviceStep{
-			{mod: func(f *fakeProc, _ *fakeClock) { f.files["/run/web.pid"] = []byte("web\n") }, err: ErrUnavailable, message: `pidfile /run/web.pid: "web" is not a PID`},
-			{mod: func(f *fakeProc, _ *fakeClock) { f.files["/run/web.pid"] = []byte("-3") }, err: ErrUnavailable, message: "is not a PID"},
+			{mod: func(f *fakeProc, _ *testutil.Clock) { f.files["/run/web.pid"] = []byte("web\n") }, err: ErrUnavailable, message: `pidfile /run/web.pid: "web" is not a PID`},
+			{mod: func(f *fakeProc, _ *testutil.Clock) { f.files["/run/web.pid"] = []byte("-3") }, err: ErrUnavailable, message: "is not a PID"},
 		}, false},
 		{"unparsable stat", []serviceStep{
-			{mod: func(f *fakeProc, _ *fakeClock) { f.files["/proc/100/stat"] = []byte("100 (web) S 1 2") }, err: ErrUnavailable, message: "/proc/100/stat: proc stat"},
+			{mod: func(f *fakeProc, _ *testutil.Clock) { f.files["/proc/100/stat"] = []byte("100 (web) S 1 2") }, err: ErrUnavailable, message: "/proc/100/stat: proc stat"},
 		}, false},
 		{"no children files: /proc is scanned", []serviceStep{
-			{mod: func(f *fakeProc, _ *fakeClock) {
+			{mod: func(f *fakeProc, _ *testutil.Clock) {
 				for k := range f.files {
 					if strings.HasSuffix(k, "/children") {
 						delete(f.files, k)
 					}
 				}
 			}, err: ErrFirstSample},
-			{mod: func(f *fakeProc, _ *fakeClock) {
+			{mod: func(f *fakeProc, _ *testutil.Clock) {
 				f.files["/proc/100/stat"] = statLine(100, 1, 120, 0, 50)
 				f.files["/proc/300/stat"] = statLine(300, 100, 20, 0, 70)
 				f.files["/proc/400/stat"] = statLine(400, 200, 40, 0, 80)
@@ -240,9 +241,9 @@ func TestServiceCPUPIDFile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, clk := newFakeProc(), &fakeClock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+			f, clk := newFakeProc(), testutil.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 			webTree(f, clk)
-			s := &ServiceCPU{PIDFile: "/run/web.pid", Read: f.read, ReadDir: f.readDir, ModTime: f.modTime, Now: clk.now}
+			s := &ServiceCPU{PIDFile: "/run/web.pid", Read: f.read, ReadDir: f.readDir, ModTime: f.modTime, Now: clk.Now}
 			runServiceSteps(t, s, f, clk, tt.steps)
 			if s.scan != tt.wantScan {
 				t.Errorf("scanning /proc: %v, want %v", s.scan, tt.wantScan)
@@ -265,22 +266,22 @@ func TestServiceCPUCgroup(t *testing.T) {
 	}{
 		{"v2 usage_usec", v2, map[string][]byte{v2.Dir + "/cpu.stat": cpuStat(1_000_000)}, []serviceStep{
 			{err: ErrFirstSample},
-			{mod: func(f *fakeProc, _ *fakeClock) { f.files[v2.Dir+"/cpu.stat"] = cpuStat(2_500_000) }, cores: 1.5},
+			{mod: func(f *fakeProc, _ *testutil.Clock) { f.files[v2.Dir+"/cpu.stat"] = cpuStat(2_500_000) }, cores: 1.5},
 		}},
 		{"v1 cpuacct.usage", v1, map[string][]byte{v1.CPUAcct + "/cpuacct.usage": []byte("5000000000\n")}, []serviceStep{
 			{err: ErrFirstSample},
-			{mod: func(f *fakeProc, _ *fakeClock) { f.files[v1.CPUAcct+"/cpuacct.usage"] = []byte("5250000000\n") }, cores: 0.25},
+			{mod: func(f *fakeProc, _ *testutil.Clock) { f.files[v1.CPUAcct+"/cpuacct.usage"] = []byte("5250000000\n") }, cores: 0.25},
 		}},
 		{"unit stopped: cgroup missing, then recreated", v2, map[string][]byte{v2.Dir + "/cpu.stat": cpuStat(1_000_000)}, []serviceStep{
 			{err: ErrFirstSample},
-			{mod: func(f *fakeProc, _ *fakeClock) { delete(f.files, v2.Dir+"/cpu.stat") },
+			{mod: func(f *fakeProc, _ *testutil.Clock) { delete(f.files, v2.Dir+"/cpu.stat") },
 				err: ErrUnavailable, message: "cgroup /sys/fs/cgroup/system.slice/web.service does not exist (is the service running?)"},
-			{mod: func(f *fakeProc, _ *fakeClock) { f.files[v2.Dir+"/cpu.stat"] = cpuStat(10) }, err: ErrFirstSample},
-			{mod: func(f *fakeProc, _ *fakeClock) { f.files[v2.Dir+"/cpu.stat"] = cpuStat(200_010) }, cores: 0.2},
+			{mod: func(f *fakeProc, _ *testutil.Clock) { f.files[v2.Dir+"/cpu.stat"] = cpuStat(10) }, err: ErrFirstSample},
+			{mod: func(f *fakeProc, _ *testutil.Clock) { f.files[v2.Dir+"/cpu.stat"] = cpuStat(200_010) }, cores: 0.2},
 		}},
 		{"counter went back without the cgroup going", v2, map[string][]byte{v2.Dir + "/cpu.stat": cpuStat(1_000_000)}, []serviceStep{
 			{err: ErrFirstSample},
-			{mod: func(f *fakeProc, _ *fakeClock) { f.files[v2.Dir+"/cpu.stat"] = cpuStat(10) }, err: ErrFirstSample, message: "went back"},
+			{mod: func(f *fakeProc, _ *testutil.Clock) { f.files[v2.Dir+"/cpu.stat"] = cpuStat(10) }, err: ErrFirstSample, message: "went back"},
 		}},
 		{"cpu.stat without usage_usec", v2, map[string][]byte{v2.Dir + "/cpu.stat": []byte("nr_periods 3\n")}, []serviceStep{
 			{err: ErrUnavailable, message: "no usage_usec"},
@@ -288,9 +289,9 @@ func TestServiceCPUCgroup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, clk := newFakeProc(), &fakeClock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+			f, clk := newFakeProc(), testutil.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 			f.files = tt.init
-			s := &ServiceCPU{Cgroup: tt.cg, Read: f.read, ReadDir: f.readDir, ModTime: f.modTime, Now: clk.now}
+			s := &ServiceCPU{Cgroup: tt.cg, Read: f.read, ReadDir: f.readDir, ModTime: f.modTime, Now: clk.Now}
 			runServiceSteps(t, s, f, clk, tt.steps)
 		})
 	}

@@ -3,6 +3,7 @@ package sample
 import (
 	"context"
 	"errors"
+	"flowweight/internal/testutil"
 	"fmt"
 	"math"
 	"os"
@@ -87,26 +88,26 @@ func TestStallFraction(t *testing.T) {
 
 func TestPressureSampler(t *testing.T) {
 	files := map[string][]byte{"/p": []byte("some avg10=1.00 avg60=0.00 avg300=0.00 total=1000000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")}
-	clk := &fakeClock{t: time.Unix(1000, 0)}
-	p := &Pressure{File: "/p", Scope: ScopeCgroup, Read: mapReader(files), Now: clk.now}
+	clk := testutil.NewClock(time.Unix(1000, 0))
+	p := &Pressure{File: "/p", Scope: ScopeCgroup, Read: mapReader(files), Now: clk.Now}
 	ctx := context.Background()
 	if v, err := p.Sample(ctx); !errors.Is(err, ErrFirstSample) || v.Known != 0 {
 		t.Fatalf("first: %+v %v", v, err)
 	}
 	setTotal := func(us int) { files["/p"] = fmt.Appendf(nil, "some avg10=0.00 avg60=0.00 avg300=0.00 total=%d\n", us) }
 	setTotal(1_500_000)
-	clk.advance(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	v, err := p.Sample(ctx)
 	if err != nil || !v.Has(FieldCPUPressure) || v.CPUPressure != 0.25 || v.PressureScope != ScopeCgroup {
 		t.Fatalf("quarter: %+v %v", v, err)
 	}
 	setTotal(5) // a reset gives no rate, then measures from the new value
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	if v, err := p.Sample(ctx); err == nil || v.Has(FieldCPUPressure) {
 		t.Errorf("reset: %+v %v", v, err)
 	}
 	setTotal(100_005)
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	if v, err := p.Sample(ctx); err != nil || math.Abs(v.CPUPressure-0.1) > 1e-12 {
 		t.Errorf("after reset: %+v %v", v, err)
 	}
@@ -157,8 +158,8 @@ func TestPressureKeptOpen(t *testing.T) {
 		}
 	}
 	write("cgroup.procs", "1\n")()
-	clk := &fakeClock{t: time.Unix(1000, 0)}
-	p := &Pressure{File: file, Scope: ScopeCgroup, Now: clk.now}
+	clk := testutil.NewClock(time.Unix(1000, 0))
+	p := &Pressure{File: file, Scope: ScopeCgroup, Now: clk.Now}
 	steps := []struct {
 		name    string
 		change  func()
@@ -173,7 +174,7 @@ func TestPressureKeptOpen(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.change()
-		clk.advance(time.Second)
+		clk.Advance(time.Second)
 		v, err := p.Sample(context.Background())
 		switch {
 		case s.want >= 0:

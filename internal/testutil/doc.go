@@ -1,0 +1,7 @@
+// Package testutil holds what tests across the module share: waiting for a condition with a
+// deadline (Eventually, Until) and a fake clock (Clock). Before it, each package's tests had
+// their own copy of each, with their own timeouts and failure messages.
+//
+// It is for _test.go files only, and like everything under internal/ it imports nothing of
+// the products (internal/layers checks).
+package testutil
