@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"slices"
+
+	"flowweight/controller/ofwire"
 )
 
 // How computed weights become buckets (docs/dataplane.md, "Exact shares"). The controller
@@ -32,9 +34,6 @@ func LayoutSlots(v OVSVersion) int {
 	}
 	return 64
 }
-
-// maxGroupMod is the largest OpenFlow message: its length field is 16 bits.
-const maxGroupMod = 0xffff
 
 // Apportion divides n slots among weights in proportion, by largest remainder (ties to the
 // earlier weight). A positive weight gets at least one slot while there are at least as many
@@ -228,11 +227,11 @@ func layoutBuckets(s Service, live []Backend, opt Options, actionLen func(i int)
 	}
 	perSlot := s.Mode == ModeStateless
 	if perSlot && actionLen != nil {
-		size := 8 + groupModFixedLen
+		size := ofwire.HeaderLen + ofwire.GroupModFixedLen
 		for i := range live {
-			size += slots[i] * (bucketFixedLen + actionLen(i))
+			size += slots[i] * (ofwire.BucketFixedLen + actionLen(i))
 		}
-		perSlot = size <= maxGroupMod
+		perSlot = size <= ofwire.MaxMessageLen
 	}
 	var out []bucketPlan
 	if perSlot {

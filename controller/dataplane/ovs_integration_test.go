@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
-	"flowweight/e2e/lab"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"flowweight/controller/ofswitch"
+	"flowweight/e2e/lab"
 
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"

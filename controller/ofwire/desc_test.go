@@ -1,4 +1,4 @@
-package ofswitch
+package ofwire
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ func TestParseDesc(t *testing.T) {
 		body  []byte
 		field string
 	}{
-		{"short", good[:descLen-1], "1055 bytes"},
+		{"short", good[:DescLen-1], "1055 bytes"},
 		{"long", append(bytes.Clone(good), 0), "1057 bytes"},
 		{"empty", nil, "0 bytes"},
 		{"sw_desc not UTF-8", bad, "sw_desc"},
@@ -61,24 +61,7 @@ func FuzzParseDesc(f *testing.F) {
 	})
 }
 
-// TestDescAtConnect: the session asks DESC once before Connected, and a switch whose answer
-// is unusable still connects, as an unknown switch.
-func TestDescAtConnect(t *testing.T) {
-	h := newRecHandler()
-	srv, _ := testServer(t, Config{}, h)
-	f, sw := connectFake(t, srv, h, 0x51)
-	if got := sw.Desc(); got.Software != "3.1.0" || got.Hardware != "Open vSwitch" {
-		t.Errorf("Desc = %+v, want Open vSwitch 3.1.0", got)
-	}
-	if n := f.descRequests.Load(); n != 1 {
-		t.Errorf("%d DESC requests, want 1", n)
-	}
-
-	f2 := newFake(t, 0x52)
-	f2.descReply = []byte("short")
-	f2.connect(srv.Addr())
-	sw2 := h.wait(t, "connected").sw
-	if got := sw2.Desc(); got != (Desc{}) {
-		t.Errorf("Desc after a malformed reply = %+v, want empty", got)
-	}
+// testDesc is Open vSwitch's DESC reply with software version sw.
+func testDesc(sw string) []byte {
+	return DescBody(Desc{Manufacturer: "Nicira, Inc.", Hardware: "Open vSwitch", Software: sw, Serial: "None", Datapath: "None"})
 }

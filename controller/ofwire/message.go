@@ -1,7 +1,6 @@
-package ofswitch
+package ofwire
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -12,169 +11,140 @@ import (
 	"github.com/netrack/openflow/ofp"
 )
 
-// The wire layer: framing and the few decoders the session itself needs. It holds no
-// state and does no I/O beyond the io.Reader it is given, so every decoder here is fuzzed.
-// Bodies we send are encoded by github.com/netrack/openflow's ofp types; the header is
-// written here because the library's Request fixes neither the xid nor flushing.
+// Framing: the OpenFlow header, whole messages, and the few message bodies a session
+// itself sends or reads (HELLO, ERROR, FEATURES, MULTIPART, SET_CONFIG). Nothing here holds
+// state or does I/O beyond the io.Reader it is given, so every decoder is fuzzed. Bodies of
+// the standard messages a session sends are netrack's ofp types; the header is written here
+// because the library's Request fixes neither the xid nor flushing.
 
 const (
-	// version13 is the only OpenFlow version flowweight speaks (wire version 0x04).
-	version13  = 0x04
-	headerLen  = 8
-	maxMsgLen  = 0xffff
-	oxmClassOF = 0x8000 // OFPXMC_OPENFLOW_BASIC
-	oxmInPort  = 0      // OFPXMT_OFB_IN_PORT
-	replyMore  = 0x0001 // OFPMPF_REPLY_MORE
+	// Version13 is the only OpenFlow version flowweight speaks (wire version 0x04).
+	Version13 = 0x04
+	// HeaderLen is sizeof(ofp_header).
+	HeaderLen = 8
+	// MaxMessageLen is the most an ofp_header's 16-bit length can say.
+	MaxMessageLen = 0xffff
+	// MultipartHeaderLen is ofp_multipart_request/reply after ofp_header: type, flags, pad.
+	MultipartHeaderLen = 8
+	// ReplyMore is OFPMPF_REPLY_MORE: more parts of this multipart reply follow.
+	ReplyMore = 0x0001
 	// noBufferMissLen is OFPCML_NO_BUFFER: send whole frames to the controller.
 	noBufferMissLen = 0xffff
 )
 
-// ErrMalformed marks a message from the switch that cannot be decoded.
+// ErrMalformed wraps every decoding error of this package: bytes from a switch (or from a
+// planner's encoder, when a fake switch decodes them) that are not what OpenFlow 1.3 allows.
 var ErrMalformed = errors.New("malformed OpenFlow message")
 
-// header is ofp_header.
-type header struct {
+// pad8 is n rounded up to OpenFlow's 8-byte alignment (matches, actions, HELLO elements).
+func pad8(n int) int { return (n + 7) &^ 7 }
+
+// Header is ofp_header.
+type Header struct {
 	Version uint8
 	Type    of.Type
 	Length  uint16
 	Xid     uint32
 }
 
-// frame is one message read from a switch: its header and body (Length-8 bytes).
-type frame struct {
-	h    header
-	body []byte
+// Frame is one message read from a switch: its header and body (Length-8 bytes).
+type Frame struct {
+	Header
+	Body []byte
 }
 
-// parseHeader decodes an ofp_header and checks that its length can hold it.
-func parseHeader(b []byte) (header, error) {
-	if len(b) < headerLen {
-		return header{}, fmt.Errorf("%w: header is %d bytes, need %d", ErrMalformed, len(b), headerLen)
+// PutHeader writes an OpenFlow 1.3 header for a message of length bytes into b[:HeaderLen]:
+// the one place a header is encoded.
+func PutHeader(b []byte, t of.Type, length uint16, xid uint32) {
+	b[0], b[1] = Version13, byte(t)
+	binary.BigEndian.PutUint16(b[2:4], length)
+	binary.BigEndian.PutUint32(b[4:8], xid)
+}
+
+// ParseHeader decodes an ofp_header and checks that its length can hold it.
+func ParseHeader(b []byte) (Header, error) {
+	if len(b) < HeaderLen {
+		return Header{}, fmt.Errorf("%w: header is %d bytes, need %d", ErrMalformed, len(b), HeaderLen)
 	}
-	h := header{
+	h := Header{
 		Version: b[0],
 		Type:    of.Type(b[1]),
 		Length:  binary.BigEndian.Uint16(b[2:4]),
 		Xid:     binary.BigEndian.Uint32(b[4:8]),
 	}
-	if h.Length < headerLen {
-		return h, fmt.Errorf("%w: header length %d below %d (type %d, xid %d)", ErrMalformed, h.Length, headerLen, h.Type, h.Xid)
+	if h.Length < HeaderLen {
+		return h, fmt.Errorf("%w: header length %d below %d (type %d, xid %d)", ErrMalformed, h.Length, HeaderLen, h.Type, h.Xid)
 	}
 	return h, nil
 }
 
-// readFrame reads exactly one message. A short read is an error: the stream is then out of
+// ReadFrame reads exactly one message. A short read is an error: the stream is then out of
 // step and the session must be closed.
-func readFrame(r io.Reader) (frame, error) {
-	var hb [headerLen]byte
+func ReadFrame(r io.Reader) (Frame, error) {
+	var hb [HeaderLen]byte
 	if _, err := io.ReadFull(r, hb[:]); err != nil {
-		return frame{}, err
+		return Frame{}, err
 	}
-	h, err := parseHeader(hb[:])
+	h, err := ParseHeader(hb[:])
 	if err != nil {
-		return frame{}, err
+		return Frame{}, err
 	}
-	body := make([]byte, int(h.Length)-headerLen)
+	body := make([]byte, int(h.Length)-HeaderLen)
 	if _, err := io.ReadFull(r, body); err != nil {
-		return frame{}, fmt.Errorf("read body of %v (xid %d, %d bytes): %w", h.Type, h.Xid, len(body), err)
+		return Frame{}, fmt.Errorf("read body of %v (xid %d, %d bytes): %w", h.Type, h.Xid, len(body), err)
 	}
-	return frame{h: h, body: body}, nil
+	return Frame{Header: h, Body: body}, nil
 }
 
-// maxHandshakeBody bounds the HELLO and FEATURES_REPLY bodies we read during the handshake:
-// OpenFlow 1.3's are 8 and 24 bytes, and a HELLO's version bitmaps cannot use more.
-const maxHandshakeBody = 1024
-
-// readHandshakeFrame reads one message during HELLO/FEATURES, allocating only what the
-// handshake uses: an ECHO_REQUEST whole (it is echoed back), an OFPT_ERROR's first
-// 4+maxErrorData bytes, a HELLO or FEATURES_REPLY up to maxHandshakeBody (longer is an
-// error), and no other body at all (skipped; body is nil).
-func readHandshakeFrame(br *bufio.Reader) (frame, error) {
-	var hb [headerLen]byte
-	if _, err := io.ReadFull(br, hb[:]); err != nil {
-		return frame{}, err
-	}
-	h, err := parseHeader(hb[:])
-	if err != nil {
-		return frame{}, err
-	}
-	n := int(h.Length) - headerLen
-	keep := 0
-	switch h.Type {
-	case of.TypeEchoRequest:
-		keep = n
-	case of.TypeError:
-		keep = min(n, 4+maxErrorData)
-	case of.TypeHello, of.TypeFeaturesReply:
-		if n > maxHandshakeBody {
-			return frame{}, fmt.Errorf("%w: %v body is %d bytes, more than the %d a handshake needs", ErrMalformed, h.Type, n, maxHandshakeBody)
-		}
-		keep = n
-	}
-	var body []byte
-	if keep > 0 || h.Type == of.TypeHello || h.Type == of.TypeFeaturesReply || h.Type == of.TypeEchoRequest {
-		body = make([]byte, keep)
-		if _, err := io.ReadFull(br, body); err != nil {
-			return frame{}, fmt.Errorf("read body of %v (xid %d, %d bytes): %w", h.Type, h.Xid, n, err)
-		}
-	}
-	if _, err := br.Discard(n - keep); err != nil {
-		return frame{}, fmt.Errorf("skip body of %v (xid %d, %d bytes): %w", h.Type, h.Xid, n, err)
-	}
-	return frame{h: h, body: body}, nil
-}
-
-// appendMessage appends one OpenFlow 1.3 message (header + encoded body) to buf.
-func appendMessage(buf *bytes.Buffer, t of.Type, xid uint32, body io.WriterTo) error {
+// AppendMessage appends one OpenFlow 1.3 message (header + encoded body) to buf.
+func AppendMessage(buf *bytes.Buffer, t of.Type, xid uint32, body io.WriterTo) error {
 	var bb bytes.Buffer
 	if body != nil {
 		if _, err := body.WriteTo(&bb); err != nil {
 			return fmt.Errorf("encode %v body: %w", t, err)
 		}
 	}
-	n := headerLen + bb.Len()
-	if n > maxMsgLen {
-		return fmt.Errorf("encode %v: message is %d bytes, OpenFlow allows %d", t, n, maxMsgLen)
+	n := HeaderLen + bb.Len()
+	if n > MaxMessageLen {
+		return fmt.Errorf("encode %v: message is %d bytes, OpenFlow allows %d", t, n, MaxMessageLen)
 	}
-	var hb [headerLen]byte
-	hb[0] = version13
-	hb[1] = byte(t)
-	binary.BigEndian.PutUint16(hb[2:4], uint16(n))
-	binary.BigEndian.PutUint32(hb[4:8], xid)
+	var hb [HeaderLen]byte
+	PutHeader(hb[:], t, uint16(n), xid)
 	buf.Write(hb[:])
 	buf.Write(bb.Bytes())
 	return nil
 }
 
-// encodeMessage returns one encoded message.
-func encodeMessage(t of.Type, xid uint32, body io.WriterTo) ([]byte, error) {
+// EncodeMessage returns one encoded message.
+func EncodeMessage(t of.Type, xid uint32, body io.WriterTo) ([]byte, error) {
 	var buf bytes.Buffer
-	if err := appendMessage(&buf, t, xid, body); err != nil {
+	if err := AppendMessage(&buf, t, xid, body); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
-// rawBody is a body that is already encoded.
-type rawBody []byte
+// RawBody is a body that is already encoded.
+type RawBody []byte
 
-func (r rawBody) WriteTo(w io.Writer) (int64, error) {
+// WriteTo implements io.WriterTo.
+func (r RawBody) WriteTo(w io.Writer) (int64, error) {
 	n, err := w.Write(r)
 	return int64(n), err
 }
 
-// helloBody is our HELLO: one OFPHET_VERSIONBITMAP element announcing 1.3 only.
-func helloBody() rawBody {
+// HelloBody is our HELLO: one OFPHET_VERSIONBITMAP element announcing 1.3 only.
+func HelloBody() RawBody {
 	b := make([]byte, 8)
 	binary.BigEndian.PutUint16(b[0:2], uint16(ofp.HelloElemTypeVersionBitmap))
 	binary.BigEndian.PutUint16(b[2:4], 8)
-	binary.BigEndian.PutUint32(b[4:8], 1<<version13)
+	binary.BigEndian.PutUint32(b[4:8], 1<<Version13)
 	return b
 }
 
-// helloVersions decodes a peer HELLO's version bitmap (bit n = wire version n). ok is
+// HelloVersions decodes a peer HELLO's version bitmap (bit n = wire version n). ok is
 // false when the HELLO carries no bitmap element, as OpenFlow 1.0–1.3.0 peers may send.
-func helloVersions(body []byte) (bitmap []uint32, ok bool, err error) {
+func HelloVersions(body []byte) (bitmap []uint32, ok bool, err error) {
 	for off := 0; off < len(body); {
 		if len(body)-off < 4 {
 			return nil, false, fmt.Errorf("%w: HELLO element header truncated at byte %d", ErrMalformed, off)
@@ -190,52 +160,53 @@ func helloVersions(body []byte) (bitmap []uint32, ok bool, err error) {
 			}
 			ok = true
 		}
-		off += (l + 7) / 8 * 8 // elements are padded to 8 bytes
+		off += pad8(l) // elements are padded to 8 bytes
 	}
 	return bitmap, ok, nil
 }
 
-// negotiate applies OpenFlow's version negotiation to the peer's HELLO from our side,
+// Negotiate applies OpenFlow's version negotiation to the peer's HELLO from our side,
 // which offers 1.3 only: with bitmaps on both sides the highest common version wins,
 // otherwise the lower of the two header versions. It reports whether that is 1.3.
-func negotiate(f frame) (bool, error) {
-	bitmap, ok, err := helloVersions(f.body)
+func Negotiate(f Frame) (bool, error) {
+	bitmap, ok, err := HelloVersions(f.Body)
 	if err != nil {
 		return false, err
 	}
 	if ok {
-		return len(bitmap) > 0 && bitmap[0]&(1<<version13) != 0, nil
+		return len(bitmap) > 0 && bitmap[0]&(1<<Version13) != 0, nil
 	}
-	return f.h.Version >= version13, nil
+	return f.Version >= Version13, nil
 }
 
-// errorMsg is a decoded ofp_error_msg.
-type errorMsg struct {
+// ErrorMsg is a decoded ofp_error_msg.
+type ErrorMsg struct {
 	Type, Code uint16
 	Data       []byte // for most errors, at least 64 bytes of the failed request
 }
 
-func parseError(body []byte) (errorMsg, error) {
+// ParseError decodes an ofp_error_msg body; Data aliases body.
+func ParseError(body []byte) (ErrorMsg, error) {
 	if len(body) < 4 {
-		return errorMsg{}, fmt.Errorf("%w: ERROR body is %d bytes, need 4", ErrMalformed, len(body))
+		return ErrorMsg{}, fmt.Errorf("%w: ERROR body is %d bytes, need 4", ErrMalformed, len(body))
 	}
-	return errorMsg{
+	return ErrorMsg{
 		Type: binary.BigEndian.Uint16(body[0:2]),
 		Code: binary.BigEndian.Uint16(body[2:4]),
 		Data: body[4:],
 	}, nil
 }
 
-// errorBody encodes an ofp_error_msg body.
-func errorBody(typ, code uint16, data []byte) rawBody {
+// ErrorBody encodes an ofp_error_msg body.
+func ErrorBody(typ, code uint16, data []byte) RawBody {
 	b := make([]byte, 4, 4+len(data))
 	binary.BigEndian.PutUint16(b[0:2], typ)
 	binary.BigEndian.PutUint16(b[2:4], code)
 	return append(b, data...)
 }
 
-// parseFeatures decodes ofp_switch_features (24 bytes; 1.3 has no port list).
-func parseFeatures(body []byte) (ofp.SwitchFeatures, error) {
+// ParseFeatures decodes ofp_switch_features (24 bytes; 1.3 has no port list).
+func ParseFeatures(body []byte) (ofp.SwitchFeatures, error) {
 	if len(body) < 24 {
 		return ofp.SwitchFeatures{}, fmt.Errorf("%w: FEATURES_REPLY body is %d bytes, need 24", ErrMalformed, len(body))
 	}
@@ -249,9 +220,9 @@ func parseFeatures(body []byte) (ofp.SwitchFeatures, error) {
 	}, nil
 }
 
-// multipartRequestBody encodes ofp_multipart_request around an already encoded body.
-func multipartRequestBody(typ ofp.MultipartType, body io.WriterTo) (rawBody, error) {
-	b := make([]byte, 8)
+// MultipartRequest encodes ofp_multipart_request around an already encoded body.
+func MultipartRequest(typ ofp.MultipartType, body io.WriterTo) (RawBody, error) {
+	b := make([]byte, MultipartHeaderLen)
 	binary.BigEndian.PutUint16(b[0:2], uint16(typ))
 	if body == nil {
 		return b, nil
@@ -263,17 +234,18 @@ func multipartRequestBody(typ ofp.MultipartType, body io.WriterTo) (rawBody, err
 	return buf.Bytes(), nil
 }
 
-// parseMultipartReply splits ofp_multipart_reply into its type, flags and body.
-func parseMultipartReply(body []byte) (typ ofp.MultipartType, flags uint16, payload []byte, err error) {
-	if len(body) < 8 {
-		return 0, 0, nil, fmt.Errorf("%w: MULTIPART_REPLY body is %d bytes, need 8", ErrMalformed, len(body))
+// ParseMultipartReply splits ofp_multipart_reply into its type, flags and body; given just
+// the MultipartHeaderLen bytes of the header it returns an empty payload.
+func ParseMultipartReply(body []byte) (typ ofp.MultipartType, flags uint16, payload []byte, err error) {
+	if len(body) < MultipartHeaderLen {
+		return 0, 0, nil, fmt.Errorf("%w: MULTIPART_REPLY body is %d bytes, need %d", ErrMalformed, len(body), MultipartHeaderLen)
 	}
-	return ofp.MultipartType(binary.BigEndian.Uint16(body[0:2])), binary.BigEndian.Uint16(body[2:4]), body[8:], nil
+	return ofp.MultipartType(binary.BigEndian.Uint16(body[0:2])), binary.BigEndian.Uint16(body[2:4]), body[MultipartHeaderLen:], nil
 }
 
-// switchConfigBody is SET_CONFIG with normal fragment handling and whole frames to the
+// SwitchConfigBody is SET_CONFIG with normal fragment handling and whole frames to the
 // controller, so a table-miss packet-in carries the complete ARP request.
-func switchConfigBody() rawBody {
+func SwitchConfigBody() RawBody {
 	b := make([]byte, 4)
 	binary.BigEndian.PutUint16(b[2:4], noBufferMissLen)
 	return b

@@ -1,11 +1,9 @@
-package ofswitch
+package ofwire
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/hex"
 	"errors"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -17,7 +15,7 @@ import (
 // seedMessages are encoded messages as a switch sends them.
 func seedMessages(t testing.TB) [][]byte {
 	enc := func(typ of.Type, xid uint32, body []byte) []byte {
-		b, err := encodeMessage(typ, xid, rawBody(body))
+		b, err := EncodeMessage(typ, xid, RawBody(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,16 +24,16 @@ func seedMessages(t testing.TB) [][]byte {
 	feat := make([]byte, 24)
 	feat[7] = 1
 	return [][]byte{
-		enc(of.TypeHello, 1, helloBody()),
+		enc(of.TypeHello, 1, HelloBody()),
 		enc(of.TypeHello, 1, nil),
 		enc(of.TypeFeaturesReply, 2, feat),
-		enc(of.TypeError, 3, errorBody(6, 8, []byte{4, 15, 0, 16})),
-		enc(of.TypePacketIn, 0, packetInBody(3, 9, []byte{1, 2, 3})),
+		enc(of.TypeError, 3, ErrorBody(6, 8, []byte{4, 15, 0, 16})),
+		enc(of.TypePacketIn, 0, PacketInBody(3, 9, []byte{1, 2, 3})),
 		enc(of.TypeMultipartReply, 4, []byte{0, 7, 0, 1, 0, 0, 0, 0, 9, 9}),
 		enc(of.TypeEchoRequest, 5, []byte("x")),
-		enc(of.TypeRoleReply, 7, roleBody(2, 5)),
-		enc(of.TypeExperiment, 0, roleStatusBody(3, 0, 6, nil)),
-		enc(of.TypeExperiment, 0, roleStatusBody(2, 1, 7, make([]byte, 8))),
+		enc(of.TypeRoleReply, 7, RoleBody(2, 5)),
+		enc(of.TypeExperiment, 0, RoleStatusBody(3, 0, 6, nil)),
+		enc(of.TypeExperiment, 0, RoleStatusBody(2, 1, 7, make([]byte, 8))),
 	}
 }
 
@@ -58,23 +56,23 @@ func FuzzIncoming(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
 		for {
-			fr, err := readFrame(r)
+			fr, err := ReadFrame(r)
 			if err != nil {
 				return
 			}
-			if len(fr.body) != int(fr.h.Length)-headerLen {
-				t.Fatalf("body %d bytes, header length %d", len(fr.body), fr.h.Length)
+			if len(fr.Body) != int(fr.Length)-HeaderLen {
+				t.Fatalf("body %d bytes, header length %d", len(fr.Body), fr.Length)
 			}
-			negotiate(fr)
-			parseError(fr.body)
-			parseFeatures(fr.body)
-			parseMultipartReply(fr.body)
-			parseRoleReply(fr.body)
-			if isONFRoleStatus(fr.body) {
-				parseRoleStatus(fr.body[experimenterHeaderLen:])
+			Negotiate(fr)
+			ParseError(fr.Body)
+			ParseFeatures(fr.Body)
+			ParseMultipartReply(fr.Body)
+			ParseRoleReply(fr.Body)
+			if IsONFRoleStatus(fr.Body) {
+				ParseRoleStatus(fr.Body[ExperimenterHeaderLen:])
 			}
-			if pi, err := parsePacketIn(fr.body); err == nil {
-				if len(pi.Data) > len(fr.body) || len(pi.Match) > len(fr.body) {
+			if pi, err := ParsePacketIn(fr.Body); err == nil {
+				if len(pi.Data) > len(fr.Body) || len(pi.Match) > len(fr.Body) {
 					t.Fatalf("packet-in slices exceed body: %+v", pi)
 				}
 			}
@@ -84,14 +82,14 @@ func FuzzIncoming(f *testing.F) {
 
 // FuzzPacketIn targets the OXM walk directly.
 func FuzzPacketIn(f *testing.F) {
-	f.Add(packetInBody(1, 2, []byte("frame")))
-	f.Add(packetInBody(uint32(ofp.PortController), 0, nil))
+	f.Add(PacketInBody(1, 2, []byte("frame")))
+	f.Add(PacketInBody(uint32(ofp.PortController), 0, nil))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		pi, err := parsePacketIn(body)
+		pi, err := ParsePacketIn(body)
 		if err != nil {
 			return
 		}
-		again, err := parsePacketIn(body)
+		again, err := ParsePacketIn(body)
 		if err != nil || again.InPort != pi.InPort || !bytes.Equal(again.Data, pi.Data) {
 			t.Fatal("decoding is not deterministic")
 		}
@@ -101,22 +99,22 @@ func FuzzPacketIn(f *testing.F) {
 // FuzzRoleReply targets the ROLE_REPLY decoder: what it accepts is exactly 16 bytes with a
 // role a switch can confirm, and decodes the same way again.
 func FuzzRoleReply(f *testing.F) {
-	f.Add(roleBody(2, 5))
-	f.Add(roleBody(3, ^uint64(0)))
-	f.Add(roleBody(0, 1))
-	f.Add(roleBody(2, 5)[:15])
+	f.Add(RoleBody(2, 5))
+	f.Add(RoleBody(3, ^uint64(0)))
+	f.Add(RoleBody(0, 1))
+	f.Add(RoleBody(2, 5)[:15])
 	f.Fuzz(func(t *testing.T, body []byte) {
-		rr, err := parseRoleReply(body)
+		rr, err := ParseRoleReply(body)
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("error %v is not ErrMalformed", err)
 			}
 			return
 		}
-		if len(body) != roleBodyLen || !validRole(rr.Role) {
+		if len(body) != RoleBodyLen || !ValidRole(rr.Role) {
 			t.Fatalf("accepted %d bytes with role %s", len(body), RoleName(rr.Role))
 		}
-		if !bytes.Equal(roleBody(uint32(rr.Role), rr.GenerationID)[8:], body[8:]) {
+		if !bytes.Equal(RoleBody(rr.Role, rr.GenerationID)[8:], body[8:]) {
 			t.Fatalf("generation %d does not round-trip % x", rr.GenerationID, body)
 		}
 	})
@@ -124,25 +122,25 @@ func FuzzRoleReply(f *testing.F) {
 
 // FuzzRoleStatus targets the ONF role status decoders, from the experimenter header on.
 func FuzzRoleStatus(f *testing.F) {
-	f.Add(roleStatusBody(3, 0, 6, nil))
-	f.Add(roleStatusBody(2, 1, 7, make([]byte, 8)))
-	f.Add(roleStatusBody(9, 0, 6, nil)[:20])
+	f.Add(RoleStatusBody(3, 0, 6, nil))
+	f.Add(RoleStatusBody(2, 1, 7, make([]byte, 8)))
+	f.Add(RoleStatusBody(9, 0, 6, nil)[:20])
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if !isONFRoleStatus(body) {
+		if !IsONFRoleStatus(body) {
 			return
 		}
-		rs, err := parseRoleStatus(body[experimenterHeaderLen:])
+		rs, err := ParseRoleStatus(body[ExperimenterHeaderLen:])
 		if err != nil {
 			return
 		}
-		if len(body) < experimenterHeaderLen+roleStatusLen || !validRole(rs.Role) {
+		if len(body) < ExperimenterHeaderLen+RoleStatusLen || !ValidRole(rs.Role) {
 			t.Fatalf("accepted %d bytes with role %s", len(body), RoleName(rs.Role))
 		}
 	})
 }
 
 func TestPacketInDecode(t *testing.T) {
-	good := packetInBody(7, 42, []byte("eth"))
+	good := PacketInBody(7, 42, []byte("eth"))
 	tests := []struct {
 		name    string
 		body    []byte
@@ -158,7 +156,7 @@ func TestPacketInDecode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pi, err := parsePacketIn(tt.body)
+			pi, err := ParsePacketIn(tt.body)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
@@ -167,60 +165,4 @@ func TestPacketInDecode(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzSessionReader feeds arbitrary bytes through the session's header-first reader with an
-// Apply stage, a multipart request, a probe and a role request waiting, and through the
-// handshake reader. Neither may panic; what a waiter holds stays within its bounds, and Role
-// only ever holds a role a switch can confirm.
-func FuzzSessionReader(f *testing.F) {
-	for _, s := range seedMessages(f) {
-		f.Add(s)
-	}
-	f.Add(bytes.Join(seedMessages(f), nil))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		sw := bareSwitch(bytes.NewReader(data), Config{MaxMultipartBytes: 64, MaxMultipartParts: 3})
-		apply, mp, echo, role := newWaiter(waitApply), newWaiter(waitMultipart), newWaiter(waitEcho), newWaiter(waitRole)
-		mp.mptype, mp.lim = ofp.MultipartTypeGroupDescription, Limit{MaxBytes: 64, MaxParts: 3}
-		sw.register(apply, 3, 4)
-		sw.register(mp, 5)
-		sw.register(echo, 6)
-		sw.register(role, 7)
-		for {
-			var hb [headerLen]byte
-			if _, err := io.ReadFull(sw.br, hb[:]); err != nil {
-				break
-			}
-			h, err := parseHeader(hb[:])
-			if err != nil {
-				break
-			}
-			if sw.route(h, int(h.Length)-headerLen) != nil {
-				break
-			}
-			select {
-			case <-sw.packetIns:
-			default:
-			}
-		}
-		if n := len(apply.take()); n > 2 {
-			t.Fatalf("apply waiter took %d frames for 2 xids", n)
-		}
-		if out, parts, _, _, _ := mp.multipartState(); len(out) > 64 || parts > 3 {
-			t.Fatalf("multipart waiter holds %d bytes in %d parts, limit 64 in 3", len(out), parts)
-		}
-		if r := sw.Role(); !validRole(r.Role) {
-			t.Fatalf("Role %s after the stream", RoleName(r.Role))
-		}
-		hr := bufio.NewReader(bytes.NewReader(data))
-		for {
-			fr, err := readHandshakeFrame(hr)
-			if err != nil {
-				break
-			}
-			if len(fr.body) > int(fr.h.Length)-headerLen {
-				t.Fatalf("handshake frame body %d bytes, header length %d", len(fr.body), fr.h.Length)
-			}
-		}
-	})
 }
