@@ -13,6 +13,6 @@
 // atomically.
 //
 // The arithmetic lives in weights, the flow layout in dataplane, the bytes in ofswitch and
-// nx, and everything about one switch in switchsync; this package holds the loops and the
+// ofwire, and everything about one switch in switchsync; this package holds the loops and the
 // state between them. Nothing below it may import it.
 package balancer

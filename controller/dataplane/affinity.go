@@ -89,7 +89,9 @@ func (p *planner) affinityShared() {
 }
 
 // toForward continues in table 2 from table 6: goto_table may only go forward.
-func toForward() ofp.Action { return &ofwire.Resubmit{InPort: ofwire.InPortUnchanged, Table: TableForward} }
+func toForward() ofp.Action {
+	return &ofwire.Resubmit{InPort: ofwire.InPortUnchanged, Table: TableForward}
+}
 
 // affinityBucket is backend b's bucket with affinity: tag the service, commit with NAT, and
 // learn in table 6.
