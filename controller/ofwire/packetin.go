@@ -16,7 +16,7 @@ const (
 
 // PacketIn is a decoded OFPT_PACKET_IN: what the controller needs to answer it (the frame
 // and the port it came in on) without parsing OXM itself. Data and Match alias the
-// message buffer, which belongs to the PacketIn; the Handler may keep them.
+// message buffer, which belongs to the PacketIn; whoever receives it may keep them.
 type PacketIn struct {
 	BufferID uint32 // ofp.NoBuffer when the switch sent the whole frame (we ask for that)
 	TotalLen uint16 // length of the frame on the wire; len(Data) may be shorter

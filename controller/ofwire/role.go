@@ -28,8 +28,8 @@ const (
 	RoleStatusLen = 16
 )
 
-// RoleReply is a role the switch confirmed for this session: from the ROLE_REPLY to
-// RequestRole, or from a role-status message the switch sent on its own.
+// RoleReply is a role the switch confirmed for a session: from the ROLE_REPLY to a role
+// request, or from a role-status message the switch sent on its own.
 type RoleReply struct {
 	Role ofp.ControllerRole // EQUAL, MASTER or SLAVE, never NOCHANGE
 	// GenerationID is the switch's current master election generation as it reported it.
