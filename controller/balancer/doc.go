@@ -21,6 +21,6 @@
 // the API and the metrics collectors read without this package's lock.
 //
 // The arithmetic lives in weights, the flow layout in dataplane, the bytes in ofswitch and
-// nx, everything about one switch in switchsync, the read side in controller/view; this
+// ofwire, everything about one switch in switchsync, the read side in controller/view; this
 // package holds the loops and the state between them. Nothing below controller/ imports it.
 package balancer

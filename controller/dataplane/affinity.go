@@ -3,8 +3,8 @@ package dataplane
 import (
 	"encoding/binary"
 
-	"flowweight/controller/nx"
 	"flowweight/controller/ofswitch"
+	"flowweight/controller/ofwire"
 
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
@@ -58,9 +58,9 @@ const (
 // affinity writes a service's new-connection flow and its flows in tables 5 and 6.
 func (p *planner) affinity(s Service) {
 	p.flow(TableCT, PriorityVIP, MakeCookie(s.Index, NoIndex, KindNew),
-		append(toVIP(s), nx.CTStateMatch(nx.CTNew|nx.CTTrk, 0)),
+		append(toVIP(s), ofwire.CTStateMatch(ofwire.CTNew|ofwire.CTTrk, 0)),
 		ofp.Instructions{
-			&ofp.InstructionApplyActions{Actions: ofp.Actions{&nx.Resubmit{InPort: nx.InPortUnchanged, Table: TableAffinity}}},
+			&ofp.InstructionApplyActions{Actions: ofp.Actions{&ofwire.Resubmit{InPort: ofwire.InPortUnchanged, Table: TableAffinity}}},
 			&ofp.InstructionGotoTable{Table: ofp.Table(TableAffinityPick)},
 		})
 	p.flow(TableAffinityPick, PriorityBackend, MakeCookie(s.Index, NoIndex, KindAffinityMiss), toVIP(s),
@@ -70,11 +70,11 @@ func (p *planner) affinity(s Service) {
 			continue
 		}
 		p.flow(TableAffinityPick, PriorityAffinity, MakeCookie(s.Index, b.Index, KindAffinityHit),
-			append(toVIP(s), nx.RegMatch(regAffinityIP, ipv4Uint(b)), nx.RegMatch(regAffinityPort, uint32(b.port(s)))),
+			append(toVIP(s), ofwire.RegMatch(regAffinityIP, ipv4Uint(b)), ofwire.RegMatch(regAffinityPort, uint32(b.port(s)))),
 			apply(commitNAT(s, b, TableForward)))
 		p.flow(TableAffinityLearn, PriorityAffinity, MakeCookie(s.Index, b.Index, KindAffinityLearn),
 			fields(ethType(0x0800), ipProtoField(s), xm(ofp.XMTypeIPv4Dst, b.IP.AsSlice()), l4(s, true, b.port(s)),
-				nx.RegMatch(regAffinityService, serviceTag(s))),
+				ofwire.RegMatch(regAffinityService, serviceTag(s))),
 			apply(affinityLearn(s, b), toForward()))
 	}
 }
@@ -89,7 +89,9 @@ func (p *planner) affinityShared() {
 }
 
 // toForward continues in table 2 from table 6: goto_table may only go forward.
-func toForward() ofp.Action { return &nx.Resubmit{InPort: nx.InPortUnchanged, Table: TableForward} }
+func toForward() ofp.Action {
+	return &ofwire.Resubmit{InPort: ofwire.InPortUnchanged, Table: TableForward}
+}
 
 // affinityBucket is backend b's bucket with affinity: tag the service, commit with NAT, and
 // learn in table 6.
@@ -100,30 +102,30 @@ func affinityBucket(s Service, b Backend) ofp.Actions {
 func serviceTag(s Service) uint32 { return uint32(s.Index) + 1 }
 
 func setField32(reg uint8, v uint32) ofp.Action {
-	return &ofp.ActionSetField{Field: nx.RegMatch(reg, v)}
+	return &ofp.ActionSetField{Field: ofwire.RegMatch(reg, v)}
 }
 
 // affinityLearn is the learn action of backend b's table-6 flow: it writes (or refreshes) the
 // table-4 flow that sends this client of the service to b. The packet is already NATed to b,
 // so the VIP and its port are immediates.
-func affinityLearn(s Service, b Backend) *nx.Learn {
-	l4 := nx.NXMTCPDst
+func affinityLearn(s Service, b Backend) *ofwire.Learn {
+	l4 := ofwire.NXMTCPDst
 	if s.Protocol == "udp" {
-		l4 = nx.NXMUDPDst
+		l4 = ofwire.NXMUDPDst
 	}
-	return &nx.Learn{
+	return &ofwire.Learn{
 		IdleTimeout: s.AffinityTimeout,
 		Priority:    PriorityAffinity,
 		Cookie:      MakeCookie(s.Index, b.Index, KindAffinity),
 		Table:       TableAffinity,
-		Specs: []nx.LearnSpec{
-			nx.LearnMatchValue(nx.NXMEthType, 16, 0x0800),
-			nx.LearnMatchValue(nx.NXMIPProto, 8, uint64(ipProto[s.Protocol])),
-			nx.LearnMatchField(nx.NXMIPSrc, 32),
-			nx.LearnMatchValue(nx.NXMIPDst, 32, uint64(ipv4Uint(Backend{IP: s.VIP}))),
-			nx.LearnMatchValue(l4, 16, uint64(s.Port)),
-			nx.LearnLoadValue(uint64(ipv4Uint(b)), 32, nx.NXMReg(regAffinityIP), 0),
-			nx.LearnLoadValue(uint64(b.port(s)), 32, nx.NXMReg(regAffinityPort), 0),
+		Specs: []ofwire.LearnSpec{
+			ofwire.LearnMatchValue(ofwire.NXMEthType, 16, 0x0800),
+			ofwire.LearnMatchValue(ofwire.NXMIPProto, 8, uint64(ipProto[s.Protocol])),
+			ofwire.LearnMatchField(ofwire.NXMIPSrc, 32),
+			ofwire.LearnMatchValue(ofwire.NXMIPDst, 32, uint64(ipv4Uint(Backend{IP: s.VIP}))),
+			ofwire.LearnMatchValue(l4, 16, uint64(s.Port)),
+			ofwire.LearnLoadValue(uint64(ipv4Uint(b)), 32, ofwire.NXMReg(regAffinityIP), 0),
+			ofwire.LearnLoadValue(uint64(b.port(s)), 32, ofwire.NXMReg(regAffinityPort), 0),
 		},
 	}
 }
@@ -157,7 +159,7 @@ func AffinityDelete(service, backend uint16) ofswitch.Message {
 	c := MakeCookie(service, backend, KindAffinity)
 	return ofswitch.Message{
 		Type: of.TypeFlowMod,
-		Body: &FlowMod{Command: ofp.FlowDelete, Flow: Flow{Table: TableAffinity, Cookie: c}, CookieMask: ^uint64(0)},
+		Body: flowMod(ofp.FlowDelete, Flow{Table: TableAffinity, Cookie: c}, ^uint64(0)),
 		Desc: "flow delete table=4 " + describeCookie(c) + " (learned affinities)",
 	}
 }

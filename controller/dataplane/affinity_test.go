@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"flowweight/controller/nx"
 	"flowweight/controller/ofswitch"
+	"flowweight/controller/ofwire"
 
 	"github.com/netrack/openflow/ofp"
 )
@@ -31,15 +31,15 @@ func flowsIn(st State, table uint8) map[Kind][]Flow {
 	return out
 }
 
-func actionsOf(t *testing.T, f Flow) (ofp.Actions, []instruction) {
+func actionsOf(t *testing.T, f Flow) (ofp.Actions, []ofwire.Instruction) {
 	t.Helper()
-	ins, err := parseInstructions([]byte(f.Instructions))
+	ins, err := ofwire.ParseInstructions([]byte(f.Instructions))
 	if err != nil {
 		t.Fatalf("%v: %v", f, err)
 	}
 	var acts ofp.Actions
 	for _, in := range ins {
-		acts = append(acts, in.actions...)
+		acts = append(acts, in.Actions...)
 	}
 	return acts, ins
 }
@@ -55,8 +55,8 @@ func TestAffinityDesired(t *testing.T) {
 		t.Fatalf("table 1 new-connection flows: %v", newFlows)
 	}
 	acts, ins := actionsOf(t, newFlows[0])
-	if len(ins) != 2 || ins[1].typ != instrGotoTable || ins[1].table != TableAffinityPick ||
-		len(acts) != 1 || *acts[0].(*nx.Resubmit) != (nx.Resubmit{InPort: nx.InPortUnchanged, Table: TableAffinity}) {
+	if len(ins) != 2 || ins[1].Type != ofwire.InstrGotoTable || ins[1].Table != TableAffinityPick ||
+		len(acts) != 1 || *acts[0].(*ofwire.Resubmit) != (ofwire.Resubmit{InPort: ofwire.InPortUnchanged, Table: TableAffinity}) {
 		t.Fatalf("table 1 new flow: %v", newFlows[0])
 	}
 	// Table 4: only the empty default (learned flows are the switch's).
@@ -72,8 +72,8 @@ func TestAffinityDesired(t *testing.T) {
 		_, b, _, _ := ParseCookie(f.Cookie)
 		hits = append(hits, b)
 		acts, _ := actionsOf(t, f)
-		ct := acts[0].(*nx.CT)
-		if ct.Table != TableForward || ct.Flags != nx.CTCommit {
+		ct := acts[0].(*ofwire.CT)
+		if ct.Table != TableForward || ct.Flags != ofwire.CTCommit {
 			t.Errorf("hit flow of backend %d: %#v, want a commit recirculating to table 2", b, ct)
 		}
 	}
@@ -87,22 +87,22 @@ func TestAffinityDesired(t *testing.T) {
 	}
 	f := t6[KindAffinityLearn][0]
 	acts, _ = actionsOf(t, f)
-	l, ok := acts[0].(*nx.Learn)
-	if !ok || len(acts) != 2 || *acts[1].(*nx.Resubmit) != (nx.Resubmit{InPort: nx.InPortUnchanged, Table: TableForward}) {
+	l, ok := acts[0].(*ofwire.Learn)
+	if !ok || len(acts) != 2 || *acts[1].(*ofwire.Resubmit) != (ofwire.Resubmit{InPort: ofwire.InPortUnchanged, Table: TableForward}) {
 		t.Fatalf("table 6 learn flow actions %#v, want learn then resubmit(,2)", acts)
 	}
 	if l.Table != TableAffinity || l.IdleTimeout != 3 || l.HardTimeout != 0 || l.Cookie != MakeCookie(1, 0, KindAffinity) || l.Priority != PriorityAffinity {
 		t.Errorf("learn %+v: want table 4, idle 3, no hard timeout, cookie of service 1 backend 0", l)
 	}
 	// The learned flow matches the VIP and the service port (pre-NAT), and loads backend a.
-	want := []nx.LearnSpec{
-		nx.LearnMatchValue(nx.NXMIPDst, 32, 0x0a000064),
-		nx.LearnMatchValue(nx.NXMTCPDst, 16, 80),
-		nx.LearnLoadValue(0x0a000001, 32, nx.NXMReg(0), 0),
-		nx.LearnLoadValue(8080, 32, nx.NXMReg(1), 0),
+	want := []ofwire.LearnSpec{
+		ofwire.LearnMatchValue(ofwire.NXMIPDst, 32, 0x0a000064),
+		ofwire.LearnMatchValue(ofwire.NXMTCPDst, 16, 80),
+		ofwire.LearnLoadValue(0x0a000001, 32, ofwire.NXMReg(0), 0),
+		ofwire.LearnLoadValue(8080, 32, ofwire.NXMReg(1), 0),
 	}
 	for _, w := range want {
-		if !slices.ContainsFunc(l.Specs, func(s nx.LearnSpec) bool {
+		if !slices.ContainsFunc(l.Specs, func(s ofwire.LearnSpec) bool {
 			return s.Dst == w.Dst && s.DstField == w.DstField && bytes.Equal(s.Imm, w.Imm)
 		}) {
 			t.Errorf("learn lacks %+v: %+v", w, l.Specs)
@@ -110,7 +110,7 @@ func TestAffinityDesired(t *testing.T) {
 	}
 	// Buckets tag the service and recirculate to table 6.
 	for _, b := range d.Groups[0].Buckets {
-		acts, err := nx.ParseActions([]byte(b.Actions))
+		acts, err := ofwire.ParseActions([]byte(b.Actions))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestAffinityDesired(t *testing.T) {
 		if len(acts) != 2 || !ok || sf.Field.Class != ofp.XMClassNicira1 || sf.Field.Type != 2 || !bytes.Equal(sf.Field.Value, []byte{0, 0, 0, 2}) {
 			t.Fatalf("bucket %#v: want set_field:2->reg2 first", acts)
 		}
-		if ct := acts[1].(*nx.CT); ct.Table != TableAffinityLearn {
+		if ct := acts[1].(*ofwire.CT); ct.Table != TableAffinityLearn {
 			t.Fatalf("bucket ct recirculates to %d, want table 6", ct.Table)
 		}
 	}

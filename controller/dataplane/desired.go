@@ -9,7 +9,7 @@ import (
 	"net/netip"
 	"slices"
 
-	"flowweight/controller/nx"
+	"flowweight/controller/ofwire"
 
 	"github.com/netrack/openflow/ofp"
 )
@@ -213,8 +213,8 @@ func Desired(services []Service, opt Options) State {
 	}
 	if conntrack {
 		shared := func(k Kind) uint64 { return MakeCookie(NoIndex, NoIndex, k) }
-		p.flow(TableCT, PriorityState, shared(KindEst), fields(nx.CTStateMatch(nx.CTEst|nx.CTTrk, 0)), gotoTable(TableForward))
-		p.flow(TableCT, PriorityState, shared(KindRel), fields(nx.CTStateMatch(nx.CTRel|nx.CTTrk, 0)), gotoTable(TableForward))
+		p.flow(TableCT, PriorityState, shared(KindEst), fields(ofwire.CTStateMatch(ofwire.CTEst|ofwire.CTTrk, 0)), gotoTable(TableForward))
+		p.flow(TableCT, PriorityState, shared(KindRel), fields(ofwire.CTStateMatch(ofwire.CTRel|ofwire.CTTrk, 0)), gotoTable(TableForward))
 		p.flow(TableReturn, PriorityNormal, shared(KindReturnNormal), nil, apply(output(ofp.PortNormal, 0)))
 	}
 	if affinity {
@@ -235,7 +235,7 @@ type planner struct {
 }
 
 func (p *planner) flow(table uint8, prio uint16, cookie uint64, match []ofp.XM, instr ofp.Instructions) {
-	m, err := encodeFields(match)
+	m, err := ofwire.EncodeFields(match)
 	if err != nil {
 		panic(fmt.Sprintf("dataplane: encoding a validated match: %v", err))
 	}
@@ -330,12 +330,12 @@ func fromBackend(s Service, b Backend) []ofp.XM {
 func (p *planner) conntrack(s Service) {
 	p.resolution(s)
 	p.flow(TableClassify, PriorityVIP, MakeCookie(s.Index, NoIndex, KindVIP), toVIP(s),
-		apply(&nx.CT{Zone: s.Zone, Table: TableCT, Actions: ofp.Actions{&nx.NAT{}}}))
+		apply(&ofwire.CT{Zone: s.Zone, Table: TableCT, Actions: ofp.Actions{&ofwire.NAT{}}}))
 	if s.AffinityTimeout > 0 {
 		p.affinity(s)
 	} else {
 		p.flow(TableCT, PriorityVIP, MakeCookie(s.Index, NoIndex, KindNew),
-			append(toVIP(s), nx.CTStateMatch(nx.CTNew|nx.CTTrk, 0)),
+			append(toVIP(s), ofwire.CTStateMatch(ofwire.CTNew|ofwire.CTTrk, 0)),
 			apply(&ofp.ActionGroup{Group: ofp.Group(s.GroupID)}))
 	}
 	var actions []string // of the live backends, in order
@@ -347,7 +347,7 @@ func (p *planner) conntrack(s Service) {
 			ipDst(b.IP),
 			apply(setField(ofp.XMTypeEthDst, b.MAC), output(ofp.PortNo(b.SwitchPort), 0)))
 		p.flow(TableClassify, PriorityBackend, MakeCookie(s.Index, b.Index, KindReturn), fromBackend(s, b),
-			apply(&nx.CT{Zone: s.Zone, Table: TableReturn, Actions: ofp.Actions{&nx.NAT{}}}))
+			apply(&ofwire.CT{Zone: s.Zone, Table: TableReturn, Actions: ofp.Actions{&ofwire.NAT{}}}))
 		if b.Weight > 0 {
 			actions = append(actions, bucketActions(s, b))
 		}
@@ -413,8 +413,8 @@ func bucketActions(s Service, b Backend) string {
 // commitNAT commits a new connection with destination NAT to backend b, recirculating to
 // table next.
 func commitNAT(s Service, b Backend, next uint8) ofp.Action {
-	return &nx.CT{Flags: nx.CTCommit, Zone: s.Zone, Table: next, Actions: ofp.Actions{
-		&nx.NAT{Flags: nx.NATDst, IPMin: b.IP, PortMin: b.port(s)}}}
+	return &ofwire.CT{Flags: ofwire.CTCommit, Zone: s.Zone, Table: next, Actions: ofp.Actions{
+		&ofwire.NAT{Flags: ofwire.NATDst, IPMin: b.IP, PortMin: b.port(s)}}}
 }
 
 func sortedBackends(s Service) []Backend {

@@ -34,6 +34,8 @@
 // (internal/slots models it per version, for the planner and the simulator alike). Options.OVS carries the switch's version; KeepSlots keeps
 // stateless groups' slots in place across reweights; Layout reports the realised shares.
 //
-// The wire encodings of the Nicira actions live in controller/nx; this package must not
+// The bytes are controller/ofwire's (flow and group mods, the read-back replies, the Nicira
+// actions); this package keeps what is planning: its Flow (ofwire.Flow named by the cookie
+// layout), canonical order, and which flows are its own (OwnFlowsRequest). It must not
 // import controller/ofswitch's session, only its Message type.
 package dataplane

@@ -7,8 +7,8 @@ import (
 	"maps"
 	"slices"
 
-	"flowweight/controller/nx"
 	"flowweight/controller/ofswitch"
+	"flowweight/controller/ofwire"
 
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
@@ -100,13 +100,13 @@ func (f *FakeSwitch) apply(m ofswitch.Message) error {
 	}
 	switch m.Type {
 	case of.TypeGroupMod:
-		gm, err := decodeGroupMod(body.Bytes())
+		gm, err := ofwire.DecodeGroupMod(body.Bytes())
 		if err != nil {
 			return reject(ErrTypeBadRequest, codeBadRequestLen, "%w", err)
 		}
 		return f.groupMod(gm, reject)
 	case of.TypeFlowMod:
-		fm, err := decodeFlowMod(body.Bytes())
+		fm, err := ofwire.DecodeFlowMod(body.Bytes())
 		if err != nil {
 			return reject(ErrTypeBadRequest, codeBadRequestLen, "%w", err)
 		}
@@ -118,7 +118,7 @@ func (f *FakeSwitch) apply(m ofswitch.Message) error {
 
 type rejectFunc func(typ, code uint16, format string, a ...any) error
 
-func (f *FakeSwitch) groupMod(gm GroupMod, reject rejectFunc) error {
+func (f *FakeSwitch) groupMod(gm ofwire.GroupMod, reject rejectFunc) error {
 	g := gm.Group
 	if g.ID > uint32(ofp.GroupMax) {
 		return reject(ErrTypeGroupModFailed, CodeInvalidGroup, "group id %d is reserved", g.ID)
@@ -150,16 +150,16 @@ func (f *FakeSwitch) groupMod(gm GroupMod, reject rejectFunc) error {
 	return nil
 }
 
-func (f *FakeSwitch) flowMod(fm FlowMod, reject rejectFunc) error {
-	fl := fm.Flow
+func (f *FakeSwitch) flowMod(fm ofwire.FlowMod, reject rejectFunc) error {
+	fl := Flow(fm.Flow)
 	switch fm.Command {
 	case ofp.FlowAdd:
-		ins, _ := parseInstructions([]byte(fl.Instructions)) // decodeFlowMod checked them
+		ins, _ := ofwire.ParseInstructions([]byte(fl.Instructions)) // DecodeFlowMod checked them
 		for _, in := range ins {
-			if in.typ == instrGotoTable && in.table <= fl.Table {
-				return reject(ErrTypeBadInstruction, CodeBadTableID, "table %d: goto_table %d does not go forward", fl.Table, in.table)
+			if in.Type == ofwire.InstrGotoTable && in.Table <= fl.Table {
+				return reject(ErrTypeBadInstruction, CodeBadTableID, "table %d: goto_table %d does not go forward", fl.Table, in.Table)
 			}
-			for _, g := range groupsIn(in.actions) {
+			for _, g := range groupsIn(in.Actions) {
 				if _, ok := f.groups[g]; !ok {
 					return reject(ErrTypeBadAction, CodeBadOutGroup, "table %d: group %d does not exist", fl.Table, g)
 				}
@@ -175,7 +175,7 @@ func (f *FakeSwitch) flowMod(fm FlowMod, reject rejectFunc) error {
 			return reject(ErrTypeFlowModFailed, CodeBadCommand, "fake switch models non-strict delete only with an empty match")
 		}
 		for k, cur := range f.flows {
-			if (fl.Table == tableAll || fl.Table == cur.Table) && cur.Cookie&fm.CookieMask == fl.Cookie&fm.CookieMask {
+			if (fl.Table == uint8(ofp.TableAll) || fl.Table == cur.Table) && cur.Cookie&fm.CookieMask == fl.Cookie&fm.CookieMask {
 				delete(f.flows, k)
 			}
 		}
@@ -192,7 +192,7 @@ func groupsIn(actions ofp.Actions) []uint32 {
 		switch a := a.(type) {
 		case *ofp.ActionGroup:
 			out = append(out, uint32(a.Group))
-		case *nx.CT:
+		case *ofwire.CT:
 			out = append(out, groupsIn(a.Actions)...)
 		}
 	}
@@ -200,9 +200,9 @@ func groupsIn(actions ofp.Actions) []uint32 {
 }
 
 func usesGroup(f Flow, id uint32) bool {
-	ins, _ := parseInstructions([]byte(f.Instructions))
+	ins, _ := ofwire.ParseInstructions([]byte(f.Instructions))
 	for _, in := range ins {
-		if slices.Contains(groupsIn(in.actions), id) {
+		if slices.Contains(groupsIn(in.Actions), id) {
 			return true
 		}
 	}

@@ -1,31 +1,23 @@
 package dataplane
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/hex"
 	"net"
 	"net/netip"
 	"testing"
 
 	"flowweight/controller/ofswitch"
+	"flowweight/controller/ofwire"
 )
 
 // messageHex frames a planned message as an OpenFlow 1.3 message with the given xid.
 func messageHex(t testing.TB, m ofswitch.Message, xid uint32) []byte {
 	t.Helper()
-	var body bytes.Buffer
-	if m.Body != nil {
-		if _, err := m.Body.WriteTo(&body); err != nil {
-			t.Fatalf("encoding %s: %v", m.Desc, err)
-		}
+	b, err := ofwire.EncodeMessage(m.Type, xid, m.Body)
+	if err != nil {
+		t.Fatalf("encoding %s: %v", m.Desc, err)
 	}
-	h := make([]byte, 8, 8+body.Len())
-	h[0] = 4
-	h[1] = byte(m.Type)
-	binary.BigEndian.PutUint16(h[2:], uint16(8+body.Len()))
-	binary.BigEndian.PutUint32(h[4:], xid)
-	return append(h, body.Bytes()...)
+	return b
 }
 
 func hexOf(b []byte) string { return hex.EncodeToString(b) }

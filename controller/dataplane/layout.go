@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"flowweight/controller/ofwire"
 	"flowweight/internal/slots"
 )
 
@@ -20,9 +21,6 @@ import (
 //     still has room when shares change — the fewest slots move, and connections hashed to
 //     the others keep their backend. If N buckets would not fit one 64 KiB GROUP_MOD the
 //     stateless group uses the conntrack-style layout instead.
-
-// maxGroupMod is the largest OpenFlow message: its length field is 16 bits.
-const maxGroupMod = 0xffff
 
 // bucketPlan is one planned bucket: the backend it sends to and its weight.
 type bucketPlan struct {
@@ -156,11 +154,11 @@ func layoutBuckets(s Service, live []Backend, opt Options, actionLen func(i int)
 	}
 	perSlot := s.Mode == ModeStateless
 	if perSlot && actionLen != nil {
-		size := 8 + groupModFixedLen
+		size := ofwire.HeaderLen + ofwire.GroupModFixedLen
 		for i := range live {
-			size += count[i] * (bucketFixedLen + actionLen(i))
+			size += count[i] * (ofwire.BucketFixedLen + actionLen(i))
 		}
-		perSlot = size <= maxGroupMod
+		perSlot = size <= ofwire.MaxMessageLen
 	}
 	var out []bucketPlan
 	if perSlot {

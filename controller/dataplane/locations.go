@@ -4,7 +4,7 @@ import (
 	"net"
 	"net/netip"
 
-	"flowweight/controller/nx"
+	"flowweight/controller/ofwire"
 
 	"github.com/netrack/openflow/ofp"
 )
@@ -27,7 +27,7 @@ func Locations(s State) map[netip.Addr]Location {
 		if _, _, kind, ok := ParseCookie(f.Cookie); !ok || kind != KindForward {
 			continue
 		}
-		fields, err := nx.ParseOXM([]byte(f.Match))
+		fields, err := ofwire.ParseOXM([]byte(f.Match))
 		if err != nil {
 			continue
 		}
@@ -37,19 +37,19 @@ func Locations(s State) map[netip.Addr]Location {
 				ip = a
 			}
 		}
-		ins, err := parseInstructions([]byte(f.Instructions))
+		ins, err := ofwire.ParseInstructions([]byte(f.Instructions))
 		if err != nil || !ip.IsValid() {
 			continue
 		}
 		for _, in := range ins {
-			if loc, _, ok := locate(in.actions); ok {
+			if loc, _, ok := locate(in.Actions); ok {
 				out[ip] = loc
 			}
 		}
 	}
 	for _, g := range s.Groups {
 		for _, b := range g.Buckets {
-			acts, err := nx.ParseActions([]byte(b.Actions))
+			acts, err := ofwire.ParseActions([]byte(b.Actions))
 			if err != nil {
 				continue
 			}

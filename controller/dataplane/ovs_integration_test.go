@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
-	"flowweight/e2e/lab"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +20,8 @@ import (
 	"time"
 
 	"flowweight/controller/ofswitch"
+	"flowweight/controller/ofwire"
+	"flowweight/e2e/lab"
 
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
@@ -202,13 +203,12 @@ func (l *ovsLab) dial() *ofConn {
 
 func (o *ofConn) write(typ of.Type, xid uint32, body []byte) {
 	o.t.Helper()
-	b := make([]byte, 8, 8+len(body))
-	b[0] = 4
-	b[1] = byte(typ)
-	binary.BigEndian.PutUint16(b[2:], uint16(8+len(body)))
-	binary.BigEndian.PutUint32(b[4:], xid)
+	b, err := ofwire.EncodeMessage(typ, xid, ofwire.RawBody(body))
+	if err != nil {
+		o.t.Fatalf("encode %v: %v", typ, err)
+	}
 	_ = o.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	if _, err := o.c.Write(append(b, body...)); err != nil {
+	if _, err := o.c.Write(b); err != nil {
 		o.t.Fatalf("write %v: %v", typ, err)
 	}
 }
@@ -218,19 +218,11 @@ func (o *ofConn) read() (of.Type, uint32, []byte) {
 	o.t.Helper()
 	for {
 		_ = o.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		h := make([]byte, 8)
-		if _, err := io.ReadFull(o.r, h); err != nil {
+		f, err := ofwire.ReadFrame(o.r)
+		if err != nil {
 			o.t.Fatalf("reading from switch: %v", err)
 		}
-		n := int(binary.BigEndian.Uint16(h[2:]))
-		if n < 8 {
-			o.t.Fatalf("switch sent a %d-byte message", n)
-		}
-		body := make([]byte, n-8)
-		if _, err := io.ReadFull(o.r, body); err != nil {
-			o.t.Fatalf("reading from switch: %v", err)
-		}
-		typ, xid := of.Type(h[1]), binary.BigEndian.Uint32(h[4:])
+		typ, xid, body := f.Type, f.Xid, f.Body
 		if typ == of.TypeEchoRequest {
 			o.write(of.TypeEchoReply, xid, body)
 			continue

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"flowweight/controller/ofswitch"
+	"flowweight/controller/ofwire"
 
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
@@ -101,7 +102,7 @@ func groupMessage(cmd ofp.GroupCommand, g Group) ofswitch.Message {
 			desc += fmt.Sprintf(" (%d buckets, weights %v)", len(w), w)
 		}
 	}
-	return ofswitch.Message{Type: of.TypeGroupMod, Body: &GroupMod{Command: cmd, Group: g}, Desc: desc}
+	return ofswitch.Message{Type: of.TypeGroupMod, Body: &ofwire.GroupMod{Command: cmd, Group: g}, Desc: desc}
 }
 
 func weightsOf(g Group) []uint16 {
@@ -119,7 +120,7 @@ func flowMessage(cmd ofp.FlowModCommand, f Flow) ofswitch.Message {
 	}
 	return ofswitch.Message{
 		Type: of.TypeFlowMod,
-		Body: &FlowMod{Command: cmd, Flow: f, CookieMask: mask},
+		Body: flowMod(cmd, f, mask),
 		Desc: fmt.Sprintf("flow %s table=%d priority=%d %s", verb, f.Table, f.Priority, describeCookie(f.Cookie)),
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"flowweight/controller/nx"
+	"flowweight/controller/ofwire"
 
 	"github.com/netrack/openflow/ofp"
 )
@@ -32,18 +32,18 @@ func webService6(mode Mode) Service {
 // so a test can state it: "eth_type=0x86dd,ip_proto=6,tcp_dst=80,ipv6_dst=fd00:77::100".
 func matchString(t *testing.T, f Flow) string {
 	t.Helper()
-	xs, err := nx.ParseOXM([]byte(f.Match))
+	xs, err := ofwire.ParseOXM([]byte(f.Match))
 	if err != nil {
 		t.Fatalf("match of %s: %v", describeCookie(f.Cookie), err)
 	}
 	var out []string
 	for _, x := range xs {
 		if x.Class != ofp.XMClassOpenflowBasic {
-			set, clear, err := nx.CTStateOf(x)
+			set, clear, err := ofwire.CTStateOf(x)
 			if err != nil {
 				t.Fatalf("match of %s: %v", describeCookie(f.Cookie), err)
 			}
-			out = append(out, "ct_state="+nx.CTStateString(set, clear))
+			out = append(out, "ct_state="+ofwire.CTStateString(set, clear))
 			continue
 		}
 		v := []byte(x.Value)
@@ -131,8 +131,8 @@ func TestBucketActionsIPv6(t *testing.T) {
 		want []ofp.Actions
 	}{
 		{ModeConntrack, []ofp.Actions{
-			{&nx.CT{Flags: nx.CTCommit, Zone: 9, Table: TableForward, Actions: ofp.Actions{&nx.NAT{Flags: nx.NATDst, IPMin: ip("fd00:77::11"), PortMin: 8080}}}},
-			{&nx.CT{Flags: nx.CTCommit, Zone: 9, Table: TableForward, Actions: ofp.Actions{&nx.NAT{Flags: nx.NATDst, IPMin: ip("fd00:77::12"), PortMin: 80}}}},
+			{&ofwire.CT{Flags: ofwire.CTCommit, Zone: 9, Table: TableForward, Actions: ofp.Actions{&ofwire.NAT{Flags: ofwire.NATDst, IPMin: ip("fd00:77::11"), PortMin: 8080}}}},
+			{&ofwire.CT{Flags: ofwire.CTCommit, Zone: 9, Table: TableForward, Actions: ofp.Actions{&ofwire.NAT{Flags: ofwire.NATDst, IPMin: ip("fd00:77::12"), PortMin: 80}}}},
 		}},
 		{ModeStateless, []ofp.Actions{
 			{setField(ofp.XMTypeEthDst, mac("02:00:00:00:00:11")), setField(ofp.XMTypeIPv6Dst, ip("fd00:77::11").AsSlice()),
@@ -148,7 +148,7 @@ func TestBucketActionsIPv6(t *testing.T) {
 				t.Fatalf("%d distinct bucket actions, want %d", len(acts), len(tc.want))
 			}
 			for i, b := range acts {
-				got, err := nx.ParseActions([]byte(b))
+				got, err := ofwire.ParseActions([]byte(b))
 				if err != nil {
 					t.Fatalf("bucket %d: %v", i, err)
 				}
@@ -162,14 +162,14 @@ func TestBucketActionsIPv6(t *testing.T) {
 	d := Desired([]Service{webService6(ModeStateless)}, Options{})
 	for _, f := range d.Flows {
 		if _, b, k, _ := ParseCookie(f.Cookie); k == KindReturn && b == 0 {
-			ins, err := parseInstructions([]byte(f.Instructions))
+			ins, err := ofwire.ParseInstructions([]byte(f.Instructions))
 			if err != nil || len(ins) != 1 {
 				t.Fatalf("return flow instructions %v %v", ins, err)
 			}
 			want := ofp.Actions{setField(ofp.XMTypeIPv6Src, ip("fd00:77::100").AsSlice()), setField(ofp.XMTypeTCPSrc, port16(80)),
 				setField(ofp.XMTypeEthSrc, mac("02:00:00:00:03:00")), output(ofp.PortNormal, 0)}
-			if !reflect.DeepEqual(ins[0].actions, want) {
-				t.Errorf("return actions %#v, want %#v", ins[0].actions, want)
+			if !reflect.DeepEqual(ins[0].Actions, want) {
+				t.Errorf("return actions %#v, want %#v", ins[0].Actions, want)
 			}
 		}
 	}
@@ -216,7 +216,7 @@ func TestGroupModSizeIPv6(t *testing.T) {
 	if n := len(d.Groups[0].Buckets); n != 256 {
 		t.Fatalf("%d buckets, want the 256-slot layout", n)
 	}
-	b, err := groupMessage(1, d.Groups[0]).Body.(*GroupMod).MarshalBinary()
+	b, err := groupMessage(1, d.Groups[0]).Body.(*ofwire.GroupMod).MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}

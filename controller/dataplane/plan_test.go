@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"flowweight/controller/nx"
 	"flowweight/controller/ofswitch"
+	"flowweight/controller/ofwire"
 
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
@@ -187,8 +187,8 @@ func TestBucketActions(t *testing.T) {
 		want []ofp.Actions
 	}{
 		{ModeConntrack, []ofp.Actions{
-			{&nx.CT{Flags: nx.CTCommit, Zone: 7, Table: TableForward, Actions: ofp.Actions{&nx.NAT{Flags: nx.NATDst, IPMin: ip("10.0.0.1"), PortMin: 8080}}}},
-			{&nx.CT{Flags: nx.CTCommit, Zone: 7, Table: TableForward, Actions: ofp.Actions{&nx.NAT{Flags: nx.NATDst, IPMin: ip("10.0.0.2"), PortMin: 80}}}},
+			{&ofwire.CT{Flags: ofwire.CTCommit, Zone: 7, Table: TableForward, Actions: ofp.Actions{&ofwire.NAT{Flags: ofwire.NATDst, IPMin: ip("10.0.0.1"), PortMin: 8080}}}},
+			{&ofwire.CT{Flags: ofwire.CTCommit, Zone: 7, Table: TableForward, Actions: ofp.Actions{&ofwire.NAT{Flags: ofwire.NATDst, IPMin: ip("10.0.0.2"), PortMin: 80}}}},
 		}},
 		{ModeStateless, []ofp.Actions{
 			{setField(ofp.XMTypeEthDst, mac("02:00:00:00:00:01")), setField(ofp.XMTypeIPv4Dst, ip("10.0.0.1").AsSlice()),
@@ -207,7 +207,7 @@ func TestBucketActions(t *testing.T) {
 				t.Fatalf("group %v has %d distinct bucket actions, want %d", d.Groups[0], len(acts), len(tc.want))
 			}
 			for i, b := range acts {
-				got, err := nx.ParseActions([]byte(b))
+				got, err := ofwire.ParseActions([]byte(b))
 				if err != nil {
 					t.Fatalf("bucket %d: %v", i, err)
 				}
@@ -304,9 +304,9 @@ func describe(stages [][]ofswitch.Message) string {
 }
 
 // bodyOf returns the planned body of a message.
-func groupModOf(t *testing.T, m ofswitch.Message) *GroupMod {
+func groupModOf(t *testing.T, m ofswitch.Message) *ofwire.GroupMod {
 	t.Helper()
-	g, ok := m.Body.(*GroupMod)
+	g, ok := m.Body.(*ofwire.GroupMod)
 	if !ok || m.Type != of.TypeGroupMod {
 		t.Fatalf("message %q is %v %T, want a group mod", m.Desc, m.Type, m.Body)
 	}
@@ -362,7 +362,7 @@ func TestRemoveBackend(t *testing.T) {
 				t.Errorf("after removal the switch differs from desired: %s", describe(Plan(d, sw.State())))
 			}
 			for _, m := range slices.Concat(stages...) {
-				if fm, ok := m.Body.(*FlowMod); ok && fm.Command == ofp.FlowDeleteStrict && fm.CookieMask != ^uint64(0) {
+				if fm, ok := m.Body.(*ofwire.FlowMod); ok && fm.Command == ofp.FlowDeleteStrict && fm.CookieMask != ^uint64(0) {
 					t.Errorf("delete %q does not match the exact cookie", m.Desc)
 				}
 			}
@@ -401,9 +401,9 @@ func TestRemoveService(t *testing.T) {
 func TestStageOrder(t *testing.T) {
 	rank := func(t *testing.T, m ofswitch.Message) int {
 		switch b := m.Body.(type) {
-		case *GroupMod:
+		case *ofwire.GroupMod:
 			return map[ofp.GroupCommand]int{ofp.GroupAdd: 0, ofp.GroupModify: 1, ofp.GroupDelete: 4}[b.Command]
-		case *FlowMod:
+		case *ofwire.FlowMod:
 			return map[ofp.FlowModCommand]int{ofp.FlowAdd: 2, ofp.FlowDeleteStrict: 3}[b.Command]
 		}
 		t.Fatalf("unexpected message %q", m.Desc)
@@ -505,7 +505,7 @@ func TestReadBack(t *testing.T) {
 
 func mustMatch(t *testing.T, f ...ofp.XM) string {
 	t.Helper()
-	m, err := encodeFields(f)
+	m, err := ofwire.EncodeFields(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +517,7 @@ func TestDecodeFlowStatsCanonicalMatch(t *testing.T) {
 	fields := toVIP(webService(ModeConntrack))
 	var raw []byte
 	for i := len(fields) - 1; i >= 0; i-- { // reverse of our order
-		m, err := encodeFields(fields[i : i+1])
+		m, err := ofwire.EncodeFields(fields[i : i+1])
 		if err != nil {
 			t.Fatal(err)
 		}

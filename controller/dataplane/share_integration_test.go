@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"flowweight/controller/ofswitch"
+	"flowweight/controller/ofwire"
 	"flowweight/e2e/lab"
 
 	"github.com/netrack/openflow/ofp"
@@ -71,7 +71,7 @@ func newShareLab(t testing.TB, nBackends, nClients int) *shareLab {
 	}
 	s := &shareLab{t: t, br: br, ovs: ovs, accepted: make([]atomic.Int64, nBackends), used: map[*lab.Host]map[int]bool{}}
 	s.o = (&ovsLab{t: t, port: port}).dial()
-	desc, err := ofswitch.ParseDesc(s.o.multipart(ofp.MultipartTypeDescription, nil))
+	desc, err := ofwire.ParseDesc(s.o.multipart(ofp.MultipartTypeDescription, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"flowweight/controller/ofswitch"
+	"flowweight/controller/ofwire"
 	"flowweight/internal/slots"
 
 	"github.com/netrack/openflow/ofp"
@@ -85,11 +86,11 @@ func (l *switchLog) next() realTable {
 // TestOVSSlotTableMatchesModel installs groups on a real Open vSwitch and compares the slot
 // table it logs with OVSSlots: raw weight vectors (the measured ones of docs/dataplane.md, a
 // fallback, equal weights) and the layouts Desired plans for the benchmark vectors in both
-// modes. The version comes from the switch's own DESC reply, decoded by ofswitch.ParseDesc.
+// modes. The version comes from the switch's own DESC reply, decoded by ofwire.ParseDesc.
 func TestOVSSlotTableMatchesModel(t *testing.T) {
 	l := newOVSLab(t)
 	o := l.dial()
-	desc, err := ofswitch.ParseDesc(o.multipart(ofp.MultipartTypeDescription, nil))
+	desc, err := ofwire.ParseDesc(o.multipart(ofp.MultipartTypeDescription, nil))
 	if err != nil {
 		t.Fatalf("ParseDesc of Open vSwitch's reply: %v", err)
 	}
@@ -192,7 +193,7 @@ func short[T any](v []T) string {
 func benchLayoutRewrite(b *testing.B, mode Mode) {
 	l := newOVSLab(b)
 	o := l.dial()
-	desc, err := ofswitch.ParseDesc(o.multipart(ofp.MultipartTypeDescription, nil))
+	desc, err := ofwire.ParseDesc(o.multipart(ofp.MultipartTypeDescription, nil))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"flowweight/controller/ofwire"
 	"flowweight/internal/slots"
 )
 
@@ -245,7 +246,7 @@ func TestGroupModSize(t *testing.T) {
 			s.Backends[i].Port = 8080
 		}
 		d := Desired([]Service{s}, Options{OVS: ovs310})
-		b, err := groupMessage(1, d.Groups[0]).Body.(*GroupMod).MarshalBinary()
+		b, err := groupMessage(1, d.Groups[0]).Body.(*ofwire.GroupMod).MarshalBinary()
 		if err != nil {
 			t.Fatalf("%s: %v", mode, err)
 		}

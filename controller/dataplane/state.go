@@ -6,28 +6,18 @@ import (
 	"slices"
 	"strings"
 
-	"flowweight/controller/nx"
-
-	"github.com/netrack/openflow/ofp"
+	"flowweight/controller/ofwire"
 )
 
-// Flow is one flow entry in wire form. It is comparable with ==: Match and Instructions hold
-// raw bytes in strings.
-//
+// Flow is one flow entry in wire form (ofwire.Flow: Table, Priority, Cookie, IdleTimeout,
+// HardTimeout, the canonical Match TLVs and the raw Instructions). It is comparable with ==.
 // A flow's identity on the switch is (Table, Priority, Match); Cookie, IdleTimeout,
-// HardTimeout and Instructions are what an OFPFC_ADD with the same identity overwrites.
-type Flow struct {
-	Table       uint8
-	Priority    uint16
-	Cookie      uint64
-	IdleTimeout uint16 // seconds; 0 on every flow we plan
-	HardTimeout uint16 // seconds; 0 on every flow we plan (never cut connections); kept so drift shows
-	// Match is the canonical run of OXM/NXM TLVs: sorted by header, without the ofp_match
-	// header and padding, so a switch's read-back compares equal whatever order it emits.
-	Match string
-	// Instructions is the raw ofp_instruction list.
-	Instructions string
-}
+// HardTimeout and Instructions are what an OFPFC_ADD with the same identity overwrites. Every
+// flow planned here has zero timeouts (never cut connections); they are kept so drift shows.
+//
+// It is a type of its own over the codec's, not an alias, because its String names the cookie
+// by this package's layout (cookie.go); ofwire.Flow(f) and Flow(w) convert.
+type Flow ofwire.Flow
 
 // flowKey is a flow's identity on the switch.
 type flowKey struct {
@@ -46,33 +36,11 @@ func (f Flow) String() string {
 }
 
 // Bucket is one select-group bucket: its weight and raw action list.
-type Bucket struct {
-	Weight  uint16
-	Actions string
-}
+type Bucket = ofwire.Bucket
 
-// Group is one group entry. Buckets keep their order (it is part of the group's identity
-// on the switch: OVS maps hash slots to buckets in order).
-type Group struct {
-	ID      uint32
-	Type    ofp.GroupType
-	Buckets []Bucket
-}
-
-// Equal reports whether two groups are the same on the switch.
-func (g Group) Equal(o Group) bool {
-	return g.ID == o.ID && g.Type == o.Type && slices.Equal(g.Buckets, o.Buckets)
-}
-
-// String renders the group for logs and test failures.
-func (g Group) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "group=%d type=%d", g.ID, g.Type)
-	for _, k := range g.Buckets {
-		fmt.Fprintf(&b, " bucket(weight=%d actions=%x)", k.Weight, k.Actions)
-	}
-	return b.String()
-}
+// Group is one group entry (ofwire.Group). Buckets keep their order (it is part of the
+// group's identity on the switch: OVS maps hash slots to buckets in order).
+type Group = ofwire.Group
 
 // State is the set of flows and groups we own on one switch, in canonical order (flows by
 // table, priority, match, cookie; groups by id), so two States compare with Equal.
@@ -117,13 +85,4 @@ func compareFlows(a, b Flow) int {
 		cmp.Compare(a.IdleTimeout, b.IdleTimeout),
 		cmp.Compare(a.HardTimeout, b.HardTimeout),
 	)
-}
-
-// canonicalMatch parses OXM TLVs and re-encodes them sorted by header bytes.
-func canonicalMatch(b []byte) (string, error) {
-	fields, err := nx.ParseOXM(b)
-	if err != nil {
-		return "", err
-	}
-	return encodeFields(fields)
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"flowweight/controller/arp"
+	"flowweight/controller/ofwire"
 
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
@@ -155,6 +156,9 @@ func (n netns) mac(t *testing.T) net.HardwareAddr {
 // request to us (flow arp,arp_tpa=VIP → CONTROLLER), we answer by packet-out, and the
 // host's neighbour table holds the VIP MAC although nothing answers ICMP for the VIP. Then
 // we resolve the host by a flooded request and learn its MAC and port from its reply.
+// goldenPacketIn is where FLOWWEIGHT_RECORD=1 writes the recorded PACKET_IN.
+const goldenPacketIn = "../ofwire/testdata/ovs31-packetin-arp-request.hex"
+
 func TestOVSARPResponder(t *testing.T) {
 	vip := netip.MustParseAddr("10.77.0.100")
 	h := &arpResponder{recHandler: newRecHandler(), t: t, vip: vip, learnt: map[netip.Addr]learnt{}}
@@ -187,7 +191,8 @@ func TestOVSARPResponder(t *testing.T) {
 	if answers == 0 {
 		t.Fatal("neighbour entry present but the responder answered nothing")
 	}
-	// Keep Open vSwitch's own PACKET_IN bytes as the golden input of TestGoldenPacketIn.
+	// Keep Open vSwitch's own PACKET_IN bytes as the golden input of the codec's
+	// TestGoldenPacketIn (controller/ofwire).
 	raw := rec.first()
 	if raw == nil {
 		t.Fatal("proxy saw no PACKET_IN")
@@ -266,13 +271,13 @@ func recordingProxy(t *testing.T, serverPort int, want of.Type) *recorder {
 				defer conns.Done()
 				defer cc.Close()
 				for {
-					f, err := readFrame(sc)
+					f, err := ofwire.ReadFrame(sc)
 					if err != nil {
 						return
 					}
-					raw, _ := encodeMessage(f.h.Type, f.h.Xid, rawBody(f.body))
-					raw[0] = f.h.Version
-					if f.h.Type == want {
+					raw, _ := ofwire.EncodeMessage(f.Type, f.Xid, ofwire.RawBody(f.Body))
+					raw[0] = f.Version
+					if f.Type == want {
 						r.mu.Lock()
 						if r.msg == nil {
 							r.msg = raw

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"flowweight/controller/ofwire"
 )
 
 // Defaults for Config. 6653 is the IANA port that Open vSwitch and Mininet use; older
@@ -184,7 +186,7 @@ func (c Config) Validate() error {
 	atLeast("MaxMultipartBytes", c.MaxMultipartBytes, 1, "one byte")
 	atLeast("MaxMultipartParts", c.MaxMultipartParts, 1, "one reply part")
 	atLeast("WriteQueueMessages", c.WriteQueueMessages, 4, "a quarter of it is the reply budget")
-	atLeast("WriteQueueBytes", c.WriteQueueBytes, 4*maxMsgLen, "the reply budget, a quarter, must hold one largest message")
+	atLeast("WriteQueueBytes", c.WriteQueueBytes, 4*ofwire.MaxMessageLen, "the reply budget, a quarter, must hold one largest message")
 	atLeast("MaxHandshakes", c.MaxHandshakes, 1, "one connection")
 	atLeast("MaxHandshakesPerSource", c.MaxHandshakesPerSource, 1, "one connection")
 	if c.MaxHandshakesPerSource > c.MaxHandshakes {

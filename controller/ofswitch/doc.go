@@ -4,6 +4,10 @@
 // tracking the session's controller role.
 //
 // It must not decide what to install (that is controller/dataplane) nor parse probe reports.
+// The bytes are controller/ofwire's: this package frames, reads and routes messages through
+// that codec and keeps only the session's own rules about them (which bodies to read, how
+// much of each, who waits for a reply); PacketIn, RoleReply, RoleName and ErrMalformed are the
+// codec's, kept here under the names the session's callers use.
 //
 // # A peer is not trusted to be a switch
 //

@@ -3,6 +3,8 @@ package ofswitch
 import (
 	"errors"
 	"fmt"
+
+	"flowweight/controller/ofwire"
 )
 
 var (
@@ -58,7 +60,7 @@ func (e *OpError) Error() string {
 }
 
 // newOpError builds an OpError with names filled in.
-func newOpError(dpid uint64, xid uint32, m Message, em errorMsg) *OpError {
-	tn, cn := ErrorName(em.Type, em.Code)
+func newOpError(dpid uint64, xid uint32, m Message, em ofwire.ErrorMsg) *OpError {
+	tn, cn := ofwire.ErrorName(em.Type, em.Code)
 	return &OpError{DatapathID: dpid, Xid: xid, Msg: m, Type: em.Type, Code: em.Code, TypeName: tn, CodeName: cn, Data: em.Data}
 }

@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"flowweight/controller/ofwire"
+
 	of "github.com/netrack/openflow"
+	"github.com/netrack/openflow/ofp"
 )
 
 // guard bounds every wait in these tests; it is a failure guard, never a way to let
@@ -49,15 +52,15 @@ type fakeSwitch struct {
 	gen        uint64
 	genDefined bool
 	// roleHook, when set, answers ROLE_REQUESTs instead (malformed replies, silence).
-	roleHook func(fr frame)
+	roleHook func(fr ofwire.Frame)
 
-	recv chan frame // every message the controller sent, in order
+	recv chan ofwire.Frame // every message the controller sent, in order
 	eof  chan struct{}
 }
 
 func newFake(t *testing.T, dpid uint64) *fakeSwitch {
-	f := &fakeSwitch{t: t, dpid: dpid, helloVersion: version13, helloBitmap: 1 << version13,
-		groups: map[uint32]bool{}, recv: make(chan frame, 1024), eof: make(chan struct{}), role: 1}
+	f := &fakeSwitch{t: t, dpid: dpid, helloVersion: ofwire.Version13, helloBitmap: 1 << ofwire.Version13,
+		groups: map[uint32]bool{}, recv: make(chan ofwire.Frame, 1024), eof: make(chan struct{}), role: 1}
 	f.answerBarrier.Store(true)
 	f.answerEcho.Store(true)
 	return f
@@ -86,10 +89,12 @@ func (f *fakeSwitch) connect(addr net.Addr) {
 	go f.serve()
 }
 
-func (f *fakeSwitch) send(t of.Type, xid uint32, body []byte) { f.sendVersion(version13, t, xid, body) }
+func (f *fakeSwitch) send(t of.Type, xid uint32, body []byte) {
+	f.sendVersion(ofwire.Version13, t, xid, body)
+}
 
 func (f *fakeSwitch) sendVersion(v uint8, t of.Type, xid uint32, body []byte) {
-	b, err := encodeMessage(t, xid, rawBody(body))
+	b, err := ofwire.EncodeMessage(t, xid, ofwire.RawBody(body))
 	if err != nil {
 		panic(err)
 	}
@@ -102,34 +107,34 @@ func (f *fakeSwitch) sendVersion(v uint8, t of.Type, xid uint32, body []byte) {
 func (f *fakeSwitch) serve() {
 	defer close(f.eof)
 	for {
-		fr, err := readFrame(f.br)
+		fr, err := ofwire.ReadFrame(f.br)
 		if err != nil {
 			return
 		}
-		if fr.h.Type == of.TypeMultipartRequest && len(fr.body) >= 2 && binary.BigEndian.Uint16(fr.body) == 0 {
+		if fr.Type == of.TypeMultipartRequest && len(fr.Body) >= 2 && binary.BigEndian.Uint16(fr.Body) == 0 {
 			// OFPMP_DESC, asked once at connect (desc.go): answered like Open vSwitch 3.1.0.
 			f.descRequests.Add(1)
 			reply := f.descReply
 			if reply == nil {
 				reply = testDesc("3.1.0")
 			}
-			f.send(of.TypeMultipartReply, fr.h.Xid, append(make([]byte, 8), reply...))
+			f.send(of.TypeMultipartReply, fr.Xid, append(make([]byte, 8), reply...))
 			continue
 		}
 		f.recv <- fr
-		switch fr.h.Type {
+		switch fr.Type {
 		case of.TypeFeaturesRequest:
 			body := make([]byte, 24)
 			binary.BigEndian.PutUint64(body, f.dpid)
 			body[12] = 254
-			f.send(of.TypeFeaturesReply, fr.h.Xid, body)
+			f.send(of.TypeFeaturesReply, fr.Xid, body)
 		case of.TypeEchoRequest:
 			if f.answerEcho.Load() {
-				f.send(of.TypeEchoReply, fr.h.Xid, fr.body)
+				f.send(of.TypeEchoReply, fr.Xid, fr.Body)
 			}
 		case of.TypeBarrierRequest:
 			if f.answerBarrier.Load() {
-				f.send(of.TypeBarrierReply, fr.h.Xid, nil)
+				f.send(of.TypeBarrierReply, fr.Xid, nil)
 			}
 		case of.TypeGroupMod:
 			f.groupMod(fr)
@@ -147,29 +152,29 @@ func (f *fakeSwitch) serve() {
 			for i, p := range parts {
 				var flags uint16
 				if i < len(parts)-1 {
-					flags = replyMore
+					flags = ofwire.ReplyMore
 				}
 				body := make([]byte, 8, 8+len(p))
-				copy(body, fr.body[0:2])
+				copy(body, fr.Body[0:2])
 				if f.replyType != 0 {
 					binary.BigEndian.PutUint16(body, f.replyType)
 				}
 				binary.BigEndian.PutUint16(body[2:], flags)
-				f.send(of.TypeMultipartReply, fr.h.Xid, append(body, p...))
+				f.send(of.TypeMultipartReply, fr.Xid, append(body, p...))
 			}
 		}
 	}
 }
 
 // reject answers fr with an OFPT_ERROR carrying its first 64 bytes, as Open vSwitch does.
-func (f *fakeSwitch) reject(fr frame, typ, code uint16) {
-	raw, _ := encodeMessage(fr.h.Type, fr.h.Xid, rawBody(fr.body))
-	f.send(of.TypeError, fr.h.Xid, errorBody(typ, code, raw[:min(64, len(raw))]))
+func (f *fakeSwitch) reject(fr ofwire.Frame, typ, code uint16) {
+	raw, _ := ofwire.EncodeMessage(fr.Type, fr.Xid, ofwire.RawBody(fr.Body))
+	f.send(of.TypeError, fr.Xid, ofwire.ErrorBody(typ, code, raw[:min(64, len(raw))]))
 }
 
 // roleRequest is handle_role_request of Open vSwitch's ofproto.c for one connection.
-func (f *fakeSwitch) roleRequest(fr frame) {
-	role, gen := binary.BigEndian.Uint32(fr.body[0:4]), binary.BigEndian.Uint64(fr.body[8:16])
+func (f *fakeSwitch) roleRequest(fr ofwire.Frame) {
+	role, gen := binary.BigEndian.Uint32(fr.Body[0:4]), binary.BigEndian.Uint64(fr.Body[8:16])
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if role != 0 { // not NOCHANGE
@@ -182,7 +187,7 @@ func (f *fakeSwitch) roleRequest(fr frame) {
 		}
 		f.role = role
 	}
-	f.send(of.TypeRoleReply, fr.h.Xid, roleBody(f.role, f.replyGen()))
+	f.send(of.TypeRoleReply, fr.Xid, roleBody(f.role, f.replyGen()))
 }
 
 func (f *fakeSwitch) replyGen() uint64 {
@@ -193,23 +198,11 @@ func (f *fakeSwitch) replyGen() uint64 {
 }
 
 // roleBody is an ofp_role_request/ofp_role_reply body.
-func roleBody(role uint32, gen uint64) []byte {
-	b := make([]byte, roleBodyLen)
-	binary.BigEndian.PutUint32(b[0:4], role)
-	binary.BigEndian.PutUint64(b[8:16], gen)
-	return b
-}
+func roleBody(role uint32, gen uint64) []byte { return ofwire.RoleBody(ofp.ControllerRole(role), gen) }
 
-// roleStatusBody is an ONFT_ROLE_STATUS body as Open vSwitch sends it to an OpenFlow 1.3
-// controller (ofputil_encode_role_status), followed by props.
+// roleStatusBody is an ONFT_ROLE_STATUS body as Open vSwitch sends it, followed by props.
 func roleStatusBody(role uint32, reason uint8, gen uint64, props []byte) []byte {
-	b := make([]byte, experimenterHeaderLen+roleStatusLen, experimenterHeaderLen+roleStatusLen+len(props))
-	binary.BigEndian.PutUint32(b[0:4], onfExperimenter)
-	binary.BigEndian.PutUint32(b[4:8], onfRoleStatus)
-	binary.BigEndian.PutUint32(b[8:12], role)
-	b[12] = reason
-	binary.BigEndian.PutUint64(b[16:24], gen)
-	return append(b, props...)
+	return ofwire.RoleStatusBody(ofp.ControllerRole(role), reason, gen, props)
 }
 
 // demote is what Open vSwitch does to this connection when another controller becomes
@@ -221,9 +214,9 @@ func (f *fakeSwitch) demote(gen uint64) {
 	f.send(of.TypeExperiment, 0, roleStatusBody(3, 0, gen, nil))
 }
 
-func (f *fakeSwitch) groupMod(fr frame) {
-	cmd := binary.BigEndian.Uint16(fr.body[0:2])
-	id := binary.BigEndian.Uint32(fr.body[4:8])
+func (f *fakeSwitch) groupMod(fr ofwire.Frame) {
+	cmd := binary.BigEndian.Uint16(fr.Body[0:2])
+	id := binary.BigEndian.Uint32(fr.Body[4:8])
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.role == 3 {
@@ -248,13 +241,13 @@ func (f *fakeSwitch) groupMod(fr frame) {
 }
 
 // next returns the next message the controller sent of type t, skipping others.
-func (f *fakeSwitch) next(t of.Type) frame {
+func (f *fakeSwitch) next(t of.Type) ofwire.Frame {
 	f.t.Helper()
 	timeout := time.After(guard)
 	for {
 		select {
 		case fr := <-f.recv:
-			if fr.h.Type == t {
+			if fr.Type == t {
 				return fr
 			}
 		case <-timeout:
@@ -395,11 +388,5 @@ func connectFake(t *testing.T, srv *Server, h *recHandler, dpid uint64) (*fakeSw
 
 // testDesc is an OFPMP_DESC reply body as Open vSwitch sends it, with software version sw.
 func testDesc(sw string) []byte {
-	b := make([]byte, descLen)
-	copy(b, "Nicira, Inc.")
-	copy(b[descStrLen:], "Open vSwitch")
-	copy(b[2*descStrLen:], sw)
-	copy(b[3*descStrLen:], "None")
-	copy(b[3*descStrLen+descSerialLen:], "None")
-	return b
+	return ofwire.DescBody(ofwire.Desc{Manufacturer: "Nicira, Inc.", Hardware: "Open vSwitch", Software: sw, Serial: "None", Datapath: "None"})
 }

@@ -19,10 +19,12 @@ import (
 	"testing"
 	"time"
 
+	"flowweight/controller/ofwire"
+	"flowweight/controller/ratelog"
+
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
 
-	"flowweight/controller/ratelog"
 	"flowweight/internal/testutil"
 )
 
@@ -46,24 +48,24 @@ func newPipePeer(t *testing.T, srv *Server, dpid uint64) *pipePeer {
 	srv.wg.Add(1)
 	go srv.handle(server)
 	p := &pipePeer{c: client, br: bufio.NewReader(client)}
-	go p.write(of.TypeHello, 1, helloBody()) // both ends write HELLO first
+	go p.write(of.TypeHello, 1, ofwire.HelloBody()) // both ends write HELLO first
 	for {
-		f, err := readFrame(p.br)
+		f, err := ofwire.ReadFrame(p.br)
 		if err != nil {
 			t.Fatalf("pipe peer %x: handshake: %v", dpid, err)
 		}
-		switch f.h.Type {
+		switch f.Type {
 		case of.TypeFeaturesRequest:
 			body := make([]byte, 24)
 			binary.BigEndian.PutUint64(body, dpid)
-			if err := p.write(of.TypeFeaturesReply, f.h.Xid, body); err != nil {
+			if err := p.write(of.TypeFeaturesReply, f.Xid, body); err != nil {
 				t.Fatal(err)
 			}
 		case of.TypeMultipartRequest:
 			// OFPMP_DESC, asked once right after the handshake (desc.go): answered like
 			// Open vSwitch 3.1.0, and then the peer is whatever the test makes it.
-			if len(f.body) >= 2 && binary.BigEndian.Uint16(f.body) == 0 {
-				if err := p.write(of.TypeMultipartReply, f.h.Xid, append(make([]byte, 8), testDesc("3.1.0")...)); err != nil {
+			if len(f.Body) >= 2 && binary.BigEndian.Uint16(f.Body) == 0 {
+				if err := p.write(of.TypeMultipartReply, f.Xid, append(make([]byte, 8), testDesc("3.1.0")...)); err != nil {
 					t.Fatal(err)
 				}
 				return p
@@ -73,7 +75,7 @@ func newPipePeer(t *testing.T, srv *Server, dpid uint64) *pipePeer {
 }
 
 func (p *pipePeer) write(t of.Type, xid uint32, body []byte) error {
-	b, err := encodeMessage(t, xid, rawBody(body))
+	b, err := ofwire.EncodeMessage(t, xid, ofwire.RawBody(body))
 	if err != nil {
 		return err
 	}
@@ -137,7 +139,7 @@ func TestPeerNotReadingIsClosed(t *testing.T) {
 			t.Errorf("error %q does not name %q", ev.err, want)
 		}
 	}
-	budget := DefaultWriteQueueBytes / 4 / (headerLen + len(body))
+	budget := DefaultWriteQueueBytes / 4 / (ofwire.HeaderLen + len(body))
 	if sent > budget+2 {
 		t.Errorf("peer wrote %d echoes before being closed, budget %d", sent, budget)
 	}
@@ -192,9 +194,9 @@ func TestOwnWritesWaitForRoom(t *testing.T) {
 	}
 	// The peer reads: everything queued goes out in order, and room opens.
 	for i := range 4 {
-		f, err := readFrame(p.br)
-		if err != nil || f.h.Type != of.TypePacketOut {
-			t.Fatalf("message %d: %v %v", i, f.h.Type, err)
+		f, err := ofwire.ReadFrame(p.br)
+		if err != nil || f.Type != of.TypePacketOut {
+			t.Fatalf("message %d: %v %v", i, f.Type, err)
 		}
 	}
 	if err := sw.PacketOut(context.Background(), uint32(ofp.PortController), nil, []byte("sixth")); err != nil {
@@ -221,15 +223,15 @@ func bareSwitch(r io.Reader, cfg Config) *Switch {
 func (sw *Switch) readN(t testing.TB, n int) {
 	t.Helper()
 	for i := range n {
-		var hb [headerLen]byte
+		var hb [ofwire.HeaderLen]byte
 		if _, err := io.ReadFull(sw.br, hb[:]); err != nil {
 			t.Fatalf("message %d header: %v", i, err)
 		}
-		h, err := parseHeader(hb[:])
+		h, err := ofwire.ParseHeader(hb[:])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := sw.route(h, int(h.Length)-headerLen); err != nil {
+		if err := sw.route(h, int(h.Length)-ofwire.HeaderLen); err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
 	}
@@ -239,7 +241,7 @@ func (sw *Switch) readN(t testing.TB, n int) {
 // wanted; 64 KiB bodies of messages nobody waits for are skipped without being allocated,
 // counted by fault, and the stream stays in step.
 func TestUnwantedBodiesSkippedUnread(t *testing.T) {
-	big := maxMsgLen - headerLen
+	big := ofwire.MaxMessageLen - ofwire.HeaderLen
 	tests := []struct {
 		name  string
 		typ   of.Type
@@ -257,7 +259,7 @@ func TestUnwantedBodiesSkippedUnread(t *testing.T) {
 	const n = 200
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			msg, err := encodeMessage(tt.typ, tt.xid, rawBody(make([]byte, big)))
+			msg, err := ofwire.EncodeMessage(tt.typ, tt.xid, ofwire.RawBody(make([]byte, big)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -265,7 +267,7 @@ func TestUnwantedBodiesSkippedUnread(t *testing.T) {
 			for range n {
 				stream.Write(msg)
 			}
-			sentinel, _ := encodeMessage(of.TypePacketIn, 0, rawBody(packetInBody(7, 0, []byte("ok"))))
+			sentinel, _ := ofwire.EncodeMessage(of.TypePacketIn, 0, ofwire.RawBody(ofwire.PacketInBody(7, 0, []byte("ok"))))
 			stream.Write(sentinel)
 			sw := bareSwitch(bytes.NewReader(stream.Bytes()), Config{})
 			runtime.GC()
@@ -349,7 +351,7 @@ func TestMultipartLimits(t *testing.T) {
 					t.Errorf("%s = %d, want 1", tt.fault, n)
 				}
 			}
-			f.send(of.TypeBarrierReply, barrier.h.Xid, nil)
+			f.send(of.TypeBarrierReply, barrier.Xid, nil)
 			if err := <-applied; err != nil {
 				t.Fatalf("unrelated Apply failed: %v", err)
 			}
@@ -390,7 +392,7 @@ func TestApplyTakesOneErrorPerXid(t *testing.T) {
 	sw := bareSwitch(bytes.NewReader(nil), Config{})
 	w := newWaiter(waitApply)
 	sw.register(w, 5, 6)
-	e, _ := encodeMessage(of.TypeError, 5, errorBody(6, 0, nil))
+	e, _ := ofwire.EncodeMessage(of.TypeError, 5, ofwire.ErrorBody(6, 0, nil))
 	var stream bytes.Buffer
 	for range 1000 {
 		stream.Write(e)
@@ -451,7 +453,7 @@ func TestFaultLogsRateLimited(t *testing.T) {
 	const n = 10000
 	flood := func(k int) {
 		for i := range k {
-			f.send(of.TypeError, uint32(1_000_000+i), errorBody(1, 2, nil))
+			f.send(of.TypeError, uint32(1_000_000+i), ofwire.ErrorBody(1, 2, nil))
 			f.send(of.TypePacketIn, 0, []byte{1, 2, 3})
 		}
 		if _, err := sw.Multipart(context.Background(), ofp.MultipartTypeGroupDescription, nil); err != nil {
@@ -634,25 +636,25 @@ func BenchmarkEchoFlood(b *testing.B) {
 			b.Fatal(err)
 		}
 		br := bufio.NewReader(c)
-		hello, _ := encodeMessage(of.TypeHello, 1, helloBody())
+		hello, _ := ofwire.EncodeMessage(of.TypeHello, 1, ofwire.HelloBody())
 		c.Write(hello)
 		for {
-			f, err := readFrame(br)
+			f, err := ofwire.ReadFrame(br)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if f.h.Type == of.TypeFeaturesRequest {
+			if f.Type == of.TypeFeaturesRequest {
 				body := make([]byte, 24)
 				binary.BigEndian.PutUint64(body, 0xf100d)
-				fr, _ := encodeMessage(of.TypeFeaturesReply, f.h.Xid, rawBody(body))
+				fr, _ := ofwire.EncodeMessage(of.TypeFeaturesReply, f.Xid, ofwire.RawBody(body))
 				c.Write(fr)
 			}
-			if f.h.Type == of.TypeSetConfig {
+			if f.Type == of.TypeSetConfig {
 				break
 			}
 		}
 		<-h.events
-		echo, _ := encodeMessage(of.TypeEchoRequest, 1, rawBody(bytes.Repeat([]byte{0x55}, 16<<10)))
+		echo, _ := ofwire.EncodeMessage(of.TypeEchoRequest, 1, ofwire.RawBody(bytes.Repeat([]byte{0x55}, 16<<10)))
 		c.SetWriteDeadline(time.Now().Add(guard))
 		sent := 0
 		for ; sent < 3000; sent++ {
@@ -684,7 +686,7 @@ func TestBadHeaderClosesSession(t *testing.T) {
 	srv, _ := testServer(t, Config{}, h)
 	f, _ := connectFake(t, srv, h, 0x400)
 	f.wmu.Lock()
-	f.conn.Write([]byte{version13, byte(of.TypeEchoRequest), 0, 4, 0, 0, 0, 9})
+	f.conn.Write([]byte{ofwire.Version13, byte(of.TypeEchoRequest), 0, 4, 0, 0, 0, 9})
 	f.wmu.Unlock()
 	ev := h.wait(t, "disconnected")
 	if !errors.Is(ev.err, ErrMalformed) || !strings.Contains(ev.err.Error(), "0000000000000400") {
@@ -706,7 +708,7 @@ func TestHandshakeReadsOnlyWhatItUses(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		hello, _ := encodeMessage(of.TypeHello, 1, rawBody(make([]byte, maxHandshakeBody+1)))
+		hello, _ := ofwire.EncodeMessage(of.TypeHello, 1, ofwire.RawBody(make([]byte, maxHandshakeBody+1)))
 		c.Write(hello)
 		io.Copy(io.Discard, c) // until the controller closes
 		if st := srv.Stats(); st.HandshakeFailure != 1 || st.Faults[FaultHandshakeFailed] != 1 {
@@ -715,22 +717,22 @@ func TestHandshakeReadsOnlyWhatItUses(t *testing.T) {
 	})
 	t.Run("unused bodies skipped", func(t *testing.T) {
 		var stream bytes.Buffer
-		hello, _ := encodeMessage(of.TypeHello, 1, helloBody())
-		junk, _ := encodeMessage(of.TypePortStatus, 2, rawBody(make([]byte, maxMsgLen-headerLen)))
+		hello, _ := ofwire.EncodeMessage(of.TypeHello, 1, ofwire.HelloBody())
+		junk, _ := ofwire.EncodeMessage(of.TypePortStatus, 2, ofwire.RawBody(make([]byte, ofwire.MaxMessageLen-ofwire.HeaderLen)))
 		stream.Write(hello)
 		for range 100 {
 			stream.Write(junk)
 		}
 		br := bufio.NewReader(&stream)
-		if f, err := readHandshakeFrame(br); err != nil || f.h.Type != of.TypeHello || len(f.body) != 8 {
-			t.Fatalf("HELLO: %v %v %d", f.h.Type, err, len(f.body))
+		if f, err := readHandshakeFrame(br); err != nil || f.Type != of.TypeHello || len(f.Body) != 8 {
+			t.Fatalf("HELLO: %v %v %d", f.Type, err, len(f.Body))
 		}
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		for range 100 {
-			if f, err := readHandshakeFrame(br); err != nil || f.body != nil {
-				t.Fatalf("port status: %v, body %d bytes", err, len(f.body))
+			if f, err := readHandshakeFrame(br); err != nil || f.Body != nil {
+				t.Fatalf("port status: %v, body %d bytes", err, len(f.Body))
 			}
 		}
 		runtime.ReadMemStats(&after)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"flowweight/controller/ofwire"
+
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
 )
@@ -24,18 +26,18 @@ func TestProbeBusyQueueIsNotDeath(t *testing.T) {
 		{"reads its queue and answers the echo", func(t *testing.T, p *pipePeer) {
 			go func() {
 				for {
-					f, err := readFrame(p.br)
+					f, err := ofwire.ReadFrame(p.br)
 					if err != nil {
 						return
 					}
-					if f.h.Type == of.TypeEchoRequest {
-						p.write(of.TypeEchoReply, f.h.Xid, f.body)
+					if f.Type == of.TypeEchoRequest {
+						p.write(of.TypeEchoReply, f.Xid, f.Body)
 					}
 				}
 			}()
 		}, true},
 		{"reads nothing but sends a packet-in", func(t *testing.T, p *pipePeer) {
-			go p.write(of.TypePacketIn, 0, packetInBody(1, 0, []byte("x")))
+			go p.write(of.TypePacketIn, 0, ofwire.PacketInBody(1, 0, []byte("x")))
 		}, true},
 		{"silent", nil, false},
 	}

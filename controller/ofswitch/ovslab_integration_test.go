@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flowweight/e2e/lab"
 	"fmt"
 	"net"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"flowweight/e2e/lab"
 )
 
 // ovsLab is a private Open vSwitch (ovsdb-server + userspace ovs-vswitchd) in a temp dir,

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"flowweight/controller/ratelog"
+
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
-
-	"flowweight/controller/ratelog"
 )
 
 // TestRateLimitsOutliveSessions: a peer that reconnects in a loop, under one datapath id or

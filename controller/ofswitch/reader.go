@@ -6,8 +6,9 @@ import (
 	"io"
 	"time"
 
+	"flowweight/controller/ofwire"
+
 	of "github.com/netrack/openflow"
-	"github.com/netrack/openflow/ofp"
 )
 
 // maxErrorData is how much of an OFPT_ERROR's data (the echoed start of the failed
@@ -24,12 +25,12 @@ func (sw *Switch) readLoop() {
 	for {
 		// A real-time backstop: the keepalive closes silent sessions first.
 		sw.conn.SetReadDeadline(time.Now().Add(sw.cfg.EchoTimeout + sw.cfg.EchoInterval))
-		var hb [headerLen]byte
+		var hb [ofwire.HeaderLen]byte
 		if _, err := io.ReadFull(sw.br, hb[:]); err != nil {
 			sw.close(fmt.Errorf("read from switch %s at %s: %w", sw, sw.remote, err))
 			return
 		}
-		h, err := parseHeader(hb[:])
+		h, err := ofwire.ParseHeader(hb[:])
 		if err != nil {
 			// Without a usable length the stream cannot be followed any further.
 			sw.fault(FaultMalformedHeader, "unreadable message header, closing", "err", err)
@@ -37,13 +38,13 @@ func (sw *Switch) readLoop() {
 			return
 		}
 		sw.noteRx()
-		if h.Version != version13 {
+		if h.Version != ofwire.Version13 {
 			sw.fault(FaultBadVersion, "message in another OpenFlow version, closing", "version", h.Version, "type", h.Type.String())
 			sw.close(fmt.Errorf("switch %s at %s: %w: version %d message (%v) after negotiating 1.3", sw, sw.remote, ErrMalformed, h.Version, h.Type))
 			return
 		}
-		if err := sw.route(h, int(h.Length)-headerLen); err != nil {
-			sw.close(fmt.Errorf("read %v body (%d bytes) from switch %s at %s: %w", h.Type, int(h.Length)-headerLen, sw, sw.remote, err))
+		if err := sw.route(h, int(h.Length)-ofwire.HeaderLen); err != nil {
+			sw.close(fmt.Errorf("read %v body (%d bytes) from switch %s at %s: %w", h.Type, int(h.Length)-ofwire.HeaderLen, sw, sw.remote, err))
 			return
 		}
 	}
@@ -64,18 +65,16 @@ func (sw *Switch) body(n int) ([]byte, error) {
 
 // route handles one message whose header has been read and whose n body bytes follow. It
 // returns only read errors: a message it refuses is counted and skipped.
-func (sw *Switch) route(h header, n int) error {
+func (sw *Switch) route(h ofwire.Header, n int) error {
 	switch h.Type {
 	case of.TypeEchoRequest:
 		// The reply is built in one buffer and read straight into it; it goes through the
 		// writer's reply budget, so a peer that sends echoes but never reads is closed.
 		b := make([]byte, int(h.Length))
-		if _, err := io.ReadFull(sw.br, b[headerLen:]); err != nil {
+		if _, err := io.ReadFull(sw.br, b[ofwire.HeaderLen:]); err != nil {
 			return err
 		}
-		b[0], b[1] = version13, byte(of.TypeEchoReply)
-		binary.BigEndian.PutUint16(b[2:4], h.Length)
-		binary.BigEndian.PutUint32(b[4:8], h.Xid)
+		ofwire.PutHeader(b, of.TypeEchoReply, h.Length, h.Xid)
 		sw.sendReply(b)
 		return nil
 	case of.TypePacketIn:
@@ -89,7 +88,7 @@ func (sw *Switch) route(h header, n int) error {
 	return sw.skip(n)
 }
 
-func (sw *Switch) routePacketIn(h header, n int) error {
+func (sw *Switch) routePacketIn(h ofwire.Header, n int) error {
 	if n > sw.cfg.MaxPacketInBytes {
 		sw.fault(FaultPacketInTooLarge, "packet-in too large, discarded", "bytes", n, "limit", sw.cfg.MaxPacketInBytes)
 		return sw.skip(n)
@@ -98,7 +97,7 @@ func (sw *Switch) routePacketIn(h header, n int) error {
 	if err != nil {
 		return err
 	}
-	pi, err := parsePacketIn(b)
+	pi, err := ofwire.ParsePacketIn(b)
 	if err != nil {
 		sw.fault(FaultMalformedPacketIn, "bad packet-in", "err", err)
 		return nil
@@ -115,7 +114,7 @@ func (sw *Switch) routePacketIn(h header, n int) error {
 
 // routeReply hands a reply to the request waiting for its xid, or counts it as
 // unsolicited. OFPT_ERRORs are also logged (rate-limited) whoever waits for them.
-func (sw *Switch) routeReply(h header, n int) error {
+func (sw *Switch) routeReply(h ofwire.Header, n int) error {
 	w := sw.waiterFor(h.Xid)
 	if h.Type == of.TypeError {
 		keep := min(n, 4+maxErrorData)
@@ -127,14 +126,14 @@ func (sw *Switch) routeReply(h header, n int) error {
 			return err
 		}
 		sw.srv.errorsReceived.Add(1)
-		em, perr := parseError(b)
+		em, perr := ofwire.ParseError(b)
 		if perr != nil {
 			sw.fault(FaultMalformedError, "bad error message", "xid", h.Xid, "err", perr)
 		} else {
-			tn, cn := ErrorName(em.Type, em.Code)
+			tn, cn := ofwire.ErrorName(em.Type, em.Code)
 			sw.fault(FaultSwitchError, "switch error", "type", tn, "code", cn, "xid", h.Xid, "solicited", w != nil, "data_len", n-4)
 		}
-		f := frame{h: h, body: b}
+		f := ofwire.Frame{Header: h, Body: b}
 		switch {
 		case w == nil || !w.expects(h.Type):
 		case w.kind == waitApply:
@@ -156,7 +155,7 @@ func (sw *Switch) routeReply(h header, n int) error {
 		w.finish(nil, nil)
 		return sw.skip(n)
 	case waitApply: // a BARRIER_REPLY, which has no body
-		if !w.deliver(frame{h: h}) {
+		if !w.deliver(ofwire.Frame{Header: h}) {
 			sw.fault(FaultUnsolicitedReply, "repeated reply, discarded", "type", h.Type.String(), "xid", h.Xid)
 		}
 		return sw.skip(n)
@@ -183,8 +182,8 @@ func (sw *Switch) keepaliveReply(n int) error {
 // routeMultipart checks one MULTIPART_REPLY part against its request before reading the
 // payload: a part of another type, or one that would take the reply over its Limit, fails
 // the request and is skipped unread, and later parts of it are unsolicited.
-func (sw *Switch) routeMultipart(w *waiter, h header, n int) error {
-	const mpHeader = 8
+func (sw *Switch) routeMultipart(w *waiter, h ofwire.Header, n int) error {
+	const mpHeader = ofwire.MultipartHeaderLen
 	if n < mpHeader {
 		err := fmt.Errorf("switch %s at %s: %w: %v reply body is %d bytes, need %d", sw, sw.remote, ErrMalformed, w.mptype, n, mpHeader)
 		sw.fault(FaultMalformedReply, "short multipart reply", "xid", h.Xid, "bytes", n)
@@ -195,7 +194,7 @@ func (sw *Switch) routeMultipart(w *waiter, h header, n int) error {
 	if _, err := io.ReadFull(sw.br, mh[:]); err != nil {
 		return err
 	}
-	typ, flags := ofp.MultipartType(binary.BigEndian.Uint16(mh[0:2])), binary.BigEndian.Uint16(mh[2:4])
+	typ, flags, _, _ := ofwire.ParseMultipartReply(mh[:]) // mpHeader bytes: cannot fail
 	rest := n - mpHeader
 	open, err := w.room(sw, rest)
 	if !open {
@@ -218,6 +217,6 @@ func (sw *Switch) routeMultipart(w *waiter, h header, n int) error {
 	if err != nil {
 		return err
 	}
-	w.addPart(payload, flags&replyMore != 0)
+	w.addPart(payload, flags&ofwire.ReplyMore != 0)
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 
+	"flowweight/controller/ofwire"
+
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
 )
@@ -20,22 +22,6 @@ import (
 // takes MASTER (the ONF role-status extension below). Deciding which role to ask for, and
 // with which generation, is the caller's business (leader election).
 
-const (
-	// roleBodyLen is ofp_role_request / ofp_role_reply: role u32, pad 4, generation_id u64.
-	roleBodyLen = 16
-	// onfExperimenter is ONF_VENDOR_ID, and onfRoleStatus the exp_type of ONFT_ROLE_STATUS:
-	// OpenFlow 1.4's OFPT_ROLE_STATUS carried in OFPT_EXPERIMENTER to 1.3 controllers (ONF
-	// extension 1911, as Open vSwitch sends it; include/openvswitch/ofp-msgs.h).
-	onfExperimenter = 0x4f4e4600
-	onfRoleStatus   = 1911
-	// experimenterHeaderLen is what follows ofp_header in an OFPT_EXPERIMENTER message:
-	// experimenter u32 and exp_type u32.
-	experimenterHeaderLen = 8
-	// roleStatusLen is ofp14_role_status after the headers: role u32, reason u8, pad 3,
-	// generation_id u64; properties (ofp14_role_prop_header list) may follow.
-	roleStatusLen = 16
-)
-
 // Error types and codes the role helpers match (OpenFlow 1.3.5 §7.4.4; errname.go).
 const (
 	errTypeBadRequest        = 1  // OFPET_BAD_REQUEST
@@ -43,36 +29,6 @@ const (
 	errTypeRoleRequestFailed = 11 // OFPET_ROLE_REQUEST_FAILED
 	errCodeStale             = 0  // OFPRRFC_STALE
 )
-
-// RoleReply is a role the switch confirmed for this session: from the ROLE_REPLY to
-// RequestRole, or from a role-status message the switch sent on its own.
-type RoleReply struct {
-	Role ofp.ControllerRole // EQUAL, MASTER or SLAVE, never NOCHANGE
-	// GenerationID is the switch's current master election generation as it reported it.
-	// Open vSwitch reports 0xffffffffffffffff while no MASTER or SLAVE request has ever set
-	// one; before the switch said anything it is 0.
-	GenerationID uint64
-}
-
-func (r RoleReply) String() string {
-	return fmt.Sprintf("%s generation %d", RoleName(r.Role), r.GenerationID)
-}
-
-// RoleName is the OpenFlow name of a controller role ("OFPCR_ROLE_MASTER"), or
-// "OFPCR_ROLE(n)" for a value the spec does not define.
-func RoleName(r ofp.ControllerRole) string {
-	switch r {
-	case ofp.ControllerRoleNoChange:
-		return "OFPCR_ROLE_NOCHANGE"
-	case ofp.ControllerRoleEqual:
-		return "OFPCR_ROLE_EQUAL"
-	case ofp.ControllerRoleMaster:
-		return "OFPCR_ROLE_MASTER"
-	case ofp.ControllerRoleSlave:
-		return "OFPCR_ROLE_SLAVE"
-	}
-	return fmt.Sprintf("OFPCR_ROLE(%d)", uint32(r))
-}
 
 // RequestRole asks the switch for role with generation gen (OFPT_ROLE_REQUEST) and returns
 // what the switch confirmed (OFPT_ROLE_REPLY of the same xid). ofp.ControllerRoleNoChange
@@ -91,7 +47,7 @@ func RoleName(r ofp.ControllerRole) string {
 func (sw *Switch) RequestRole(ctx context.Context, role ofp.ControllerRole, gen uint64) (RoleReply, error) {
 	xid := sw.nextXID()
 	req := &ofp.RoleRequest{Role: role, GenerationID: gen}
-	b, err := encodeMessage(of.TypeRoleRequest, xid, req)
+	b, err := ofwire.EncodeMessage(of.TypeRoleRequest, xid, req)
 	if err != nil {
 		return RoleReply{}, fmt.Errorf("switch %s role request: %w", sw, err)
 	}
@@ -107,7 +63,7 @@ func (sw *Switch) RequestRole(ctx context.Context, role ofp.ControllerRole, gen 
 		rr, err, errFrame := w.roleState()
 		switch {
 		case errFrame != nil:
-			em, err := parseError(errFrame.body)
+			em, err := ofwire.ParseError(errFrame.Body)
 			if err != nil {
 				return RoleReply{}, fmt.Errorf("switch %s role request: %w", sw, err)
 			}
@@ -188,69 +144,11 @@ func isOpError(err error, typ, code uint16) bool {
 	return false
 }
 
-// validRole reports whether r is a role a switch can confirm.
-func validRole(r ofp.ControllerRole) bool {
-	return r == ofp.ControllerRoleEqual || r == ofp.ControllerRoleMaster || r == ofp.ControllerRoleSlave
-}
-
-// parseRoleReply decodes an ofp_role_reply body: exactly 16 bytes, a role a switch can
-// confirm (NOCHANGE is only for requests).
-func parseRoleReply(body []byte) (RoleReply, error) {
-	if len(body) != roleBodyLen {
-		return RoleReply{}, fmt.Errorf("%w: ROLE_REPLY body is %d bytes, want %d", ErrMalformed, len(body), roleBodyLen)
-	}
-	r := ofp.ControllerRole(binary.BigEndian.Uint32(body[0:4]))
-	if !validRole(r) {
-		return RoleReply{}, fmt.Errorf("%w: ROLE_REPLY role %s", ErrMalformed, RoleName(r))
-	}
-	return RoleReply{Role: r, GenerationID: binary.BigEndian.Uint64(body[8:16])}, nil
-}
-
-// roleStatus is a decoded ofp14_role_status.
-type roleStatus struct {
-	RoleReply
-	Reason uint8 // OFPCRR_MASTER_REQUEST 0, OFPCRR_CONFIG 1, OFPCRR_EXPERIMENTER 2
-}
-
-// isONFRoleStatus reports whether an OFPT_EXPERIMENTER's experimenter header (the 8 bytes
-// after ofp_header) names ONFT_ROLE_STATUS.
-func isONFRoleStatus(exp []byte) bool {
-	return len(exp) >= experimenterHeaderLen && binary.BigEndian.Uint32(exp[0:4]) == onfExperimenter &&
-		binary.BigEndian.Uint32(exp[4:8]) == onfRoleStatus
-}
-
-// parseRoleStatus decodes the fixed part of an ofp14_role_status (the body after the
-// experimenter header): at least 16 bytes, whose role is EQUAL, MASTER or SLAVE. Properties
-// after them are ignored (Open vSwitch sends none); the reader does not even read them.
-func parseRoleStatus(b []byte) (roleStatus, error) {
-	if len(b) < roleStatusLen {
-		return roleStatus{}, fmt.Errorf("%w: ROLE_STATUS body is %d bytes, need %d", ErrMalformed, len(b), roleStatusLen)
-	}
-	r := ofp.ControllerRole(binary.BigEndian.Uint32(b[0:4]))
-	if !validRole(r) {
-		return roleStatus{}, fmt.Errorf("%w: ROLE_STATUS role %s", ErrMalformed, RoleName(r))
-	}
-	return roleStatus{RoleReply: RoleReply{Role: r, GenerationID: binary.BigEndian.Uint64(b[8:16])}, Reason: b[4]}, nil
-}
-
-// roleStatusReason names ofp14_controller_role_reason for logs.
-func roleStatusReason(r uint8) string {
-	switch r {
-	case 0:
-		return "OFPCRR_MASTER_REQUEST"
-	case 1:
-		return "OFPCRR_CONFIG"
-	case 2:
-		return "OFPCRR_EXPERIMENTER"
-	}
-	return fmt.Sprintf("OFPCRR(%d)", r)
-}
-
 // routeRoleReply decodes a ROLE_REPLY for w, which waits for it. The body is read only when
 // it has the one length a reply can have.
-func (sw *Switch) routeRoleReply(w *waiter, h header, n int) error {
-	if n != roleBodyLen {
-		err := fmt.Errorf("switch %s at %s: %w: ROLE_REPLY body is %d bytes, want %d", sw, sw.remote, ErrMalformed, n, roleBodyLen)
+func (sw *Switch) routeRoleReply(w *waiter, h ofwire.Header, n int) error {
+	if n != ofwire.RoleBodyLen {
+		err := fmt.Errorf("switch %s at %s: %w: ROLE_REPLY body is %d bytes, want %d", sw, sw.remote, ErrMalformed, n, ofwire.RoleBodyLen)
 		sw.fault(FaultMalformedReply, "bad role reply, request failed", "xid", h.Xid, "bytes", n)
 		w.finish(nil, err)
 		return sw.skip(n)
@@ -259,7 +157,7 @@ func (sw *Switch) routeRoleReply(w *waiter, h header, n int) error {
 	if err != nil {
 		return err
 	}
-	rr, err := parseRoleReply(b)
+	rr, err := ofwire.ParseRoleReply(b)
 	if err != nil {
 		sw.fault(FaultMalformedReply, "bad role reply, request failed", "xid", h.Xid, "err", err)
 		w.finish(nil, fmt.Errorf("switch %s at %s: %w", sw, sw.remote, err))
@@ -276,33 +174,33 @@ func (sw *Switch) routeRoleReply(w *waiter, h header, n int) error {
 // routeExperimenter takes an OFPT_EXPERIMENTER: ONFT_ROLE_STATUS updates Role, anything
 // else is ignored as before (FaultIgnoredMessage, body skipped). Only the experimenter
 // header and the 16 fixed bytes of a role status are read; its properties are skipped.
-func (sw *Switch) routeExperimenter(h header, n int) error {
-	if n < experimenterHeaderLen {
+func (sw *Switch) routeExperimenter(h ofwire.Header, n int) error {
+	if n < ofwire.ExperimenterHeaderLen {
 		sw.fault(FaultIgnoredMessage, "message not used by the session, discarded", "type", h.Type.String(), "xid", h.Xid, "bytes", int(h.Length))
 		return sw.skip(n)
 	}
-	var exp [experimenterHeaderLen]byte
+	var exp [ofwire.ExperimenterHeaderLen]byte
 	if _, err := io.ReadFull(sw.br, exp[:]); err != nil {
 		return err
 	}
-	rest := n - experimenterHeaderLen
-	if !isONFRoleStatus(exp[:]) {
+	rest := n - ofwire.ExperimenterHeaderLen
+	if !ofwire.IsONFRoleStatus(exp[:]) {
 		sw.fault(FaultIgnoredMessage, "message not used by the session, discarded", "type", h.Type.String(), "xid", h.Xid, "bytes", int(h.Length),
 			"experimenter", fmt.Sprintf("%#08x", binary.BigEndian.Uint32(exp[0:4])), "exp_type", binary.BigEndian.Uint32(exp[4:8]))
 		return sw.skip(rest)
 	}
-	if rest < roleStatusLen {
+	if rest < ofwire.RoleStatusLen {
 		sw.fault(FaultMalformedRoleStatus, "bad role status, discarded", "xid", h.Xid, "bytes", rest)
 		return sw.skip(rest)
 	}
-	var b [roleStatusLen]byte
+	var b [ofwire.RoleStatusLen]byte
 	if _, err := io.ReadFull(sw.br, b[:]); err != nil {
 		return err
 	}
-	if err := sw.skip(rest - roleStatusLen); err != nil {
+	if err := sw.skip(rest - ofwire.RoleStatusLen); err != nil {
 		return err
 	}
-	rs, err := parseRoleStatus(b[:])
+	rs, err := ofwire.ParseRoleStatus(b[:])
 	if err != nil {
 		sw.fault(FaultMalformedRoleStatus, "bad role status, discarded", "xid", h.Xid, "err", err)
 		return nil
@@ -310,7 +208,7 @@ func (sw *Switch) routeExperimenter(h header, n int) error {
 	// One line at most once per ratelog.Every per switch and source, across sessions: a peer
 	// repeating statuses cannot flood the log, and a real demotion is rare.
 	sw.logf(slog.LevelInfo, "role_status", "switch reports our role", "role", RoleName(rs.Role),
-		"generation_id", rs.GenerationID, "role_reason", roleStatusReason(rs.Reason))
+		"generation_id", rs.GenerationID, "role_reason", ofwire.RoleStatusReason(rs.Reason))
 	sw.setRole(rs.RoleReply)
 	return nil
 }

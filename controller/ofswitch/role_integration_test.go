@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"flowweight/e2e/lab"
+
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
-
-	"flowweight/e2e/lab"
 )
 
 // TestOVSControllerRoles checks the switch side of controller high availability on a real

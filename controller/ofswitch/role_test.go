@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"flowweight/controller/ofwire"
+
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
 )
@@ -46,8 +48,8 @@ func TestRequestRole(t *testing.T) {
 		t.Fatalf("RequestRole = %v, Role = %v; want %v", rr, sw.Role(), want)
 	}
 	req := f.next(of.TypeRoleRequest)
-	if want := roleBody(2, 5); !bytes.Equal(req.body, want) {
-		t.Errorf("ROLE_REQUEST body % x, want % x", req.body, want)
+	if want := roleBody(2, 5); !bytes.Equal(req.Body, want) {
+		t.Errorf("ROLE_REQUEST body % x, want % x", req.Body, want)
 	}
 	if !roleWoken(sw) {
 		t.Error("RoleChanged did not wake for EQUAL -> MASTER")
@@ -113,7 +115,7 @@ func TestRequestRoleMalformed(t *testing.T) {
 		{"empty", nil},
 		{"NOCHANGE", roleBody(0, 5)},
 		{"undefined role", roleBody(7, 5)},
-		{"huge", make([]byte, maxMsgLen-headerLen)},
+		{"huge", make([]byte, ofwire.MaxMessageLen-ofwire.HeaderLen)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,10 +123,10 @@ func TestRequestRoleMalformed(t *testing.T) {
 			srv, _ := testServer(t, Config{}, h)
 			f := newFake(t, 0x303)
 			bad := true
-			f.roleHook = func(fr frame) {
+			f.roleHook = func(fr ofwire.Frame) {
 				if bad {
 					bad = false
-					f.send(of.TypeRoleReply, fr.h.Xid, tt.body)
+					f.send(of.TypeRoleReply, fr.Xid, tt.body)
 					return
 				}
 				f.roleRequest(fr)
@@ -154,7 +156,7 @@ func TestRequestRoleTimeout(t *testing.T) {
 	h := newRecHandler()
 	srv, clk := testServer(t, Config{BarrierTimeout: 3 * time.Second}, h)
 	f := newFake(t, 0x304)
-	f.roleHook = func(frame) {}
+	f.roleHook = func(ofwire.Frame) {}
 	f.connect(srv.Addr())
 	sw := h.wait(t, "connected").sw
 	done := make(chan error, 1)
@@ -185,7 +187,7 @@ func TestRequestRoleEnds(t *testing.T) {
 	h := newRecHandler()
 	srv, _ := testServer(t, Config{}, h)
 	f := newFake(t, 0x305)
-	f.roleHook = func(frame) {}
+	f.roleHook = func(ofwire.Frame) {}
 	f.connect(srv.Addr())
 	sw := h.wait(t, "connected").sw
 
@@ -278,9 +280,9 @@ func TestExperimenterMessages(t *testing.T) {
 		role  RoleReply
 	}{
 		{"role status", roleStatusBody(3, 0, 9, nil), numFaults, slave9},
-		{"role status with 64 KiB of properties", roleStatusBody(3, 0, 9, make([]byte, maxMsgLen-headerLen-24)), numFaults, slave9},
+		{"role status with 64 KiB of properties", roleStatusBody(3, 0, 9, make([]byte, ofwire.MaxMessageLen-ofwire.HeaderLen-24)), numFaults, slave9},
 		{"Nicira experimenter", exp(0x00002320, 1911, make([]byte, 16)), FaultIgnoredMessage, equal},
-		{"ONF, another exp_type", exp(onfExperimenter, 1912, make([]byte, 16)), FaultIgnoredMessage, equal},
+		{"ONF, another exp_type", exp(0x4f4e4600 /* ONF */, 1912, make([]byte, 16)), FaultIgnoredMessage, equal},
 		{"no experimenter header", []byte{0x4f, 0x4e}, FaultIgnoredMessage, equal},
 		{"empty", nil, FaultIgnoredMessage, equal},
 		{"role status truncated", roleStatusBody(3, 0, 9, nil)[:20], FaultMalformedRoleStatus, equal},
@@ -290,12 +292,12 @@ func TestExperimenterMessages(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stream bytes.Buffer
-			msg, err := encodeMessage(of.TypeExperiment, 0, rawBody(tt.body))
+			msg, err := ofwire.EncodeMessage(of.TypeExperiment, 0, ofwire.RawBody(tt.body))
 			if err != nil {
 				t.Fatal(err)
 			}
 			stream.Write(msg)
-			sentinel, _ := encodeMessage(of.TypePacketIn, 0, rawBody(packetInBody(7, 0, []byte("ok"))))
+			sentinel, _ := ofwire.EncodeMessage(of.TypePacketIn, 0, ofwire.RawBody(ofwire.PacketInBody(7, 0, []byte("ok"))))
 			stream.Write(sentinel)
 			sw := bareSwitch(bytes.NewReader(stream.Bytes()), Config{})
 			sw.readN(t, 2)
@@ -329,7 +331,7 @@ func TestUnsolicitedRoleReply(t *testing.T) {
 	sw.register(w, 8)
 	var stream bytes.Buffer
 	for _, xid := range []uint32{9, 8, 8} {
-		m, _ := encodeMessage(of.TypeRoleReply, xid, rawBody(roleBody(uint32(xid-6), uint64(xid))))
+		m, _ := ofwire.EncodeMessage(of.TypeRoleReply, xid, ofwire.RawBody(roleBody(uint32(xid-6), uint64(xid))))
 		stream.Write(m)
 	}
 	sw.br.Reset(&stream)
@@ -347,7 +349,7 @@ func TestUnsolicitedRoleReply(t *testing.T) {
 
 func TestIsStaleIsSlave(t *testing.T) {
 	op := func(typ, code uint16) error {
-		return newOpError(0x1, 7, Message{Type: of.TypeGroupMod}, errorMsg{Type: typ, Code: code})
+		return newOpError(0x1, 7, Message{Type: of.TypeGroupMod}, ofwire.ErrorMsg{Type: typ, Code: code})
 	}
 	stale, slave := op(11, 0), op(1, 10)
 	tests := []struct {
@@ -390,8 +392,8 @@ func TestRoleErrorNames(t *testing.T) {
 		{errTypeRoleRequestFailed, errCodeStale, "OFPET_ROLE_REQUEST_FAILED", "OFPRRFC_STALE"},
 		{errTypeBadRequest, errCodeIsSlave, "OFPET_BAD_REQUEST", "OFPBRC_IS_SLAVE"},
 	} {
-		if tn, cn := ErrorName(tt.typ, tt.code); tn != tt.tn || cn != tt.cn {
-			t.Errorf("ErrorName(%d, %d) = %s/%s, want %s/%s", tt.typ, tt.code, tn, cn, tt.tn, tt.cn)
+		if tn, cn := ofwire.ErrorName(tt.typ, tt.code); tn != tt.tn || cn != tt.cn {
+			t.Errorf("ofwire.ErrorName(%d, %d) = %s/%s, want %s/%s", tt.typ, tt.code, tn, cn, tt.tn, tt.cn)
 		}
 	}
 	if got := RoleName(ofp.ControllerRole(9)); got != "OFPCR_ROLE(9)" {

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"flowweight/controller/ofwire"
+
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
 )
@@ -414,35 +416,35 @@ func (s *Server) handshake(c net.Conn) (*Switch, error) {
 		roleChanged: make(chan struct{}, 1),
 		rxWake:      make(chan struct{}, 1),
 	}
-	send := func(t of.Type, xid uint32, body rawBody) error {
-		b, err := encodeMessage(t, xid, body)
+	send := func(t of.Type, xid uint32, body ofwire.RawBody) error {
+		b, err := ofwire.EncodeMessage(t, xid, body)
 		if err != nil {
 			return err
 		}
 		_, err = c.Write(b)
 		return err
 	}
-	if err := send(of.TypeHello, sw.nextXID(), helloBody()); err != nil {
+	if err := send(of.TypeHello, sw.nextXID(), ofwire.HelloBody()); err != nil {
 		return nil, fmt.Errorf("send HELLO: %w", err)
 	}
 	f, err := readHandshakeFrame(sw.br)
 	if err != nil {
 		return nil, fmt.Errorf("read HELLO: %w", err)
 	}
-	if f.h.Type != of.TypeHello {
-		return nil, fmt.Errorf("%w: first message is %v, want HELLO", ErrMalformed, f.h.Type)
+	if f.Type != of.TypeHello {
+		return nil, fmt.Errorf("%w: first message is %v, want HELLO", ErrMalformed, f.Type)
 	}
-	ok, err := negotiate(f)
+	ok, err := ofwire.Negotiate(f)
 	if err != nil {
 		return nil, fmt.Errorf("HELLO: %w", err)
 	}
 	if !ok {
 		// Answer in the peer's version, which older switches can parse.
-		msg := fmt.Sprintf("flowweight speaks OpenFlow 1.3 (wire version %d) only; peer offered version %d", version13, f.h.Version)
-		b, _ := encodeMessage(of.TypeError, f.h.Xid, errorBody(uint16(ofp.ErrTypeHelloFailed), uint16(ofp.ErrCodeHelloFailedIncompatible), []byte(msg)))
-		b[0] = min(f.h.Version, version13)
+		msg := fmt.Sprintf("flowweight speaks OpenFlow 1.3 (wire version %d) only; peer offered version %d", ofwire.Version13, f.Version)
+		b, _ := ofwire.EncodeMessage(of.TypeError, f.Xid, ofwire.ErrorBody(uint16(ofp.ErrTypeHelloFailed), uint16(ofp.ErrCodeHelloFailedIncompatible), []byte(msg)))
+		b[0] = min(f.Version, ofwire.Version13)
 		c.Write(b)
-		return nil, fmt.Errorf("%w: peer HELLO version %d without 1.3", ErrHelloFailed, f.h.Version)
+		return nil, fmt.Errorf("%w: peer HELLO version %d without 1.3", ErrHelloFailed, f.Version)
 	}
 	fx := sw.nextXID()
 	if err := send(of.TypeFeaturesRequest, fx, nil); err != nil {
@@ -454,30 +456,30 @@ func (s *Server) handshake(c net.Conn) (*Switch, error) {
 			return nil, fmt.Errorf("read FEATURES_REPLY: %w", err)
 		}
 		switch {
-		case f.h.Type == of.TypeEchoRequest:
-			if err := send(of.TypeEchoReply, f.h.Xid, rawBody(f.body)); err != nil {
+		case f.Type == of.TypeEchoRequest:
+			if err := send(of.TypeEchoReply, f.Xid, ofwire.RawBody(f.Body)); err != nil {
 				return nil, fmt.Errorf("answer ECHO_REQUEST: %w", err)
 			}
 			continue
-		case f.h.Type == of.TypeError:
-			em, err := parseError(f.body)
+		case f.Type == of.TypeError:
+			em, err := ofwire.ParseError(f.Body)
 			if err != nil {
 				return nil, fmt.Errorf("during handshake: %w", err)
 			}
-			tn, cn := ErrorName(em.Type, em.Code)
+			tn, cn := ofwire.ErrorName(em.Type, em.Code)
 			return nil, fmt.Errorf("switch error during handshake: %s/%s", tn, cn)
-		case f.h.Type != of.TypeFeaturesReply || f.h.Xid != fx:
+		case f.Type != of.TypeFeaturesReply || f.Xid != fx:
 			continue
 		}
-		if f.h.Version != version13 {
-			return nil, fmt.Errorf("%w: FEATURES_REPLY version %d", ErrMalformed, f.h.Version)
+		if f.Version != ofwire.Version13 {
+			return nil, fmt.Errorf("%w: FEATURES_REPLY version %d", ErrMalformed, f.Version)
 		}
-		if sw.features, err = parseFeatures(f.body); err != nil {
+		if sw.features, err = ofwire.ParseFeatures(f.Body); err != nil {
 			return nil, err
 		}
 		break
 	}
-	if err := send(of.TypeSetConfig, sw.nextXID(), switchConfigBody()); err != nil {
+	if err := send(of.TypeSetConfig, sw.nextXID(), ofwire.SwitchConfigBody()); err != nil {
 		return nil, fmt.Errorf("send SET_CONFIG: %w", err)
 	}
 	if err := c.SetDeadline(time.Time{}); err != nil {

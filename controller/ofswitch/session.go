@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"flowweight/controller/ofwire"
+
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
 )
@@ -158,14 +160,14 @@ func (sw *Switch) applyStage(ctx context.Context, stage int, msgs []Message) (ti
 	for j, m := range msgs {
 		xids[j] = sw.nextXID()
 		byXid[xids[j]] = m
-		if err := appendMessage(&buf, m.Type, xids[j], m.Body); err != nil {
+		if err := ofwire.AppendMessage(&buf, m.Type, xids[j], m.Body); err != nil {
 			return 0, fmt.Errorf("switch %s stage %d message %d %q: %w", sw, stage, j, m.Desc, err)
 		}
 	}
 	bx := sw.nextXID()
 	xids[len(msgs)] = bx
 	byXid[bx] = Message{Type: of.TypeBarrierRequest, Desc: fmt.Sprintf("barrier after stage %d", stage)}
-	if err := appendMessage(&buf, of.TypeBarrierRequest, bx, nil); err != nil {
+	if err := ofwire.AppendMessage(&buf, of.TypeBarrierRequest, bx, nil); err != nil {
 		return 0, err
 	}
 
@@ -182,16 +184,16 @@ func (sw *Switch) applyStage(ctx context.Context, stage int, msgs []Message) (ti
 		select {
 		case <-w.notify:
 			for _, f := range w.take() {
-				switch f.h.Type {
+				switch f.Type {
 				case of.TypeError:
-					em, err := parseError(f.body)
+					em, err := ofwire.ParseError(f.Body)
 					if err != nil {
 						errs = append(errs, fmt.Errorf("switch %s stage %d: %w", sw, stage, err))
 						continue
 					}
-					errs = append(errs, newOpError(sw.DatapathID(), f.h.Xid, byXid[f.h.Xid], em))
+					errs = append(errs, newOpError(sw.DatapathID(), f.Xid, byXid[f.Xid], em))
 				case of.TypeBarrierReply:
-					if f.h.Xid != bx {
+					if f.Xid != bx {
 						continue
 					}
 					rtt := sw.srv.now().Sub(start)
@@ -249,12 +251,12 @@ func (sw *Switch) multipart(ctx context.Context, typ ofp.MultipartType, body io.
 	if lim.MaxParts <= 0 {
 		lim.MaxParts = sw.cfg.MaxMultipartParts
 	}
-	req, err := multipartRequestBody(typ, body)
+	req, err := ofwire.MultipartRequest(typ, body)
 	if err != nil {
 		return nil, fmt.Errorf("switch %s: %w", sw, err)
 	}
 	xid := sw.nextXID()
-	b, err := encodeMessage(of.TypeMultipartRequest, xid, req)
+	b, err := ofwire.EncodeMessage(of.TypeMultipartRequest, xid, req)
 	if err != nil {
 		return nil, fmt.Errorf("switch %s: %w", sw, err)
 	}
@@ -279,7 +281,7 @@ func (sw *Switch) multipart(ctx context.Context, typ ofp.MultipartType, body io.
 			out, parts, last, ferr, errFrame := w.multipartState()
 			switch {
 			case errFrame != nil:
-				em, err := parseError(errFrame.body)
+				em, err := ofwire.ParseError(errFrame.Body)
 				if err != nil {
 					return nil, fmt.Errorf("switch %s %v request: %w", sw, typ, err)
 				}
@@ -311,7 +313,7 @@ func (sw *Switch) multipart(ctx context.Context, typ ofp.MultipartType, body io.
 // back where the request came from. An OFPT_ERROR for it arrives later and is only logged.
 func (sw *Switch) PacketOut(ctx context.Context, inPort uint32, actions ofp.Actions, frame []byte) error {
 	po := &ofp.PacketOut{Buffer: ofp.NoBuffer, InPort: ofp.PortNo(inPort), Actions: actions, Data: frame}
-	b, err := encodeMessage(of.TypePacketOut, sw.nextXID(), po)
+	b, err := ofwire.EncodeMessage(of.TypePacketOut, sw.nextXID(), po)
 	if err != nil {
 		return fmt.Errorf("switch %s packet-out: %w", sw, err)
 	}
@@ -338,7 +340,7 @@ func (sw *Switch) keepalive() {
 			var ts [8]byte
 			binary.BigEndian.PutUint64(ts[:], uint64(now.UnixNano()))
 			xid := sw.nextXID()
-			b, _ := encodeMessage(of.TypeEchoRequest, xid, rawBody(ts[:]))
+			b, _ := ofwire.EncodeMessage(of.TypeEchoRequest, xid, ofwire.RawBody(ts[:]))
 			sw.echoXid.Store(xid)
 			sw.echoSent.Store(now.UnixNano())
 			sw.sendControl(b)
@@ -375,7 +377,7 @@ func (sw *Switch) probe() bool {
 	w := newWaiter(waitEcho)
 	sw.register(w, xid)
 	defer sw.unregister(xid)
-	b, _ := encodeMessage(of.TypeEchoRequest, xid, nil)
+	b, _ := ofwire.EncodeMessage(of.TypeEchoRequest, xid, nil)
 	sw.sendControl(b)
 	timeout := sw.srv.after(sw.cfg.ProbeTimeout)
 	for {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"flowweight/controller/ofwire"
+
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
 )
@@ -30,14 +32,14 @@ func TestHandshake(t *testing.T) {
 	srv, _ := testServer(t, Config{}, h)
 	f, sw := connectFake(t, srv, h, 0xfeedface00000001)
 	hello := f.next(of.TypeHello)
-	bm, ok, err := helloVersions(hello.body)
-	if err != nil || !ok || len(bm) != 1 || bm[0] != 1<<version13 {
+	bm, ok, err := ofwire.HelloVersions(hello.Body)
+	if err != nil || !ok || len(bm) != 1 || bm[0] != 1<<ofwire.Version13 {
 		t.Errorf("our HELLO bitmap = %x ok=%v err=%v, want only 1.3", bm, ok, err)
 	}
 	f.next(of.TypeFeaturesRequest)
 	sc := f.next(of.TypeSetConfig)
-	if miss := binary.BigEndian.Uint16(sc.body[2:]); miss != noBufferMissLen {
-		t.Errorf("SET_CONFIG miss_send_len = %#x, want %#x", miss, noBufferMissLen)
+	if miss := binary.BigEndian.Uint16(sc.Body[2:]); miss != ofp.ContentLenNoBuffer {
+		t.Errorf("SET_CONFIG miss_send_len = %#x, want %#x (OFPCML_NO_BUFFER)", miss, ofp.ContentLenNoBuffer)
 	}
 	if got, ok := srv.Switch(0xfeedface00000001); !ok || got != sw {
 		t.Errorf("Server.Switch = %v, %v; want the connected session", got, ok)
@@ -74,12 +76,12 @@ func TestHelloNegotiation(t *testing.T) {
 				return
 			}
 			e := f.next(of.TypeError)
-			em, err := parseError(e.body)
+			em, err := ofwire.ParseError(e.Body)
 			if err != nil || em.Type != 0 || em.Code != 0 {
 				t.Fatalf("got error %+v (%v), want HELLO_FAILED/INCOMPATIBLE", em, err)
 			}
-			if e.h.Version != min(tt.version, version13) {
-				t.Errorf("error sent in version %d, want the peer's %d", e.h.Version, tt.version)
+			if e.Version != min(tt.version, ofwire.Version13) {
+				t.Errorf("error sent in version %d, want the peer's %d", e.Version, tt.version)
 			}
 			select {
 			case <-f.eof:
@@ -120,16 +122,16 @@ func TestApplyXidsAndBarrier(t *testing.T) {
 	for i, stage := range stages {
 		for j := range stage {
 			g := f.next(of.TypeGroupMod)
-			if g.h.Xid == 0 || seen[g.h.Xid] {
-				t.Errorf("stage %d msg %d: xid %d is zero or reused", i, j, g.h.Xid)
+			if g.Xid == 0 || seen[g.Xid] {
+				t.Errorf("stage %d msg %d: xid %d is zero or reused", i, j, g.Xid)
 			}
-			seen[g.h.Xid] = true
+			seen[g.Xid] = true
 		}
 		b := f.next(of.TypeBarrierRequest)
-		if seen[b.h.Xid] || b.h.Xid == 0 {
-			t.Errorf("stage %d: barrier xid %d is zero or reused", i, b.h.Xid)
+		if seen[b.Xid] || b.Xid == 0 {
+			t.Errorf("stage %d: barrier xid %d is zero or reused", i, b.Xid)
 		}
-		seen[b.h.Xid] = true
+		seen[b.Xid] = true
 		if i == 0 {
 			// Stage 1 must wait for this reply; it comes 3ms later on the manual clock.
 			select {
@@ -142,7 +144,7 @@ func TestApplyXidsAndBarrier(t *testing.T) {
 			<-clk.Started()
 			clk.Advance(3 * time.Millisecond)
 			f.answerBarrier.Store(true)
-			f.send(of.TypeBarrierReply, b.h.Xid, nil)
+			f.send(of.TypeBarrierReply, b.Xid, nil)
 		}
 	}
 	o := <-done
@@ -296,8 +298,8 @@ func TestMultipartReplyMore(t *testing.T) {
 				t.Errorf("Multipart = %d bytes, want %d (concatenation of all parts)", len(got), len(want))
 			}
 			req := f.next(of.TypeMultipartRequest)
-			if typ := binary.BigEndian.Uint16(req.body); typ != uint16(ofp.MultipartTypeGroupDescription) || len(req.body) != 8 {
-				t.Errorf("request type %d, body %d bytes", typ, len(req.body))
+			if typ := binary.BigEndian.Uint16(req.Body); typ != uint16(ofp.MultipartTypeGroupDescription) || len(req.Body) != 8 {
+				t.Errorf("request type %d, body %d bytes", typ, len(req.Body))
 			}
 		})
 	}
@@ -311,8 +313,8 @@ func TestEcho(t *testing.T) {
 	// We answer the switch's echo with its xid and data.
 	f.send(of.TypeEchoRequest, 77, []byte("ping"))
 	r := f.next(of.TypeEchoReply)
-	if r.h.Xid != 77 || string(r.body) != "ping" {
-		t.Errorf("echo reply xid %d body %q, want 77 \"ping\"", r.h.Xid, r.body)
+	if r.Header.Xid != 77 || string(r.Body) != "ping" {
+		t.Errorf("echo reply xid %d body %q, want 77 \"ping\"", r.Header.Xid, r.Body)
 	}
 
 	// A tick sends our echo; the switch answers; a round trip later the clock moves on
@@ -342,29 +344,12 @@ func TestEcho(t *testing.T) {
 	}
 }
 
-func packetInBody(inPort uint32, cookie uint64, data []byte) []byte {
-	b := make([]byte, 16, 64)
-	binary.BigEndian.PutUint32(b[0:], ofp.NoBuffer)
-	binary.BigEndian.PutUint16(b[4:], uint16(len(data)))
-	b[6] = 1 // action
-	binary.BigEndian.PutUint64(b[8:], cookie)
-	// ofp_match: OXM, length 4+8 (in_port), padded to 16, then 2 bytes pad.
-	m := make([]byte, 16+2)
-	binary.BigEndian.PutUint16(m[0:], 1)
-	binary.BigEndian.PutUint16(m[2:], 12)
-	binary.BigEndian.PutUint16(m[4:], oxmClassOF)
-	m[6] = oxmInPort << 1
-	m[7] = 4
-	binary.BigEndian.PutUint32(m[8:], inPort)
-	return append(append(b, m...), data...)
-}
-
 func TestPacketInDispatch(t *testing.T) {
 	h := newRecHandler()
 	srv, _ := testServer(t, Config{}, h)
 	f, _ := connectFake(t, srv, h, 6)
 	for i := uint32(1); i <= 3; i++ {
-		f.send(of.TypePacketIn, 0, packetInBody(i, uint64(i)*100, []byte(fmt.Sprintf("frame-%d", i))))
+		f.send(of.TypePacketIn, 0, ofwire.PacketInBody(i, uint64(i)*100, []byte(fmt.Sprintf("frame-%d", i))))
 	}
 	for i := uint32(1); i <= 3; i++ {
 		select {
@@ -384,10 +369,10 @@ func TestPacketInQueueFullDrops(t *testing.T) {
 	srv, _ := testServer(t, Config{PacketInQueue: 1}, h)
 	defer close(h.gate)
 	f, sw := connectFake(t, srv, h, 8)
-	f.send(of.TypePacketIn, 0, packetInBody(1, 0, []byte("a")))
+	f.send(of.TypePacketIn, 0, ofwire.PacketInBody(1, 0, []byte("a")))
 	<-h.entered // the Handler holds the first one
 	for i := 0; i < 4; i++ {
-		f.send(of.TypePacketIn, 0, packetInBody(2, 0, []byte("b")))
+		f.send(of.TypePacketIn, 0, ofwire.PacketInBody(2, 0, []byte("b")))
 	}
 	// A round trip proves the reader has handled all of them.
 	if _, err := sw.Multipart(context.Background(), ofp.MultipartTypeGroupDescription, nil); err != nil {
@@ -412,7 +397,7 @@ func TestPacketOut(t *testing.T) {
 	}
 	m := f.next(of.TypePacketOut)
 	var po ofp.PacketOut
-	if _, err := po.ReadFrom(bytes.NewReader(m.body)); err != nil {
+	if _, err := po.ReadFrom(bytes.NewReader(m.Body)); err != nil {
 		t.Fatalf("decode our PACKET_OUT: %v", err)
 	}
 	if po.Buffer != ofp.NoBuffer || po.InPort != ofp.PortController || !bytes.Equal(po.Data, frameData) || len(po.Actions) != 1 {

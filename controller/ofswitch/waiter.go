@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 
+	"flowweight/controller/ofwire"
+
 	of "github.com/netrack/openflow"
 	"github.com/netrack/openflow/ofp"
 )
@@ -30,13 +32,13 @@ type waiter struct {
 	lim    Limit
 
 	mu     sync.Mutex
-	frames []frame         // waitApply
+	frames []ofwire.Frame  // waitApply
 	seen   map[uint32]bool // waitApply: xids that already delivered a frame
 	buf    []byte          // waitMultipart: payloads so far
 	parts  int             // waitMultipart
 	last   bool            // waitMultipart: the final part arrived
 	err    error           // waitMultipart, waitRole: the reply was refused
-	errF   *frame          // waitMultipart, waitRole: the switch answered with OFPT_ERROR
+	errF   *ofwire.Frame   // waitMultipart, waitRole: the switch answered with OFPT_ERROR
 	role   RoleReply       // waitRole: the decoded reply
 	closed bool            // finished: anything more is unsolicited
 }
@@ -54,20 +56,20 @@ func (w *waiter) wake() {
 
 // deliver hands an Apply stage a frame, once per xid. It reports false when the waiter
 // refuses it (a repeat, or the waiter is done).
-func (w *waiter) deliver(f frame) bool {
+func (w *waiter) deliver(f ofwire.Frame) bool {
 	w.mu.Lock()
-	if w.closed || w.seen[f.h.Xid] {
+	if w.closed || w.seen[f.Xid] {
 		w.mu.Unlock()
 		return false
 	}
-	w.seen[f.h.Xid] = true
+	w.seen[f.Xid] = true
 	w.frames = append(w.frames, f)
 	w.mu.Unlock()
 	w.wake()
 	return true
 }
 
-func (w *waiter) take() []frame {
+func (w *waiter) take() []ofwire.Frame {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	f := w.frames
@@ -77,7 +79,7 @@ func (w *waiter) take() []frame {
 
 // finish closes the waiter with an outcome (a multipart error frame or refusal, or an
 // answered probe); false if it was already finished.
-func (w *waiter) finish(errF *frame, err error) bool {
+func (w *waiter) finish(errF *ofwire.Frame, err error) bool {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -104,7 +106,7 @@ func (w *waiter) finishRole(rr RoleReply, accepted func()) bool {
 	return true
 }
 
-func (w *waiter) roleState() (rr RoleReply, err error, errF *frame) {
+func (w *waiter) roleState() (rr RoleReply, err error, errF *ofwire.Frame) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.role, w.err, w.errF
@@ -144,7 +146,7 @@ func (w *waiter) addPart(payload []byte, more bool) {
 	w.wake()
 }
 
-func (w *waiter) multipartState() (out []byte, parts int, last bool, err error, errF *frame) {
+func (w *waiter) multipartState() (out []byte, parts int, last bool, err error, errF *ofwire.Frame) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf, w.parts, w.last, w.err, w.errF

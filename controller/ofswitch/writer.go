@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"flowweight/controller/ofwire"
 )
 
 // outQueue is the session's bounded write queue; writeLoop is its only consumer and the only
@@ -48,7 +50,7 @@ func newOutQueue(c Config) *outQueue {
 	return &outQueue{
 		wake: make(chan struct{}, 1), room: make(chan struct{}),
 		maxMsgs: c.WriteQueueMessages, maxBytes: c.WriteQueueBytes,
-		maxReplies: max(c.WriteQueueMessages/4, 1), maxRepB: max(c.WriteQueueBytes/4, maxMsgLen),
+		maxReplies: max(c.WriteQueueMessages/4, 1), maxRepB: max(c.WriteQueueBytes/4, ofwire.MaxMessageLen),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"flowweight/controller/dataplane"
 	"flowweight/controller/intent"
 	"flowweight/controller/ofswitch"
+	"flowweight/controller/ofwire"
 	"flowweight/internal/testutil"
 
 	of "github.com/netrack/openflow"
@@ -55,7 +56,7 @@ func TestAffinityEnds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []uint16
 			for _, m := range AffinityEnds(tc.prev, tc.now) {
-				fm, ok := m.Body.(*dataplane.FlowMod)
+				fm, ok := m.Body.(*ofwire.FlowMod)
 				svc, b, kind, ours := dataplane.ParseCookie(fm.Flow.Cookie)
 				if !ok || !ours || kind != dataplane.KindAffinity || svc != 1 || fm.CookieMask != ^uint64(0) || fm.Flow.Table != dataplane.TableAffinity {
 					t.Fatalf("message %q is not a delete of service 1's learned flows by exact cookie", m.Desc)
@@ -109,7 +110,7 @@ func TestSyncerEndsAffinities(t *testing.T) {
 		conn.Edit(func(sw *dataplane.FakeSwitch) {
 			var msgs []ofswitch.Message
 			for _, c := range clients {
-				msgs = append(msgs, ofswitch.Message{Type: of.TypeFlowMod, Body: &dataplane.FlowMod{Command: ofp.FlowAdd, Flow: learnedOn(5, b, c)}})
+				msgs = append(msgs, ofswitch.Message{Type: of.TypeFlowMod, Body: &ofwire.FlowMod{Command: ofp.FlowAdd, Flow: ofwire.Flow(learnedOn(5, b, c))}})
 			}
 			if err := sw.Apply(msgs); err != nil {
 				t.Error(err)

@@ -43,12 +43,13 @@ var rules = []struct {
 	// A syncer owns one switch and never reaches back into the balancer's state.
 	{"flowweight/controller/switchsync", []string{"flowweight/controller/balancer", "flowweight/controller/config",
 		"flowweight/controller/api", "flowweight/collector", "flowweight/weights"}, nil},
-	// The planner and the codecs below it know nothing of the loops above them.
+	// The planner and the session below it know nothing of the loops above them.
 	{"flowweight/controller/dataplane", []string{"flowweight/controller/balancer", "flowweight/controller/switchsync",
 		"flowweight/controller/intent", "flowweight/controller/config", "flowweight/collector"}, nil},
 	{"flowweight/controller/ofswitch", []string{"flowweight/controller/balancer", "flowweight/controller/switchsync",
 		"flowweight/controller/dataplane", "flowweight/controller/config"}, nil},
-	{"flowweight/controller/nx", []string{"flowweight/controller/", "flowweight/collector"}, nil},
+	// The OpenFlow codec is a leaf: the bytes only, nothing of flowweight.
+	{"flowweight/controller/ofwire", []string{"flowweight/"}, nil},
 	{"flowweight/controller/arp", []string{"flowweight/controller/balancer", "flowweight/controller/ofswitch", "flowweight/controller/config"}, nil},
 	{"flowweight/controller/state", []string{"flowweight/controller/balancer", "flowweight/controller/config"}, nil},
 	// The read side reads what the balancer published; it holds no pointer back to it, and

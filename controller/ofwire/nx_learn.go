@@ -1,4 +1,4 @@
-package nx
+package ofwire
 
 import (
 	"bytes"
@@ -69,7 +69,7 @@ func (a *Resubmit) AppendBinary(dst []byte) ([]byte, error) {
 }
 
 // WriteTo implements io.WriterTo (and so ofp.Action).
-func (a *Resubmit) WriteTo(w io.Writer) (int64, error) { return writeAction(w, a.MarshalBinary) }
+func (a *Resubmit) WriteTo(w io.Writer) (int64, error) { return writeBinary(w, a.MarshalBinary) }
 
 // ReadFrom implements io.ReaderFrom: it reads exactly one NXAST_RESUBMIT_TABLE action.
 func (a *Resubmit) ReadFrom(r io.Reader) (int64, error) {
@@ -231,7 +231,7 @@ func (a *Learn) AppendBinary(dst []byte) ([]byte, error) {
 		}
 		total += s.wireLen()
 	}
-	total += (8 - total%8) % 8
+	total = pad8(total)
 	if total > 0xfff8 {
 		return dst, fmt.Errorf("nx: learn action of %d bytes is too long", total)
 	}
@@ -267,7 +267,7 @@ func (a *Learn) AppendBinary(dst []byte) ([]byte, error) {
 }
 
 // WriteTo implements io.WriterTo (and so ofp.Action).
-func (a *Learn) WriteTo(w io.Writer) (int64, error) { return writeAction(w, a.MarshalBinary) }
+func (a *Learn) WriteTo(w io.Writer) (int64, error) { return writeBinary(w, a.MarshalBinary) }
 
 // ReadFrom implements io.ReaderFrom: it reads exactly one NXAST_LEARN action.
 func (a *Learn) ReadFrom(r io.Reader) (int64, error) {
@@ -340,13 +340,4 @@ func (a *Learn) UnmarshalBinary(b []byte) error {
 	}
 	*a = out
 	return nil
-}
-
-func writeAction(w io.Writer, marshal func() ([]byte, error)) (int64, error) {
-	b, err := marshal()
-	if err != nil {
-		return 0, err
-	}
-	n, err := w.Write(b)
-	return int64(n), err
 }

@@ -1,4 +1,4 @@
-package dataplane
+package ofwire
 
 import (
 	"bytes"
@@ -13,8 +13,9 @@ import (
 // Byte-for-byte the encodings of github.com/netrack/openflow's WriteTo methods, for the
 // actions, instructions and match fields the planner builds, appended to one buffer.
 //
-// Why: Desired encodes every flow and bucket of every service on every reweight (the State
-// compares bytes), and the library writes each value through encoding/binary's reflection:
+// Why: the planner (controller/dataplane) encodes every flow and bucket of every service on
+// every reweight (its State compares bytes), and the library writes each value through
+// encoding/binary's reflection:
 // for a 64-backend service that was about 10,000 allocations and 0.9 ms per reweight, most of
 // the "rewrite + barrier under 1 ms" budget (docs/benchmarks.md). Anything else goes through
 // the library's own WriteTo, and TestEncodersMatchTheLibrary and FuzzEncodeXM hold the two
@@ -51,14 +52,12 @@ func appendAction(dst []byte, a ofp.Action) ([]byte, error) {
 		start := len(dst)
 		dst = append(dst, 0, 0, 0, 0)
 		dst = appendXM(dst, &a.Field)
-		for (len(dst)-start)%8 != 0 { // padded to 64 bits
-			dst = append(dst, 0)
-		}
+		dst = append(dst, make([]byte, pad8(len(dst)-start)-(len(dst)-start))...) // padded to 64 bits
 		be.PutUint16(dst[start:], uint16(a.Type()))
 		be.PutUint16(dst[start+2:], uint16(len(dst)-start))
 		return dst, nil
 	}
-	if ap, ok := a.(encoding.BinaryAppender); ok { // controller/nx's ct and nat
+	if ap, ok := a.(encoding.BinaryAppender); ok { // the Nicira actions of nx_*.go
 		return ap.AppendBinary(dst)
 	}
 	var buf bytes.Buffer
@@ -68,7 +67,9 @@ func appendAction(dst []byte, a ofp.Action) ([]byte, error) {
 	return append(dst, buf.Bytes()...), nil
 }
 
-func appendActions(dst []byte, as ofp.Actions) ([]byte, error) {
+// AppendActions appends an action list as the library's WriteTo would (the Nicira actions
+// of this package through their AppendBinary).
+func AppendActions(dst []byte, as ofp.Actions) ([]byte, error) {
 	var err error
 	for _, a := range as {
 		if dst, err = appendAction(dst, a); err != nil {
@@ -84,7 +85,7 @@ func appendInstruction(dst []byte, in ofp.Instruction) ([]byte, error) {
 	case *ofp.InstructionApplyActions:
 		start := len(dst)
 		dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // type, length, 4 bytes of padding
-		dst, err := appendActions(dst, in.Actions)
+		dst, err := AppendActions(dst, in.Actions)
 		if err != nil {
 			return dst, err
 		}
@@ -103,27 +104,20 @@ func appendInstruction(dst []byte, in ofp.Instruction) ([]byte, error) {
 	return append(dst, buf.Bytes()...), nil
 }
 
-func encodeInstructions(in ofp.Instructions) string {
-	var dst []byte
+// AppendInstructions appends an instruction list as the library's WriteTo would.
+func AppendInstructions(dst []byte, in ofp.Instructions) ([]byte, error) {
 	var err error
 	for _, i := range in {
 		if dst, err = appendInstruction(dst, i); err != nil {
-			panic(fmt.Sprintf("dataplane: encoding instructions: %v", err))
+			return dst, err
 		}
 	}
-	return string(dst)
+	return dst, nil
 }
 
-func encodeActions(a ofp.Actions) string {
-	dst, err := appendActions(nil, a)
-	if err != nil {
-		panic(fmt.Sprintf("dataplane: encoding actions: %v", err))
-	}
-	return string(dst)
-}
-
-// encodeFields encodes match fields in canonical order: the TLVs sorted by their bytes.
-func encodeFields(fields []ofp.XM) (string, error) {
+// EncodeFields encodes match fields in canonical order: the TLVs sorted by their bytes, the
+// form Flow.Match holds.
+func EncodeFields(fields []ofp.XM) (string, error) {
 	var buf []byte
 	var cuts [16][2]int // a match has a handful of fields; more spill to the heap
 	spans := cuts[:0]

@@ -1,6 +1,6 @@
 //go:build integration
 
-package nx
+package ofwire
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package ofswitch
+package ofwire
 
 import (
 	"encoding/binary"
@@ -7,9 +7,16 @@ import (
 	"github.com/netrack/openflow/ofp"
 )
 
+const (
+	oxmClassOF = 0x8000 // OFPXMC_OPENFLOW_BASIC
+	oxmInPort  = 0      // OFPXMT_OFB_IN_PORT
+	// packetInFixedLen is buffer_id, total_len, reason, table_id and cookie.
+	packetInFixedLen = 16
+)
+
 // PacketIn is a decoded OFPT_PACKET_IN: what the controller needs to answer it (the frame
 // and the port it came in on) without parsing OXM itself. Data and Match alias the
-// message buffer, which belongs to the PacketIn; the Handler may keep them.
+// message buffer, which belongs to the PacketIn; whoever receives it may keep them.
 type PacketIn struct {
 	BufferID uint32 // ofp.NoBuffer when the switch sent the whole frame (we ask for that)
 	TotalLen uint16 // length of the frame on the wire; len(Data) may be shorter
@@ -21,12 +28,11 @@ type PacketIn struct {
 	Data     []byte // the Ethernet frame
 }
 
-// parsePacketIn decodes an OpenFlow 1.3 ofp_packet_in body. in_port is required: the
+// ParsePacketIn decodes an OpenFlow 1.3 ofp_packet_in body. in_port is required: the
 // 1.3 spec says switches always include it, and without it no answer can be addressed.
-func parsePacketIn(body []byte) (PacketIn, error) {
-	const fixed = 16 // buffer_id, total_len, reason, table_id, cookie
-	if len(body) < fixed+4 {
-		return PacketIn{}, fmt.Errorf("%w: PACKET_IN body is %d bytes, need %d", ErrMalformed, len(body), fixed+4)
+func ParsePacketIn(body []byte) (PacketIn, error) {
+	if len(body) < packetInFixedLen+matchHeaderLen {
+		return PacketIn{}, fmt.Errorf("%w: PACKET_IN body is %d bytes, need %d", ErrMalformed, len(body), packetInFixedLen+matchHeaderLen)
 	}
 	pi := PacketIn{
 		BufferID: binary.BigEndian.Uint32(body[0:4]),
@@ -35,18 +41,14 @@ func parsePacketIn(body []byte) (PacketIn, error) {
 		TableID:  body[7],
 		Cookie:   binary.BigEndian.Uint64(body[8:16]),
 	}
-	m := body[fixed:]
-	mtype := binary.BigEndian.Uint16(m[0:2])
-	mlen := int(binary.BigEndian.Uint16(m[2:4]))
-	if mtype != 1 { // OFPMT_OXM
-		return PacketIn{}, fmt.Errorf("%w: PACKET_IN match type %d, want OXM (1)", ErrMalformed, mtype)
+	match, rest, err := cutMatch(body[packetInFixedLen:])
+	if err != nil {
+		return PacketIn{}, fmt.Errorf("PACKET_IN: %w", err)
 	}
-	padded := (mlen + 7) / 8 * 8
-	if mlen < 4 || padded+2 > len(m) {
-		return PacketIn{}, fmt.Errorf("%w: PACKET_IN match length %d does not fit %d bytes", ErrMalformed, mlen, len(m))
+	if len(rest) < 2 { // two bytes of padding before the frame
+		return PacketIn{}, fmt.Errorf("%w: PACKET_IN ends %d bytes after its match, need 2 of padding", ErrMalformed, len(rest))
 	}
-	pi.Match = m[4:mlen]
-	pi.Data = m[padded+2:]
+	pi.Match, pi.Data = match, rest[2:]
 	inPort, found, err := oxmInPortOf(pi.Match)
 	if err != nil {
 		return PacketIn{}, err
@@ -56,6 +58,23 @@ func parsePacketIn(body []byte) (PacketIn, error) {
 	}
 	pi.InPort = inPort
 	return pi, nil
+}
+
+// PacketInBody encodes an ofp_packet_in body as a switch sends it for a table-miss or
+// CONTROLLER action (no buffer, reason action, the whole frame), its match only in_port: what
+// fake switches and fuzz seeds send.
+func PacketInBody(inPort uint32, cookie uint64, data []byte) []byte {
+	b := make([]byte, packetInFixedLen, packetInFixedLen+16+2+len(data))
+	binary.BigEndian.PutUint32(b[0:], ofp.NoBuffer)
+	binary.BigEndian.PutUint16(b[4:], uint16(len(data)))
+	b[6] = byte(ofp.PacketInReasonAction)
+	binary.BigEndian.PutUint64(b[8:], cookie)
+	var inPortTLV [8]byte
+	binary.BigEndian.PutUint16(inPortTLV[0:], oxmClassOF)
+	inPortTLV[2], inPortTLV[3] = oxmInPort<<1, 4
+	binary.BigEndian.PutUint32(inPortTLV[4:], inPort)
+	b = AppendMatch(b, string(inPortTLV[:]))
+	return append(append(b, 0, 0), data...)
 }
 
 // oxmInPortOf walks OXM TLVs and returns OFPXMT_OFB_IN_PORT's value.

@@ -1,12 +1,10 @@
-package dataplane
+package ofwire
 
 import (
 	"bytes"
 	"io"
 	"net/netip"
 	"testing"
-
-	"flowweight/controller/nx"
 
 	"github.com/netrack/openflow/ofp"
 )
@@ -34,26 +32,26 @@ func TestEncodersMatchTheLibrary(t *testing.T) {
 		{setField(ofp.XMTypeEthDst, mac), setField(ofp.XMTypeIPv4Dst, ip4), setField(ofp.XMTypeTCPDst, port16(8080)), output(3, 0)},
 		{setField(ofp.XMTypeIPv6Dst, ip6), setField(ofp.XMTypeIPProto, []byte{17}), setField(ofp.XMTypeUDPSrc, port16(53))},
 		{&ofp.ActionSetField{Field: masked}},
-		{&nx.CT{Flags: nx.CTCommit, Zone: 9, Table: TableForward, Actions: ofp.Actions{&nx.NAT{Flags: nx.NATDst, IPMin: netip.MustParseAddr("10.0.0.7"), PortMin: 80}}}},
+		{&CT{Flags: CTCommit, Zone: 9, Table: 2, Actions: ofp.Actions{&NAT{Flags: NATDst, IPMin: netip.MustParseAddr("10.0.0.7"), PortMin: 80}}}},
 		{&ofp.ActionPopVLAN{}, &ofp.ActionSetQueue{QueueID: 4}}, // the library's own path
 		nil,
 	}
 	for i, as := range actions {
-		if got, want := encodeActions(as), libraryBytes(t, &as); got != string(want) {
+		if got, want := mustActions(t, as), libraryBytes(t, &as); got != string(want) {
 			t.Errorf("actions %d: % x, library % x", i, got, want)
 		}
 		in := apply(as...)
-		if got, want := encodeInstructions(in), libraryBytes(t, &in); got != string(want) {
+		if got, want := mustInstructions(t, in), libraryBytes(t, &in); got != string(want) {
 			t.Errorf("apply-actions %d: % x, library % x", i, got, want)
 		}
 	}
-	for _, in := range []ofp.Instructions{gotoTable(TableCT), {&ofp.InstructionMeter{Meter: 3}}, append(gotoTable(2), apply(output(1, 0))...)} {
-		if got, want := encodeInstructions(in), libraryBytes(t, &in); got != string(want) {
+	for _, in := range []ofp.Instructions{gotoTable(1), {&ofp.InstructionMeter{Meter: 3}}, append(gotoTable(2), apply(output(1, 0))...)} {
+		if got, want := mustInstructions(t, in), libraryBytes(t, &in); got != string(want) {
 			t.Errorf("instructions %v: % x, library % x", in, got, want)
 		}
 	}
-	match := fields(ethType(0x0800), ipProtoField(Service{Protocol: "tcp"}), xm(ofp.XMTypeIPv4Dst, ip4), xm(ofp.XMTypeTCPDst, port16(80)), masked)
-	got, err := encodeFields(match)
+	match := []ofp.XM{xm(ofp.XMTypeEthType, port16(0x0800)), xm(ofp.XMTypeIPProto, []byte{6}), xm(ofp.XMTypeIPv4Dst, ip4), xm(ofp.XMTypeTCPDst, port16(80)), masked}
+	got, err := EncodeFields(match)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +68,7 @@ func TestEncodersMatchTheLibrary(t *testing.T) {
 	if want := bytes.Join(enc, nil); got != string(want) {
 		t.Errorf("match: % x, library % x", got, want)
 	}
-	if _, err := encodeFields(fields(ofp.XM{Type: ofp.XMTypeIPv4Dst, Value: make(ofp.XMValue, 200), Mask: make(ofp.XMValue, 100)})); err == nil {
+	if _, err := EncodeFields([]ofp.XM{{Type: ofp.XMTypeIPv4Dst, Value: make(ofp.XMValue, 200), Mask: make(ofp.XMValue, 100)}}); err == nil {
 		t.Error("a 300-byte OXM encoded: its length byte would wrap")
 	}
 }
@@ -90,7 +88,7 @@ func FuzzEncodeXM(f *testing.F) {
 			t.Fatalf("xm: % x, library % x", got, want)
 		}
 		a := ofp.Actions{&ofp.ActionSetField{Field: x}}
-		if got, want := encodeActions(a), libraryBytes(t, &a); got != string(want) {
+		if got, want := mustActions(t, a), libraryBytes(t, &a); got != string(want) {
 			t.Fatalf("set-field: % x, library % x", got, want)
 		}
 	})

@@ -1,8 +1,7 @@
-package nx
+package ofwire
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/hex"
 	"testing"
 
@@ -11,13 +10,13 @@ import (
 )
 
 // frame wraps a body in an OpenFlow 1.3 header with xid 1.
-func frame(typ of.Type, body []byte) []byte {
-	h := make([]byte, 8, 8+len(body))
-	h[0] = 4
-	h[1] = byte(typ)
-	binary.BigEndian.PutUint16(h[2:], uint16(8+len(body)))
-	binary.BigEndian.PutUint32(h[4:], 1)
-	return append(h, body...)
+func frame(t testing.TB, typ of.Type, body []byte) []byte {
+	t.Helper()
+	b, err := EncodeMessage(typ, 1, RawBody(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // flowModHex is an OFPT_FLOW_MOD adding table 0 priority 100 with the given match fields and
@@ -34,7 +33,7 @@ func flowModHex(t testing.TB, fields []ofp.XM, actions ofp.Actions) string {
 	if _, err := fm.WriteTo(&buf); err != nil {
 		t.Fatalf("encoding flow mod: %v", err)
 	}
-	return hex.EncodeToString(frame(of.TypeFlowMod, buf.Bytes()))
+	return hex.EncodeToString(frame(t, of.TypeFlowMod, buf.Bytes()))
 }
 
 // groupModHex is an OFPT_GROUP_MOD adding select group 1 with one weight-10 bucket.
@@ -46,5 +45,5 @@ func groupModHex(t testing.TB, actions ofp.Actions) string {
 	if _, err := gm.WriteTo(&buf); err != nil {
 		t.Fatalf("encoding group mod: %v", err)
 	}
-	return hex.EncodeToString(frame(of.TypeGroupMod, buf.Bytes()))
+	return hex.EncodeToString(frame(t, of.TypeGroupMod, buf.Bytes()))
 }

@@ -1,4 +1,4 @@
-package ofswitch
+package ofwire
 
 import (
 	"encoding/hex"
@@ -15,7 +15,7 @@ import (
 )
 
 // goldenPacketIn is a PACKET_IN recorded from Open vSwitch 3.1 by TestOVSARPResponder
-// (FLOWWEIGHT_RECORD=1 go test -tags integration -run TestOVSARPResponder): a namespace
+// (FLOWWEIGHT_RECORD=1 go test -tags integration -run TestOVSARPResponder ./controller/ofswitch): a namespace
 // host's ARP request for VIP 10.77.0.100, sent by flow arp,arp_tpa=VIP → CONTROLLER:65535.
 const goldenPacketIn = "testdata/ovs31-packetin-arp-request.hex"
 
@@ -28,14 +28,14 @@ func TestGoldenPacketIn(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s: %v", goldenPacketIn, err)
 	}
-	f, err := readFrame(strings.NewReader(string(raw)))
+	f, err := ReadFrame(strings.NewReader(string(raw)))
 	if err != nil {
 		t.Fatalf("%s: %v", goldenPacketIn, err)
 	}
-	if f.h.Version != version13 || f.h.Type != of.TypePacketIn {
-		t.Fatalf("%s is version %d %v, want a 1.3 PACKET_IN", goldenPacketIn, f.h.Version, f.h.Type)
+	if f.Version != Version13 || f.Type != of.TypePacketIn {
+		t.Fatalf("%s is version %d %v, want a 1.3 PACKET_IN", goldenPacketIn, f.Version, f.Type)
 	}
-	pi, err := parsePacketIn(f.body)
+	pi, err := ParsePacketIn(f.Body)
 	if err != nil {
 		t.Fatalf("%s: %v", goldenPacketIn, err)
 	}

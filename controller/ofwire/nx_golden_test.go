@@ -1,4 +1,4 @@
-package nx
+package ofwire
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package nx
+package ofwire
 
 import (
 	"bytes"
@@ -97,7 +97,7 @@ func flowModActions(t *testing.T, msg []byte) []byte {
 	return in[8:]
 }
 
-func readOfctlGolden(t *testing.T, name string) []byte {
+func readOfctlGolden(t testing.TB, name string) []byte {
 	t.Helper()
 	text, err := os.ReadFile("testdata/" + name + ".ofctl.hex")
 	if err != nil {

@@ -1,4 +1,4 @@
-package nx
+package ofwire
 
 import (
 	"bytes"
@@ -105,14 +105,7 @@ func (a *CT) AppendBinary(dst []byte) ([]byte, error) {
 }
 
 // WriteTo implements io.WriterTo (and so ofp.Action).
-func (a *CT) WriteTo(w io.Writer) (int64, error) {
-	b, err := a.MarshalBinary()
-	if err != nil {
-		return 0, err
-	}
-	n, err := w.Write(b)
-	return int64(n), err
-}
+func (a *CT) WriteTo(w io.Writer) (int64, error) { return writeBinary(w, a.MarshalBinary) }
 
 // ReadFrom implements io.ReaderFrom: it reads exactly one NXAST_CT action, header included.
 func (a *CT) ReadFrom(r io.Reader) (int64, error) {
@@ -218,7 +211,7 @@ func (a *NAT) AppendBinary(dst []byte) ([]byte, error) {
 		tail = binary.BigEndian.AppendUint16(tail, a.PortMax)
 	}
 	total := natHeaderLen + len(tail)
-	total += (8 - total%8) % 8
+	total = pad8(total)
 	start := len(dst)
 	dst = append(dst, make([]byte, total)...)
 	b := dst[start:]
@@ -231,14 +224,7 @@ func (a *NAT) AppendBinary(dst []byte) ([]byte, error) {
 }
 
 // WriteTo implements io.WriterTo (and so ofp.Action).
-func (a *NAT) WriteTo(w io.Writer) (int64, error) {
-	b, err := a.MarshalBinary()
-	if err != nil {
-		return 0, err
-	}
-	n, err := w.Write(b)
-	return int64(n), err
-}
+func (a *NAT) WriteTo(w io.Writer) (int64, error) { return writeBinary(w, a.MarshalBinary) }
 
 // ReadFrom implements io.ReaderFrom: it reads exactly one NXAST_NAT action, header included.
 func (a *NAT) ReadFrom(r io.Reader) (int64, error) {
