@@ -106,6 +106,9 @@ func (r *Runner) applyLocked() {
 	if r.ctx == nil {
 		return // Start calls us again
 	}
+	if r.ctx.Err() != nil {
+		return // shutting down: Wait may be running, and nothing new may join its group
+	}
 	for name, run := range r.running {
 		if j, ok := r.want[name]; !ok || j.Spec != run.spec {
 			run.cancel()

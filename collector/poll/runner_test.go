@@ -136,3 +136,34 @@ func TestRunnerJobWithoutCheckDoesNotRun(t *testing.T) {
 		t.Errorf("%d results from a job that could not start", n)
 	}
 }
+
+// TestRunnerSetAfterShutdownStartsNothing: a reload that lands after the run's context ended
+// (the controller shutting down) starts no job, so nothing joins the group Wait is waiting on.
+func TestRunnerSetAfterShutdownStartsNothing(t *testing.T) {
+	var mu sync.Mutex
+	starts := 0
+	job := func(name string) Job {
+		return Job{Name: name, Spec: name, Interval: time.Hour,
+			Target: snmp.Target{Address: "127.0.0.1:1", Version: "v2c", Community: "c", Timeout: 10 * time.Millisecond},
+			Check: func(*slog.Logger) (health.Prober, error) {
+				mu.Lock()
+				starts++
+				mu.Unlock()
+				return passing{}, nil
+			}}
+	}
+	r := New(Config{Sink: &sink{failed: map[string]int{}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	r.Start(ctx)
+	cancel()
+	r.Set([]Job{job("late")})
+	if got := r.Running(); len(got) != 0 {
+		t.Errorf("running %v after the run ended, want none", got)
+	}
+	r.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if starts != 0 {
+		t.Errorf("%d jobs started after the run ended", starts)
+	}
+}

@@ -145,6 +145,7 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 	if err := b.install(cfg); err != nil {
 		return nil, err
 	}
+	b.snmp.Set(snmpJobs(cfg)) // recorded now, started by Run; a reload before then replaces them
 	return b, nil
 }
 
@@ -417,8 +418,7 @@ func (b *Balancer) Run(ctx context.Context, ready func(of, push net.Addr)) error
 	errc := make(chan error, 2)
 	go func() { errc <- ofsrv.Serve(ctx) }()
 	go func() { errc <- pushsrv.Serve(ctx) }()
-	b.snmp.Set(snmpJobs(cfg))
-	b.snmp.Start(ctx)
+	b.snmp.Start(ctx) // with the jobs of the configuration installed last (New, reload)
 	b.runHA(ctx)
 	go b.updateLoop(ctx)
 	go b.followLoop(ctx)
@@ -475,7 +475,7 @@ func (b *Balancer) context() context.Context {
 // Disconnected implements ofswitch.Handler. Installed flows stay on a fail-secure switch.
 func (b *Balancer) Disconnected(sw *ofswitch.Switch, err error) {
 	b.mu.Lock()
-	if cur, ok := b.switches[sw.DatapathID()]; ok && cur.Conn() == sw {
+	if cur, ok := b.switches[sw.DatapathID()]; ok && cur.Serves(sw) {
 		delete(b.switches, sw.DatapathID())
 		b.board.PublishSwitches(maps.Clone(b.switches))
 	}

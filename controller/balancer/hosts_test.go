@@ -12,6 +12,7 @@ import (
 
 	"flowweight/controller/config"
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 // twoHostsTwoServices is hosts a and b backing web on port 80 and echo on 9000
@@ -298,4 +299,58 @@ group_id = 6
 	if got := b.snmp.Running(); len(got) != 0 {
 		t.Errorf("polls %v still running after the reload removed their backend", got)
 	}
+}
+
+// TestRunPollsWhatTheLastReloadSaid: Run starts the SNMP polls of the configuration installed
+// last, not of the one it read when it began: a reload while Run starts up (the file watcher
+// starts beside Run; here the reload runs in Run's ready callback, after Run read its
+// configuration) is not undone.
+func TestRunPollsWhatTheLastReloadSaid(t *testing.T) {
+	snmpService := func(name string) string {
+		return fmt.Sprintf(`
+[[service]]
+name = "dns"
+vip = "10.0.1.100"
+port = 53
+group_id = 6
+  [[service.backend]]
+  name = %q
+  ip = "10.0.1.1"
+  source = "snmp"
+  [service.backend.snmp]
+  address = "127.0.0.1:1"
+  version = "v2c"
+  community = "c"
+  timeout = "20ms"
+  retries = 0
+  [service.backend.health]
+  type = "tcp"
+`, name)
+	}
+	b, err := New(testConfig(t, snmpService("old")), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := testConfig(t, snmpService("new"))
+	ctx, cancel := context.WithCancel(context.Background())
+	reloaded := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Run(ctx, func(net.Addr, net.Addr) {
+			reloaded <- b.reload("test.toml", next, ReloadOptions{AllowRemoval: true})
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+	if err := <-reloaded; err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() ([]string, bool) {
+		r := b.snmp.Running()
+		return r, slices.Equal(r, []string{"new"})
+	}, "the polls of the reloaded configuration alone running")
 }

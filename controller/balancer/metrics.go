@@ -134,15 +134,6 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	return nil
 }
 
-// ARP fault reasons, the fixed label set of flowweight_arp_faults_total.
-const (
-	arpReplyNotSent   = "reply_not_sent"
-	arpRequestNotSent = "request_not_sent"
-)
-
-// arpFault counts one ARP fault; the log line is the caller's, rate-limited.
-func (m *Metrics) arpFault(reason string) { m.arpFaults.WithLabelValues(reason).Inc() }
-
 // forgetBackend removes the series of a backend a reload took out of a service: the names
 // are the operator's, and a series per name ever configured would grow with every rename.
 func (m *Metrics) forgetBackend(service, backend string) {

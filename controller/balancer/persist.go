@@ -127,15 +127,20 @@ func (k *keeper) load(ctx context.Context, cfg *config.Config) {
 	if path != "" {
 		where += " " + path
 	}
+	// The state file holds the operator drains too; with HA they are etcd keys of their own
+	// (drains.go), which a bad or missing document does not touch.
+	held, saved, file := "learned capacity and replay marks", "learned capacity", []any{}
+	if path != "" {
+		held, saved, file = "operator drains, learned capacity and replay marks", "drains and learned capacity", []any{"file", path}
+	}
 	f, err := k.store.Load(ctx)
 	switch {
 	case err != nil:
-		k.log.Warn(kind+" unusable; starting without it: the operator drains, learned capacity and replay marks it held are not applied",
-			"file", path, "err", err)
-		k.events.Add(view.Event{Time: k.now(), Kind: "error", Text: where + " unusable; saved drains and learned capacity not applied: " + err.Error()})
+		k.log.Warn(kind+" unusable; starting without it: the "+held+" it held are not applied", append(file, "err", err)...)
+		k.events.Add(view.Event{Time: k.now(), Kind: "error", Text: where + " unusable; saved " + saved + " not applied: " + err.Error()})
 		return
 	case f == nil:
-		k.log.Info("no "+kind+" yet; starting without saved drains or learned capacity", "file", path)
+		k.log.Info("no "+kind+" yet; starting without saved "+saved, file...)
 		return
 	}
 	k.bound(f, where, cfg)
@@ -148,8 +153,8 @@ func (k *keeper) load(ctx context.Context, cfg *config.Config) {
 	}
 	k.replay = f.Replay
 	k.weights, k.weightsFrom = f.Weights, kind
-	k.log.Info(kind+" loaded", "file", path, "backends", len(f.Backends), "operator_drained", drained,
-		"replay_marks", len(f.Replay), "services_with_weights", len(f.Weights), "written", f.Written)
+	k.log.Info(kind+" loaded", append(file, "backends", len(f.Backends), "operator_drained", drained,
+		"replay_marks", len(f.Replay), "services_with_weights", len(f.Weights), "written", f.Written)...)
 }
 
 // takeOver reads the document again for a new leader: learning must not fork between

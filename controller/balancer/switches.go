@@ -9,11 +9,12 @@ import (
 // PacketIn implements ofswitch.Handler: the frame goes to its switch's syncer, which answers
 // ARP/ND for the VIPs placed there and hands the frame to the learner (switchsync/arp.go). The
 // syncer is the only writer to its switch; the balancer sends nothing.
+//
+// It reads the registry the board publishes, not the update loop's state: a packet-in never
+// waits for an update to finish (the session's packet-in queue is bounded, and ARP replies
+// for the VIPs would wait behind it).
 func (b *Balancer) PacketIn(sw *ofswitch.Switch, pi ofswitch.PacketIn) {
-	b.mu.Lock()
-	sy, ok := b.switches[sw.DatapathID()]
-	b.mu.Unlock()
-	if ok && sy.Conn() == sw {
+	if sy := b.board.Syncer(sw.DatapathID()); sy != nil && sy.Serves(sw) {
 		sy.PacketIn(pi)
 	}
 }

@@ -607,8 +607,9 @@ func inc(c prometheus.Counter) {
 	}
 }
 
-// Conn is the session this syncer drives.
-func (s *Syncer) Conn() Conn { return s.cfg.Conn }
+// Serves reports whether c is the session this syncer drives. The session itself is not
+// handed out: the syncer is its only writer.
+func (s *Syncer) Serves(c Conn) bool { return s.cfg.Conn == c }
 
 // role brings the switch's view of our role in line with the election before a sync, and
 // reports the term and whether this sync may write. Without a Lead it always may.

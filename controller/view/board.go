@@ -107,6 +107,14 @@ func (b *Board) sources() *Sources {
 	return &Sources{Now: time.Now}
 }
 
+// Syncer is the published registry's syncer of the switch dpid, nil if none is connected.
+func (b *Board) Syncer(dpid uint64) *switchsync.Syncer {
+	if r := b.switches.Load(); r != nil {
+		return (*r)[dpid]
+	}
+	return nil
+}
+
 // Switches lists the connected datapaths.
 func (b *Board) Switches() []uint64 {
 	r := b.switches.Load()

@@ -202,15 +202,22 @@ func exempt(pkg string, list []string) bool {
 }
 
 // TestOneWriterPerSwitch: only a switch's syncer writes to it (switchsync's doc.go), so no
-// other controller package that can hold a session (imports ofswitch or switchsync) calls the
-// session's write methods (by name, taking a context first; ofswitch defines them).
+// other controller package that can hold a session (imports ofswitch or switchsync) calls a
+// method by the name of one of the session's writes, whatever its receiver or arguments (a
+// name check: it cannot tell a session from another type with such a method, so those names
+// are kept for the session's writes in such packages). The syncer does not hand its session
+// out (Syncer.Serves only compares).
 func TestOneWriterPerSwitch(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	writes := map[string]bool{"PacketOut": true, "Apply": true, "RequestRole": true}
+	writes := map[string]bool{"PacketOut": true, "Apply": true, "RequestRole": true, "Multipart": true, "MultipartLimit": true}
 	allowed := []string{"controller/switchsync", "controller/ofswitch"}
+	// Files where such a name is another type's, each with why.
+	others := map[string]string{
+		"controller/dataplane/fakeswitch.go": "the planner's fake switch applies plans to itself",
+	}
 	fset := token.NewFileSet()
 	calls := 0
 	err = filepath.WalkDir(filepath.Join(root, "controller"), func(path string, d fs.DirEntry, err error) error {
@@ -233,9 +240,10 @@ func TestOneWriterPerSwitch(t *testing.T) {
 			if !ok {
 				return true
 			}
-			if sel, ok := c.Fun.(*ast.SelectorExpr); ok && writes[sel.Sel.Name] && takesContext(c) {
+			if sel, ok := c.Fun.(*ast.SelectorExpr); ok && writes[sel.Sel.Name] {
 				calls++
-				if !slices.Contains(allowed, rel) {
+				file, _ := filepath.Rel(root, path)
+				if _, other := others[filepath.ToSlash(file)]; !slices.Contains(allowed, rel) && !other {
 					t.Errorf("%s: %s is called outside a switch's syncer", fset.Position(c.Pos()), sel.Sel.Name)
 				}
 			}
@@ -249,23 +257,4 @@ func TestOneWriterPerSwitch(t *testing.T) {
 	if calls == 0 {
 		t.Fatal("no write to a switch found at all: the check looks in the wrong place")
 	}
-}
-
-// takesContext reports whether a call's first argument looks like a context (ctx, cctx,
-// context.Background()...): a session's writes take one, dataplane.FakeSwitch.Apply does not.
-func takesContext(c *ast.CallExpr) bool {
-	if len(c.Args) == 0 {
-		return false
-	}
-	switch a := c.Args[0].(type) {
-	case *ast.Ident:
-		return strings.HasSuffix(strings.ToLower(a.Name), "ctx")
-	case *ast.CallExpr:
-		if sel, ok := a.Fun.(*ast.SelectorExpr); ok {
-			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "context" {
-				return true
-			}
-		}
-	}
-	return false
 }
