@@ -164,6 +164,14 @@ func onTransition(m *Metrics, events *view.Log, kick chan<- struct{}) func(colle
 		if !t.Catchup {
 			m.transitions.WithLabelValues(t.To.String()).Inc()
 		}
+		// Every change asks for an early update, logged or not: a backend down, or back, is
+		// on the switch within an update, not a period later (docs/design.md, "Failure
+		// detection time"). The log budget bounds the lines and events a flapping probe can
+		// cause; the update loop bounds the updates (updateLoop's spacing of kicked updates).
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
 		if t.Quiet {
 			return
 		}
@@ -172,10 +180,6 @@ func onTransition(m *Metrics, events *view.Log, kick chan<- struct{}) func(colle
 			text += fmt.Sprintf(" (%d earlier changes not listed)", t.Suppressed)
 		}
 		events.Add(view.Event{Time: t.Time, Backend: t.Backend, Kind: "state", Text: text})
-		select {
-		case kick <- struct{}{}:
-		default:
-		}
 	}
 }
 

@@ -14,12 +14,43 @@ import (
 	"flowweight/weights"
 )
 
+// Kicked updates (a state change, a learned MAC, a connect) run at once, but spaced: the next
+// one starts no sooner than minKickGap, and no sooner than kickShare−1 times the last one's
+// duration, after the last one ended. Kicks in between coalesce into one. So a flood of kicks
+// (a probe flapping its health or drain flag with every report, thousands a second) costs the
+// loop at most 1/kickShare of its time, whatever the pool's size, and a lone kick is not
+// delayed at all.
+const (
+	minKickGap = 10 * time.Millisecond
+	kickShare  = 5
+)
+
 // updateLoop recomputes weights every update period (or when kicked) and hands the result to
 // every switch's syncer.
 func (b *Balancer) updateLoop(ctx context.Context) {
 	t := time.NewTicker(b.Config().Controller.UpdatePeriod)
 	defer t.Stop()
 	period := b.Config().Controller.UpdatePeriod
+	var (
+		notBefore time.Time        // the earliest start of the next kicked update
+		held      *time.Timer      // a kick waiting for notBefore
+		heldC     <-chan time.Time // held's channel; nil when no kick waits
+	)
+	defer func() {
+		if held != nil {
+			held.Stop()
+		}
+	}()
+	kicked := func() {
+		if heldC != nil { // this update serves the held kick too
+			held.Stop()
+			heldC = nil
+		}
+		start := time.Now()
+		b.update(ctx, false)
+		end := time.Now()
+		notBefore = end.Add(max(minKickGap, (kickShare-1)*end.Sub(start)))
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -30,7 +61,17 @@ func (b *Balancer) updateLoop(ctx context.Context) {
 				b.saveState()
 			}
 		case <-b.kick:
-			b.update(ctx, false)
+			if wait := time.Until(notBefore); wait > 0 {
+				if heldC == nil { // else a held kick already stands for this one
+					held = time.NewTimer(wait)
+					heldC = held.C
+				}
+				continue
+			}
+			kicked()
+		case <-heldC:
+			heldC = nil
+			kicked()
 		}
 		if p := b.Config().Controller.UpdatePeriod; p != period {
 			period = p
