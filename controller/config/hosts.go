@@ -135,16 +135,7 @@ func (c *Config) validateHosts(p *configs.Problems) (needKey []string) {
 	seen := map[string]bool{}
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		key := fmt.Sprintf("host[%d]", i)
-		if nameRE.MatchString(h.Name) {
-			key = fmt.Sprintf("host %q", h.Name)
-		}
-		if !nameRE.MatchString(h.Name) {
-			p.Addf(key+".name", "%q must be 1-64 characters of A-Z a-z 0-9 . _ -", h.Name)
-		} else if seen[h.Name] {
-			p.Addf(key+".name", "duplicate host name")
-		}
-		seen[h.Name] = true
+		key := checkName(p, "host", i, h.Name, seen)
 		if h.Port != 0 {
 			p.Addf(key+".port", "a host has no port of its own: give it on each service's backend (port = %d under host = %q)", h.Port, h.Name)
 		}
@@ -210,11 +201,28 @@ func (c *Config) checkMachine(p *configs.Problems, key string, b *Backend, port 
 }
 
 // serviceKey is how errors name service i.
-func serviceKey(i int, s *Service) string {
-	if nameRE.MatchString(s.Name) {
-		return fmt.Sprintf("service %q", s.Name)
+func serviceKey(i int, s *Service) string { return nameKey("service", i, s.Name) }
+
+// nameKey is how errors name the i-th entry of a kind: by its name when it is a valid one,
+// else by its index.
+func nameKey(kind string, i int, name string) string {
+	if nameRE.MatchString(name) {
+		return fmt.Sprintf("%s %q", kind, name)
 	}
-	return fmt.Sprintf("service[%d]", i)
+	return fmt.Sprintf("%s[%d]", kind, i)
+}
+
+// checkName reports an invalid or repeated name of the i-th entry of a kind (seen: the names
+// before it) and returns the key its other errors go under.
+func checkName(p *configs.Problems, kind string, i int, name string, seen map[string]bool) string {
+	key := nameKey(kind, i, name)
+	if !nameRE.MatchString(name) {
+		p.Addf(key+".name", "%q must be 1-64 characters of A-Z a-z 0-9 . _ -", name)
+	} else if seen[name] {
+		p.Addf(key+".name", "duplicate %s name", kind)
+	}
+	seen[name] = true
+	return key
 }
 
 // fillMachine sets the defaults of a backend's or host's machine fields.

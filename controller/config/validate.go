@@ -127,16 +127,7 @@ func (c *Config) validateServices(p *configs.Problems) (needKey []string) {
 	vips := map[string]string{}
 	for i := range c.Services {
 		s := &c.Services[i]
-		key := fmt.Sprintf("service[%d]", i)
-		if nameRE.MatchString(s.Name) {
-			key = fmt.Sprintf("service %q", s.Name)
-		}
-		if !nameRE.MatchString(s.Name) {
-			p.Addf(key+".name", "%q must be 1-64 characters of A-Z a-z 0-9 . _ -", s.Name)
-		} else if serviceNames[s.Name] {
-			p.Addf(key+".name", "duplicate service name")
-		}
-		serviceNames[s.Name] = true
+		key := checkName(p, "service", i, s.Name, serviceNames)
 		vip, err := parseIP(s.VIP)
 		if err != nil {
 			p.Addf(key+".vip", "%v", err)
