@@ -78,11 +78,13 @@ type Config struct {
 	// MaxHandshakes bounds connections in HELLO/FEATURES at once; more are closed at
 	// accept. Default 64.
 	MaxHandshakes int
-	// MaxHandshakesPerSource bounds the connections in HELLO/FEATURES from one source (an
-	// IPv4 address, or an IPv6 /64), so one host's idle connections cannot take every
-	// slot; more from it are closed at accept. Unix-socket peers have only MaxHandshakes.
-	// Default MaxHandshakes/8, at least 1 (8 of the default 64, so eight hosts at least
-	// always find a slot); at most MaxHandshakes.
+	// MaxHandshakesPerSource is one source's share of MaxHandshakes (a source is an IPv4
+	// address, or an IPv6 /64). It binds only when the table is full: then a connection from
+	// a source under its share closes the oldest handshake of the source holding the most, if
+	// that one is over its share, so one host's idle connections cannot keep other hosts'
+	// switches out, while one host's many bridges still connect at once. Unix-socket peers
+	// have only MaxHandshakes. Default MaxHandshakes/8, at least 1 (8 of the default 64, so
+	// eight hosts at least always find a slot); at most MaxHandshakes.
 	MaxHandshakesPerSource int
 	// MaxSwitches bounds connected datapaths; further datapath ids are refused. Default 256.
 	// It also sizes the table of first-claim certificate bindings: 4×MaxSwitches.

@@ -31,9 +31,11 @@
 //     MaxMultipartParts) and one over it, or of another type than asked, fails that request
 //     alone (ErrReplyTooLarge, ErrMalformed) while the rest of it is discarded.
 //   - Connections: Config.MaxHandshakes bounds connections still in HELLO/FEATURES, and
-//     Config.MaxHandshakesPerSource those of one source address (an IPv6 /64 counts as one),
-//     so one host cannot hold every slot; more are closed at accept. Config.MaxSwitches
-//     bounds the connected datapath ids.
+//     more are closed at accept. When the table is full, a source under its share
+//     (Config.MaxHandshakesPerSource; an IPv6 /64 counts as one source) takes the slot of
+//     the oldest handshake of a source over it, so one host cannot hold every slot while one
+//     host's many bridges still connect at once. Config.MaxSwitches bounds the connected
+//     datapath ids.
 //
 // # Controller roles
 //

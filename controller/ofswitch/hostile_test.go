@@ -43,7 +43,7 @@ func newPipePeer(t *testing.T, srv *Server, dpid uint64) *pipePeer {
 	client, server := net.Pipe()
 	t.Cleanup(func() { client.Close() })
 	srv.mu.Lock()
-	srv.shaking[server] = "" // a pipe has no source address
+	srv.shaking[server] = shake{} // a pipe has no source address
 	srv.mu.Unlock()
 	srv.wg.Add(1)
 	go srv.handle(server)
