@@ -20,11 +20,16 @@ import (
 	"flowweight/controller/dataplane"
 	"flowweight/controller/switchsync"
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 	"flowweight/weights"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// webConfig is the balancer tests' configuration (testdata/web.toml).
+var webConfig = testutil.Fixture("testdata/web.toml")
+
+// testConfig is webConfig with a real push key file and extra [weighting] lines.
 func testConfig(t *testing.T, extra string) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
@@ -32,29 +37,7 @@ func testConfig(t *testing.T, extra string) *config.Config {
 	if err := os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	text := `
-[controller]
-listen = "127.0.0.1:0"
-[api]
-listen = ""
-[collector]
-push_listen = "127.0.0.1:0"
-key_file = "` + key + `"
-[weighting]
-warmup = "10s"
-` + extra + `
-[[service]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-group_id = 5
-  [[service.backend]]
-  name = "a"
-  ip = "10.0.0.1"
-  [[service.backend]]
-  name = "b"
-  ip = "10.0.0.2"
-`
+	text := testutil.Edit(webConfig, `"KEY"`, `"`+key+`"`, "# EXTRA", extra)
 	c, err := config.Parse("test.toml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
