@@ -45,13 +45,9 @@ func testConfig(t *testing.T, extra string) *config.Config {
 	return c
 }
 
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time { return c.t }
-
 func TestComputeFromPoolAndReloadKeepsLearning(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
-	b, err := New(testConfig(t, ""), Options{Now: clk.now})
+	clk := testutil.NewClock(time.Unix(1e9, 0))
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +56,7 @@ func TestComputeFromPoolAndReloadKeepsLearning(t *testing.T) {
 	}
 	b.pool.Accept(rep("a", 0.2), netip.AddrPort{})
 	b.pool.Accept(rep("b", 0.6), netip.AddrPort{})
-	clk.t = clk.t.Add(11 * time.Second)
+	clk.Advance(11 * time.Second)
 	b.pool.Accept(rep("a", 0.2), netip.AddrPort{})
 	b.pool.Accept(rep("b", 0.6), netip.AddrPort{})
 
@@ -167,8 +163,8 @@ func bucketsOf(t *testing.T, b *Balancer) []uint16 {
 }
 
 func TestReloadChangesWeightsAndBuckets(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
-	b, err := New(testConfig(t, ""), Options{Now: clk.now})
+	clk := testutil.NewClock(time.Unix(1e9, 0))
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +176,7 @@ func TestReloadChangesWeightsAndBuckets(t *testing.T) {
 			}
 			b.pool.Accept(&report.Report{BackendID: n, Flags: report.FlagHealthOK, CPUUtil: cpu, MemUtil: mem, CPUCount: 2, MemBytes: 1 << 30}, netip.AddrPort{})
 		}
-		clk.t = clk.t.Add(11 * time.Second) // past warm-up
+		clk.Advance(11 * time.Second) // past warm-up
 		for _, n := range names {
 			b.pool.Accept(&report.Report{BackendID: n, Flags: report.FlagHealthOK, CPUUtil: 0.8, MemUtil: 0.1, CPUCount: 2, MemBytes: 1 << 30}, netip.AddrPort{})
 		}
@@ -236,9 +232,9 @@ func TestReloadChangesWeightsAndBuckets(t *testing.T) {
 
 // TestRefusedARPCounted: refusals show in /metrics by reason, every reason from the start.
 func TestRefusedARPCounted(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := testutil.NewClock(time.Unix(1e9, 0))
 	m := NewMetrics()
-	b, err := New(testConfig(t, ""), Options{Now: clk.now, Metrics: m})
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,10 +298,10 @@ func counterValues(t *testing.T, m *Metrics, family, label string) map[string]fl
 // TestClampLoggedOncePerTransition: a backend claiming absurd capacity is clamped, shown in
 // /metrics, and logged once when clamping starts (and once when it ends), not every update.
 func TestClampLoggedOncePerTransition(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := testutil.NewClock(time.Unix(1e9, 0))
 	var logs strings.Builder
 	m := NewMetrics()
-	b, err := New(testConfig(t, ""), Options{Now: clk.now, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +331,7 @@ func TestClampLoggedOncePerTransition(t *testing.T) {
 	for range 5 {
 		report1("a", 4)
 		report1("b", 200_000)
-		clk.t = clk.t.Add(11 * time.Second)
+		clk.Advance(11 * time.Second)
 		b.update(context.Background(), true)
 	}
 	if n := count(); n != 1 {
@@ -354,7 +350,7 @@ func TestClampLoggedOncePerTransition(t *testing.T) {
 	for range 20 {
 		report1("a", 4)
 		report1("b", 4)
-		clk.t = clk.t.Add(11 * time.Second)
+		clk.Advance(11 * time.Second)
 		b.update(context.Background(), true)
 	}
 	if gauge() != 0 || !strings.Contains(logs.String(), "no longer clamped") || count() != 1 {
@@ -365,7 +361,7 @@ func TestClampLoggedOncePerTransition(t *testing.T) {
 	for i := range 20 {
 		report1("a", 4)
 		report1("b", []float64{200_000, 4}[i%2])
-		clk.t = clk.t.Add(11 * time.Second)
+		clk.Advance(11 * time.Second)
 		b.update(context.Background(), true)
 	}
 	if n := count() - 1; n > 4 {
@@ -381,8 +377,8 @@ func TestClampLoggedOncePerTransition(t *testing.T) {
 // rate (no counter, or a switch's rate gone stale) makes it unknown and restarts the
 // smoothing.
 func TestThroughputSmoothedLikeTheCPU(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
-	b, err := New(testConfig(t, ""), Options{Now: clk.now})
+	clk := testutil.NewClock(time.Unix(1e9, 0))
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,10 +400,10 @@ func TestThroughputSmoothedLikeTheCPU(t *testing.T) {
 		{500, true, 0, 500},
 	}
 	for i, st := range steps {
-		clk.t = clk.t.Add(time.Second)
+		clk.Advance(time.Second)
 		status := &switchsync.Status{DPID: 7}
 		if st.present {
-			status.Rates, status.RatesAt = map[uint64]float64{cookie: st.rate}, clk.t.Add(-st.age)
+			status.Rates, status.RatesAt = map[uint64]float64{cookie: st.rate}, clk.Now().Add(-st.age)
 		}
 		b.mu.Lock()
 		s.measureThroughput(switchsync.Throughput([]*switchsync.Status{status}, b.now(), 2*period))

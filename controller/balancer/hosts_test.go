@@ -77,7 +77,7 @@ func TestHostBacksTwoServices(t *testing.T) {
 		}
 	}
 	feed()
-	r.clk.t = r.clk.t.Add(11 * time.Second) // past warm-up
+	r.clk.Advance(11 * time.Second) // past warm-up
 	feed()
 	b.update(context.Background(), true)
 	weightsOf := func() map[string][2]uint16 {
