@@ -26,8 +26,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// webConfig is the balancer tests' configuration (testdata/web.toml).
-var webConfig = testutil.Fixture("testdata/web.toml")
+// baseConfig is the balancer tests' configuration without services (testdata/base.toml).
+var baseConfig = testutil.Fixture("testdata/base.toml")
+
+// webConfig is baseConfig with service web, probe backends a and b (testdata/web.toml).
+var webConfig = baseConfig + testutil.Fixture("testdata/web.toml")
+
+// withKey is a configuration text from the fixtures above with key as its push key file and
+// extra as more [weighting] lines.
+func withKey(text, key, extra string) string {
+	return testutil.Edit(text, `"KEY"`, `"`+key+`"`, "# EXTRA", extra)
+}
 
 // testConfig is webConfig with a real push key file and extra [weighting] lines.
 func testConfig(t *testing.T, extra string) *config.Config {
@@ -37,8 +46,7 @@ func testConfig(t *testing.T, extra string) *config.Config {
 	if err := os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	text := testutil.Edit(webConfig, `"KEY"`, `"`+key+`"`, "# EXTRA", extra)
-	c, err := config.Parse("test.toml", []byte(text))
+	c, err := config.Parse("test.toml", []byte(withKey(webConfig, key, extra)))
 	if err != nil {
 		t.Fatal(err)
 	}
