@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"flowweight/collector"
 	"flowweight/controller/config"
 	"flowweight/internal/report"
 	"flowweight/internal/testutil"
@@ -242,17 +243,10 @@ group_id = 6
 		t.Fatal(err)
 	}
 	startInProcess(t, b)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, 10*time.Second, func() (collector.Health, bool) {
 		st, _ := b.Pool().Get("s1")
-		if strings.Contains(st.LastHealth.Err, "snmp") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no failed poll in the pool within 10s: last health %+v", st.LastHealth)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return st.LastHealth, strings.Contains(st.LastHealth.Err, "snmp")
+	}, "a failed poll in the pool (last health)")
 	if got := counterValues(t, m, "flowweight_snmp_poll_errors_total", "backend")["s1"]; got < 1 {
 		t.Errorf("snmp_poll_errors_total{backend=s1} = %v, want at least 1", got)
 	}
