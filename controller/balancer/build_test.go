@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,47 +21,22 @@ import (
 // server, so the address, the port default and override and the payload forms are the ones
 // the configuration means.
 func TestHealthProber(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n"))
-			c.Close()
+	tcp := testutil.TCPServer(t, func(c net.Conn) { c.Write([]byte("HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")) })
+	udp := testutil.UDPResponder(t, func(b []byte) []byte {
+		if bytes.Equal(b, []byte{0, 1, 0xff}) {
+			return []byte("\x00ok\xfe")
 		}
-	}()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if bytes.Equal(buf[:n], []byte{0, 1, 0xff}) {
-				pc.WriteTo([]byte("\x00ok\xfe"), from)
-			}
-		}
-	}()
-	tcpPort := ln.Addr().(*net.TCPAddr).Port
-	udpPort := pc.LocalAddr().(*net.UDPAddr).Port
+		return nil
+	})
+	_, tcpPort, _ := net.SplitHostPort(tcp)
+	_, udpPort, _ := net.SplitHostPort(udp)
 	// Backend "b" at 127.0.0.1, its service port the TCP listener's, polled over SNMP.
 	backend := func(extra string) string {
 		keys, tables := "", extra
 		if strings.HasPrefix(extra, "  health_url") {
 			keys, tables = extra, ""
 		}
-		return testutil.Edit(webConfig, `ip = "10.0.0.2"`, `ip = "127.0.0.1"`) + "  port = " + strconv.Itoa(tcpPort) + "\n" +
+		return testutil.Edit(webConfig, `ip = "10.0.0.2"`, `ip = "127.0.0.1"`) + "  port = " + tcpPort + "\n" +
 			"  source = \"snmp\"\n" + keys + "  [service.backend.snmp]\n  version = \"v2c\"\n  community = \"c\"\n" + tables
 	}
 	cases := []struct {
@@ -73,11 +47,11 @@ func TestHealthProber(t *testing.T) {
 		{"tcp on the service port", backend("  [service.backend.health]\n  type = \"tcp\"\n"), true, ""},
 		{"http on the service port", backend("  [service.backend.health]\n  type = \"http\"\n  expect_status = \"204\"\n"), true, ""},
 		{"http default statuses", backend("  [service.backend.health]\n  type = \"http\"\n"), true, ""},
-		{"health_url", backend("  health_url = \"http://127.0.0.1:" + strconv.Itoa(tcpPort) + "/\"\n"), true, ""},
-		{"udp hex on its port", backend("  [service.backend.health]\n  type = \"udp\"\n  port = " + strconv.Itoa(udpPort) +
+		{"health_url", backend("  health_url = \"http://127.0.0.1:" + tcpPort + "/\"\n"), true, ""},
+		{"udp hex on its port", backend("  [service.backend.health]\n  type = \"udp\"\n  port = " + udpPort +
 			"\n  send_hex = \"00 01 ff\"\n  expect_hex = \"6f6b\"\n"), true, ""},
-		{"udp text, wrong answer awaited", backend("  [service.backend.health]\n  type = \"udp\"\n  port = " + strconv.Itoa(udpPort) +
-			"\n  send = \"\\u0000\\u0001\"\n  expect = \"ok\"\n"), false, "udp 127.0.0.1:" + strconv.Itoa(udpPort) + ": no answer"},
+		{"udp text, wrong answer awaited", backend("  [service.backend.health]\n  type = \"udp\"\n  port = " + udpPort +
+			"\n  send = \"\\u0000\\u0001\"\n  expect = \"ok\"\n"), false, "udp 127.0.0.1:" + udpPort + ": no answer"},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
