@@ -5,15 +5,22 @@ import (
 	"testing"
 )
 
-// TCPServer listens on 127.0.0.1 and runs serve on every connection, each in its own
-// goroutine, closing the connection when serve returns (nil serve: closed at once): a
-// service for health checks to reach. It stops when the test ends.
+// TCPServer listens on 127.0.0.1 and Serves every connection: a service for health checks
+// to reach. It stops when the test ends.
 func TCPServer(t testing.TB, serve func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	Serve(t, ln, serve)
+	return ln.Addr().String()
+}
+
+// Serve accepts connections on ln until the test ends (it closes ln then) and runs serve on
+// each in its own goroutine, closing the connection when serve returns (nil serve: closed at
+// once).
+func Serve(t testing.TB, ln net.Listener, serve func(net.Conn)) {
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -29,7 +36,6 @@ func TCPServer(t testing.TB, serve func(net.Conn)) string {
 			}()
 		}
 	}()
-	return ln.Addr().String()
 }
 
 // UDPResponder answers every datagram with reply(request) from 127.0.0.1; reply returning
