@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"flowweight/controller/balancer"
 	"flowweight/controller/config"
 	"flowweight/internal/report"
 )
@@ -51,7 +52,7 @@ func keyCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "key:", err)
 		return 1
 	}
-	k, err := cfg.ProbeKey(be, report.LoadKey)
+	k, err := balancer.ProbeKey(cfg, be, report.LoadKey)
 	if err != nil {
 		fmt.Fprintf(stderr, "key: backend %q: %v\n", name, err)
 		return 1
@@ -145,7 +146,7 @@ func checkKeys(cfg *config.Config) error {
 			if be.Source != "probe" {
 				continue
 			}
-			if _, err := cfg.ProbeKey(be, load); err != nil && !reported[err.Error()] {
+			if _, err := balancer.ProbeKey(cfg, be, load); err != nil && !reported[err.Error()] {
 				reported[err.Error()] = true // one line per bad file, not per backend
 				errs = append(errs, fmt.Errorf("backend %q: %w", be.Name, err))
 			}

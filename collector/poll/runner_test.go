@@ -12,6 +12,7 @@ import (
 	"flowweight/collector"
 	"flowweight/collector/snmp"
 	"flowweight/internal/health"
+	"flowweight/internal/testutil"
 )
 
 // sink records what the runner hands the pool.
@@ -44,17 +45,6 @@ func (s *sink) failures(name string) int {
 type passing struct{}
 
 func (passing) Check(context.Context) health.Result { return health.Result{OK: true} }
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // TestRunnerSetStartsOnlyWhatChanged: jobs set before Start wait for it; a later Set restarts
 // a job whose Spec changed, leaves an unchanged one running and stops one that is gone; a
@@ -93,11 +83,11 @@ func TestRunnerSetStartsOnlyWhatChanged(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.Start(ctx)
-	waitFor(t, "both jobs started", func() bool { return started("a") == 1 && started("b") == 1 })
-	waitFor(t, "a failed poll in the sink", func() bool { return sk.failures("a") > 0 })
+	testutil.Until(t, 10*time.Second, func() bool { return started("a") == 1 && started("b") == 1 }, "both jobs started")
+	testutil.Until(t, 10*time.Second, func() bool { return sk.failures("a") > 0 }, "a failed poll in the sink")
 
 	r.Set([]Job{job("a", "1"), job("b", "2")})
-	waitFor(t, "b restarted", func() bool { return started("b") == 2 })
+	testutil.Until(t, 10*time.Second, func() bool { return started("b") == 2 }, "b restarted")
 	r.Set([]Job{job("a", "1")})
 	if got := r.Running(); !slices.Equal(got, []string{"a"}) {
 		t.Errorf("running %v, want [a]", got)

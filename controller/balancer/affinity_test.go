@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 // TestIntentOutOfService: the intent carries affinity_timeout in seconds, and marks a backend
 // out of service only when its weight is 0 because it is drained (not while it still has
 // weight), so the syncers end its affinities then and only then.
 func TestIntentOutOfService(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := testutil.NewClock(time.Unix(1e9, 0))
 	cfg := testConfig(t, "")
 	cfg.Services[0].AffinityTimeout = 3 * time.Second
-	b, err := New(cfg, Options{Now: clk.now})
+	b, err := New(cfg, Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +25,7 @@ func TestIntentOutOfService(t *testing.T) {
 		for _, n := range []string{"a", "b"} {
 			b.pool.Accept(&report.Report{BackendID: n, Flags: report.FlagHealthOK, CPUUtil: 0.3, MemUtil: 0.2, CPUCount: 2, MemBytes: 1 << 30}, netip.AddrPort{})
 		}
-		clk.t = clk.t.Add(11 * time.Second) // past warm-up
+		clk.Advance(11 * time.Second) // past warm-up
 	}
 	feed()
 	feed()

@@ -210,7 +210,7 @@ func (b *Balancer) install(cfg *config.Config) error {
 			if be.Source != "probe" {
 				continue
 			}
-			k, err := cfg.ProbeKey(&be, load)
+			k, err := ProbeKey(cfg, &be, load)
 			if err != nil {
 				return fmt.Errorf("backend %q: %w", be.Name, err)
 			}

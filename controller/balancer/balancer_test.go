@@ -20,11 +20,25 @@ import (
 	"flowweight/controller/dataplane"
 	"flowweight/controller/switchsync"
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 	"flowweight/weights"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// baseConfig is the balancer tests' configuration without services (testdata/base.toml).
+var baseConfig = testutil.Fixture("testdata/base.toml")
+
+// webConfig is baseConfig with service web, probe backends a and b (testdata/web.toml).
+var webConfig = baseConfig + testutil.Fixture("testdata/web.toml")
+
+// withKey is a configuration text from the fixtures above with key as its push key file and
+// extra as more [weighting] lines.
+func withKey(text, key, extra string) string {
+	return testutil.Edit(text, `"KEY"`, `"`+key+`"`, "# EXTRA", extra)
+}
+
+// testConfig is webConfig with a real push key file and extra [weighting] lines.
 func testConfig(t *testing.T, extra string) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
@@ -32,43 +46,16 @@ func testConfig(t *testing.T, extra string) *config.Config {
 	if err := os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	text := `
-[controller]
-listen = "127.0.0.1:0"
-[api]
-listen = ""
-[collector]
-push_listen = "127.0.0.1:0"
-key_file = "` + key + `"
-[weighting]
-warmup = "10s"
-` + extra + `
-[[service]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-group_id = 5
-  [[service.backend]]
-  name = "a"
-  ip = "10.0.0.1"
-  [[service.backend]]
-  name = "b"
-  ip = "10.0.0.2"
-`
-	c, err := config.Parse("test.toml", []byte(text))
+	c, err := config.Parse("test.toml", []byte(withKey(webConfig, key, extra)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time { return c.t }
-
 func TestComputeFromPoolAndReloadKeepsLearning(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
-	b, err := New(testConfig(t, ""), Options{Now: clk.now})
+	clk := testutil.NewClock(time.Unix(1e9, 0))
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +64,7 @@ func TestComputeFromPoolAndReloadKeepsLearning(t *testing.T) {
 	}
 	b.pool.Accept(rep("a", 0.2), netip.AddrPort{})
 	b.pool.Accept(rep("b", 0.6), netip.AddrPort{})
-	clk.t = clk.t.Add(11 * time.Second)
+	clk.Advance(11 * time.Second)
 	b.pool.Accept(rep("a", 0.2), netip.AddrPort{})
 	b.pool.Accept(rep("b", 0.6), netip.AddrPort{})
 
@@ -184,8 +171,8 @@ func bucketsOf(t *testing.T, b *Balancer) []uint16 {
 }
 
 func TestReloadChangesWeightsAndBuckets(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
-	b, err := New(testConfig(t, ""), Options{Now: clk.now})
+	clk := testutil.NewClock(time.Unix(1e9, 0))
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +184,7 @@ func TestReloadChangesWeightsAndBuckets(t *testing.T) {
 			}
 			b.pool.Accept(&report.Report{BackendID: n, Flags: report.FlagHealthOK, CPUUtil: cpu, MemUtil: mem, CPUCount: 2, MemBytes: 1 << 30}, netip.AddrPort{})
 		}
-		clk.t = clk.t.Add(11 * time.Second) // past warm-up
+		clk.Advance(11 * time.Second) // past warm-up
 		for _, n := range names {
 			b.pool.Accept(&report.Report{BackendID: n, Flags: report.FlagHealthOK, CPUUtil: 0.8, MemUtil: 0.1, CPUCount: 2, MemBytes: 1 << 30}, netip.AddrPort{})
 		}
@@ -253,9 +240,9 @@ func TestReloadChangesWeightsAndBuckets(t *testing.T) {
 
 // TestRefusedARPCounted: refusals show in /metrics by reason, every reason from the start.
 func TestRefusedARPCounted(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := testutil.NewClock(time.Unix(1e9, 0))
 	m := NewMetrics()
-	b, err := New(testConfig(t, ""), Options{Now: clk.now, Metrics: m})
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,10 +306,10 @@ func counterValues(t *testing.T, m *Metrics, family, label string) map[string]fl
 // TestClampLoggedOncePerTransition: a backend claiming absurd capacity is clamped, shown in
 // /metrics, and logged once when clamping starts (and once when it ends), not every update.
 func TestClampLoggedOncePerTransition(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := testutil.NewClock(time.Unix(1e9, 0))
 	var logs strings.Builder
 	m := NewMetrics()
-	b, err := New(testConfig(t, ""), Options{Now: clk.now, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +339,7 @@ func TestClampLoggedOncePerTransition(t *testing.T) {
 	for range 5 {
 		report1("a", 4)
 		report1("b", 200_000)
-		clk.t = clk.t.Add(11 * time.Second)
+		clk.Advance(11 * time.Second)
 		b.update(context.Background(), true)
 	}
 	if n := count(); n != 1 {
@@ -371,7 +358,7 @@ func TestClampLoggedOncePerTransition(t *testing.T) {
 	for range 20 {
 		report1("a", 4)
 		report1("b", 4)
-		clk.t = clk.t.Add(11 * time.Second)
+		clk.Advance(11 * time.Second)
 		b.update(context.Background(), true)
 	}
 	if gauge() != 0 || !strings.Contains(logs.String(), "no longer clamped") || count() != 1 {
@@ -382,7 +369,7 @@ func TestClampLoggedOncePerTransition(t *testing.T) {
 	for i := range 20 {
 		report1("a", 4)
 		report1("b", []float64{200_000, 4}[i%2])
-		clk.t = clk.t.Add(11 * time.Second)
+		clk.Advance(11 * time.Second)
 		b.update(context.Background(), true)
 	}
 	if n := count() - 1; n > 4 {
@@ -398,8 +385,8 @@ func TestClampLoggedOncePerTransition(t *testing.T) {
 // rate (no counter, or a switch's rate gone stale) makes it unknown and restarts the
 // smoothing.
 func TestThroughputSmoothedLikeTheCPU(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
-	b, err := New(testConfig(t, ""), Options{Now: clk.now})
+	clk := testutil.NewClock(time.Unix(1e9, 0))
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,10 +408,10 @@ func TestThroughputSmoothedLikeTheCPU(t *testing.T) {
 		{500, true, 0, 500},
 	}
 	for i, st := range steps {
-		clk.t = clk.t.Add(time.Second)
+		clk.Advance(time.Second)
 		status := &switchsync.Status{DPID: 7}
 		if st.present {
-			status.Rates, status.RatesAt = map[uint64]float64{cookie: st.rate}, clk.t.Add(-st.age)
+			status.Rates, status.RatesAt = map[uint64]float64{cookie: st.rate}, clk.Now().Add(-st.age)
 		}
 		b.mu.Lock()
 		s.measureThroughput(switchsync.Throughput([]*switchsync.Status{status}, b.now(), 2*period))

@@ -11,7 +11,9 @@
 // throughput counters) comes back as the syncer's published status, read at the next update.
 // It also routes each switch's packet-ins to that switch's syncer (which answers ARP/ND and
 // locates backends: switchsync/arp.go), hands the collector's SNMP runner its jobs
-// (snmpjobs.go), and applies configuration reloads atomically.
+// (snmpjobs.go), and applies configuration reloads atomically. It builds the runtime objects
+// the configuration describes (health checks, SNMP targets, probe keys: build.go), since
+// controller/config only decodes and validates.
 //
 // What the loop needs besides that is behind small types (docs/design.md, "Inside the
 // controller"): a Lead says whether this controller may write (solo alone, elected with HA:

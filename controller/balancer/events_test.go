@@ -7,6 +7,7 @@ import (
 
 	"flowweight/collector"
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 // TestStateEventsRateLimited: a probe toggling its drain flag with every report (2,000 in
@@ -15,8 +16,8 @@ import (
 // update (a real failure after a flap must not wait a period); the update loop spaces the
 // updates those asks cause (TestKickFloodIsSpaced).
 func TestStateEventsRateLimited(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
-	b, err := New(testConfig(t, ""), Options{Now: clk.now})
+	clk := testutil.NewClock(time.Unix(1e9, 0))
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,9 +33,9 @@ func TestStateEventsRateLimited(t *testing.T) {
 	kicks = 0
 	const toggles = 2000
 	for i := range toggles + 1 {
-		clk.t = clk.t.Add(time.Millisecond)
+		clk.Advance(time.Millisecond)
 		r := &report.Report{BackendID: "a", BootNonce: 1, Seq: uint64(i + 1), Flags: report.FlagHealthOK,
-			CPUUtil: 0.2, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30, Time: clk.t}
+			CPUUtil: 0.2, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30, Time: clk.Now()}
 		if i%2 == 1 {
 			r.Flags |= report.FlagDrain
 		}

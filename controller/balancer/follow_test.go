@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 // TestFastLoopFollowsInFlight: between updates the fast loop corrects the applied weights by
@@ -14,8 +15,8 @@ import (
 // in the view, and goes back to the slow weights when the counts age out or the policy is a
 // fixed split.
 func TestFastLoopFollowsInFlight(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
-	b, err := New(testConfig(t, `in_flight_period = "50ms"`), Options{Now: clk.now})
+	clk := testutil.NewClock(time.Unix(1e9, 0))
+	b, err := New(testConfig(t, `in_flight_period = "50ms"`), Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,11 +30,11 @@ func TestFastLoopFollowsInFlight(t *testing.T) {
 	for range 2 { // past the 10 s warm-up of testConfig
 		b.pool.Accept(rep("a", -1), netip.AddrPort{})
 		b.pool.Accept(rep("b", -1), netip.AddrPort{})
-		clk.t = clk.t.Add(11 * time.Second)
+		clk.Advance(11 * time.Second)
 	}
 	b.pool.Accept(rep("a", -1), netip.AddrPort{})
 	b.pool.Accept(rep("b", -1), netip.AddrPort{})
-	b.started = clk.t.Add(-time.Hour) // past the start-up hold
+	b.started = clk.Now().Add(-time.Hour) // past the start-up hold
 	b.update(context.Background(), true)
 	s := b.services[0]
 	base := append([]uint16(nil), s.applied...)
@@ -70,7 +71,7 @@ func TestFastLoopFollowsInFlight(t *testing.T) {
 	}
 
 	// The counts age out: back to the slow weights.
-	clk.t = clk.t.Add(time.Second)
+	clk.Advance(time.Second)
 	b.followOnce(50 * time.Millisecond)
 	if w := weightsOf(); w[0] != s.applied[0] || w[1] != s.applied[1] {
 		t.Fatalf("stale counts still followed: %v, base %v", w, s.applied)

@@ -12,6 +12,7 @@ import (
 	"flowweight/controller/ha"
 	"flowweight/controller/state"
 	"flowweight/controller/switchsync"
+	"flowweight/internal/testutil"
 )
 
 // fakeElector is an election and an etcd a test moves by hand.
@@ -132,19 +133,8 @@ func startHA(t *testing.T, e *fakeElector) *Balancer {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	b.runHA(ctx)
-	waitUntil(t, "drain watch", func() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.watch != nil })
+	testutil.Until(t, 10*time.Second, func() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.watch != nil }, "drain watch")
 	return b
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // TestHADrainGoesThroughEtcd: a drain is stored in etcd before it is made; when etcd refuses
@@ -174,11 +164,11 @@ func TestHADrainGoesThroughEtcd(t *testing.T) {
 	if err := e.SetDrain(context.Background(), name, true); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "drain from etcd applied", func() bool { return operatorDrained(t, b, name) })
+	testutil.Until(t, 10*time.Second, func() bool { return operatorDrained(t, b, name) }, "drain from etcd applied")
 	if err := b.Drain(name, false); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "undrain applied", func() bool { return !operatorDrained(t, b, name) })
+	testutil.Until(t, 10*time.Second, func() bool { return !operatorDrained(t, b, name) }, "undrain applied")
 }
 
 // TestHAStateOnlyFromTheLeader: a standby writes no shared state; a leader writes it to etcd
@@ -204,11 +194,11 @@ func TestHAStateOnlyFromTheLeader(t *testing.T) {
 	e.doc = doc
 	e.mu.Unlock()
 	e.set(ha.Leadership{Leader: true, Term: 4, LeaderName: "me", TTL: time.Second, ValidUntil: time.Now().Add(time.Hour)})
-	waitUntil(t, "learned capacity adopted", func() bool {
+	testutil.Until(t, 10*time.Second, func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return s.books[0].learned == 2.5
-	})
+	}, "learned capacity adopted")
 	if v := b.View().HA(); v.Role != "leader" || v.Term != 4 || v.LeaseRemaining <= 0 {
 		t.Fatalf("leader view %+v", v)
 	}
@@ -250,16 +240,16 @@ func TestHAOneSwitchCannotDepose(t *testing.T) {
 		go func() { sy.Run(ctx); close(done) }()
 		t.Cleanup(func() { cancel(); <-done })
 		sy.Offer(b.board.Latest().Intent)
-		waitUntil(t, "master on the fake switch", func() bool { return sy.Status().Role == "master" })
+		testutil.Until(t, 10*time.Second, func() bool { return sy.Status().Role == "master" }, "master on the fake switch")
 		e.mu.Lock()
 		heard := len(e.verified) + len(e.stepDowns)
 		e.mu.Unlock()
 		conn.Takeover(1 << 40) // "another controller is master", from a switch nobody else uses
-		waitUntil(t, "the claim reaching the election", func() bool {
+		testutil.Until(t, 10*time.Second, func() bool {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			return len(e.verified)+len(e.stepDowns) > heard
-		})
+		}, "the claim reaching the election")
 		return sy
 	}
 	claim(0xfa4e)
@@ -271,5 +261,5 @@ func TestHAOneSwitchCannotDepose(t *testing.T) {
 	e.etcdTerm = 5
 	e.mu.Unlock()
 	claim(0xfa4f)
-	waitUntil(t, "stepped down", func() bool { return b.View().HA().Role == "standby" })
+	testutil.Until(t, 10*time.Second, func() bool { return b.View().HA().Role == "standby" }, "stepped down")
 }

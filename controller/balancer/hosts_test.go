@@ -10,51 +10,23 @@ import (
 	"testing"
 	"time"
 
+	"flowweight/collector"
 	"flowweight/controller/config"
 	"flowweight/internal/report"
 	"flowweight/internal/testutil"
 )
 
-// twoHostsTwoServices is hosts a and b backing web on port 80 and echo on 9000
-// (backends_from), the services of the tests below.
-const twoHostsTwoServices = `[[host]]
-name = "a"
-ip = "10.0.0.1"
-[[host]]
-name = "b"
-ip = "10.0.0.2"
-[[service]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-group_id = 5
-  [[service.backend]]
-  host = "a"
-  [[service.backend]]
-  host = "b"
-[[service]]
-name = "echo"
-vip = "10.0.0.100"
-port = 9000
-group_id = 6
-backends_from = "web"
-`
+// hostsConfigText is hosts a and b backing web on port 80 and echo on 9000 (backends_from),
+// the services of the tests below (testdata/hosts.toml), with key as the push key file.
+func hostsConfigText(key string) string {
+	return withKey(baseConfig, key, "") + testutil.Fixture("testdata/hosts.toml")
+}
 
 // hostsConfig is the state rig's configuration with hosts a and b backing two services:
 // web on port 80 and echo on 9000 (backends_from), one probe each.
 func (r *stateRig) hostsConfig() *config.Config {
 	r.t.Helper()
-	text := `
-[controller]
-listen = "127.0.0.1:0"
-[api]
-listen = ""
-[collector]
-push_listen = "127.0.0.1:0"
-key_file = "` + r.key + `"
-[weighting]
-warmup = "10s"
-` + twoHostsTwoServices
+	text := hostsConfigText(r.key)
 	c, err := config.Parse("hosts.toml", []byte(text))
 	if err != nil {
 		r.t.Fatal(err)
@@ -77,7 +49,7 @@ func TestHostBacksTwoServices(t *testing.T) {
 		}
 	}
 	feed()
-	r.clk.t = r.clk.t.Add(11 * time.Second) // past warm-up
+	r.clk.Advance(11 * time.Second) // past warm-up
 	feed()
 	b.update(context.Background(), true)
 	weightsOf := func() map[string][2]uint16 {
@@ -147,15 +119,7 @@ func TestHostBacksTwoServices(t *testing.T) {
 func TestReloadRefusesHostErrors(t *testing.T) {
 	r := newStateRig(t)
 	b := r.start(r.cfg("a", "b"))
-	good := `
-[controller]
-listen = "127.0.0.1:0"
-[collector]
-push_listen = "127.0.0.1:0"
-key_file = "` + r.key + `"
-[api]
-listen = ""
-` + twoHostsTwoServices
+	good := hostsConfigText(r.key)
 	bad := map[string]struct{ old, new, want string }{
 		"unknown host":     {`host = "b"`, `host = "c"`, `service "web".backend[1].host`},
 		"repeated field":   {"host = \"b\"\n", "host = \"b\"\n  ip = \"10.0.0.2\"\n", `service "web".backend "b".ip`},
@@ -279,17 +243,10 @@ group_id = 6
 		t.Fatal(err)
 	}
 	startInProcess(t, b)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, 10*time.Second, func() (collector.Health, bool) {
 		st, _ := b.Pool().Get("s1")
-		if strings.Contains(st.LastHealth.Err, "snmp") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no failed poll in the pool within 10s: last health %+v", st.LastHealth)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return st.LastHealth, strings.Contains(st.LastHealth.Err, "snmp")
+	}, "a failed poll in the pool (last health)")
 	if got := counterValues(t, m, "flowweight_snmp_poll_errors_total", "backend")["s1"]; got < 1 {
 		t.Errorf("snmp_poll_errors_total{backend=s1} = %v, want at least 1", got)
 	}

@@ -21,6 +21,7 @@ import (
 	"flowweight/collector"
 	"flowweight/controller/ratelog"
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 // runWithMetrics starts a Balancer on cfg with its metrics on a fresh registry and log into
@@ -33,8 +34,8 @@ func runWithMetrics(t *testing.T, logw io.Writer) (*Balancer, *prometheus.Regist
 		t.Fatal(err)
 	}
 	// A frozen clock: the rate-limited log lines counted here all fall in one window.
-	clk := &fakeClock{time.Unix(1_800_000_000, 0)}
-	b, err := New(testConfig(t, ""), Options{Metrics: m, Now: clk.now,
+	clk := testutil.NewClock(time.Unix(1_800_000_000, 0))
+	b, err := New(testConfig(t, ""), Options{Metrics: m, Now: clk.Now,
 		Logger: slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
@@ -86,17 +87,6 @@ func dialSwitch(t *testing.T, addr net.Addr, dpid uint64) net.Conn {
 	}
 }
 
-func waitCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within 10s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // gathered returns the gathered series of one metric family as label value -> value.
 func gathered(t *testing.T, reg *prometheus.Registry, name, label string) map[string]float64 {
 	t.Helper()
@@ -130,19 +120,19 @@ func TestSwitchSeriesRemovedOnDisconnect(t *testing.T) {
 	b, reg, addr := runWithMetrics(t, &logs)
 	stay := dialSwitch(t, addr, 0xaaaa)
 	defer stay.Close()
-	waitCond(t, "first switch connected", func() bool { return slices.Contains(b.View().Switches(), 0xaaaa) })
+	testutil.Until(t, 10*time.Second, func() bool { return slices.Contains(b.View().Switches(), 0xaaaa) }, "first switch connected")
 	goroutines := runtime.NumGoroutine()
 	for dpid := uint64(1); dpid <= 300; dpid++ {
 		c := dialSwitch(t, addr, dpid)
-		waitCond(t, "switch connected", func() bool { return slices.Contains(b.View().Switches(), dpid) })
+		testutil.Until(t, 10*time.Second, func() bool { return slices.Contains(b.View().Switches(), dpid) }, "switch connected")
 		c.Close()
-		waitCond(t, "switch gone", func() bool { return !slices.Contains(b.View().Switches(), dpid) })
+		testutil.Until(t, 10*time.Second, func() bool { return !slices.Contains(b.View().Switches(), dpid) }, "switch gone")
 	}
 	// Each session's syncer ends with it: nothing per gone switch is left running.
-	waitCond(t, "syncers of gone switches ended", func() bool { return runtime.NumGoroutine() <= goroutines+2 })
-	waitCond(t, "series of gone switches removed", func() bool {
+	testutil.Until(t, 10*time.Second, func() bool { return runtime.NumGoroutine() <= goroutines+2 }, "syncers of gone switches ended")
+	testutil.Until(t, 10*time.Second, func() bool {
 		return len(gathered(t, reg, "flowweight_switch_connected", "dpid")) == 1
-	})
+	}, "series of gone switches removed")
 	if got := gathered(t, reg, "flowweight_switch_connected", "dpid"); got["000000000000aaaa"] != 1 {
 		t.Errorf("series = %v, want only the connected switch at 1", got)
 	}
@@ -197,11 +187,11 @@ func TestPacketInFaultsCountedAndRateLimited(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitCond(t, "every packet-in counted (as a refused ARP frame or a queue drop)", func() bool {
+	testutil.Until(t, 10*time.Second, func() bool {
 		arp := gathered(t, reg, "flowweight_arp_refused_total", "reason")["malformed"]
 		drops := gathered(t, reg, "flowweight_openflow_faults_total", "reason")["packet_in_queue_full"]
 		return arp+drops == n
-	})
+	}, "every packet-in counted (as a refused ARP frame or a queue drop)")
 	if got := logs.count("ARP frame not learnt from"); got != 1 {
 		t.Errorf("%d log lines for %d bad packet-ins, want 1", got, n)
 	}
@@ -213,9 +203,9 @@ func TestPacketInFaultsCountedAndRateLimited(t *testing.T) {
 // TestHeadroomSeriesOnlyWhileMeasured: the service's own CPU and the headroom are exported only
 // while they exist, and the fallback gauge counts the backends that made the policy fall back.
 func TestHeadroomSeriesOnlyWhileMeasured(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := testutil.NewClock(time.Unix(1e9, 0))
 	m := NewMetrics()
-	b, err := New(testConfig(t, ""), Options{Now: clk.now, Metrics: m})
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +284,7 @@ func TestHeadroomSeriesOnlyWhileMeasured(t *testing.T) {
 // TestReloadForgetsRemovedBackendsSeries: a backend or service a reload removes leaves no
 // series behind (before: every name ever configured kept its series at the last value).
 func TestReloadForgetsRemovedBackendsSeries(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := testutil.NewClock(time.Unix(1e9, 0))
 	b := staticPool(t, clk, "", 1, 1, 1)
 	reg := prometheus.NewRegistry()
 	if err := b.metrics.Register(reg); err != nil {

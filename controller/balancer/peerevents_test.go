@@ -2,10 +2,12 @@ package balancer
 
 import (
 	"flowweight/controller/view"
+	"flowweight/internal/testutil"
 	"io"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestOperatorEventsSurvivePeerChurn: a peer connecting and disconnecting 150 times (300
@@ -17,9 +19,9 @@ func TestOperatorEventsSurvivePeerChurn(t *testing.T) {
 	for i := range 150 {
 		dpid := uint64(0x100 + i%3)
 		c := dialSwitch(t, addr, dpid)
-		waitCond(t, "switch connected", func() bool { return slices.Contains(b.View().Switches(), dpid) })
+		testutil.Until(t, 10*time.Second, func() bool { return slices.Contains(b.View().Switches(), dpid) }, "switch connected")
 		c.Close()
-		waitCond(t, "switch gone", func() bool { return !slices.Contains(b.View().Switches(), dpid) })
+		testutil.Until(t, 10*time.Second, func() bool { return !slices.Contains(b.View().Switches(), dpid) }, "switch gone")
 	}
 	ev := b.View().Events()
 	found, switches := false, 0

@@ -16,6 +16,7 @@ import (
 	"flowweight/controller/config"
 	"flowweight/controller/state"
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 	"flowweight/weights"
 )
 
@@ -23,7 +24,7 @@ import (
 // successive runs of the controller on one host would.
 type stateRig struct {
 	t     *testing.T
-	clk   *fakeClock
+	clk   *testutil.Clock
 	path  string
 	key   string
 	log   bytes.Buffer
@@ -32,7 +33,7 @@ type stateRig struct {
 }
 
 func newStateRig(t *testing.T) *stateRig {
-	r := &stateRig{t: t, clk: &fakeClock{t: time.Unix(1e9, 0)}, path: filepath.Join(t.TempDir(), "controller.state")}
+	r := &stateRig{t: t, clk: testutil.NewClock(time.Unix(1e9, 0)), path: filepath.Join(t.TempDir(), "controller.state")}
 	r.key = testConfig(t, "").Collector.KeyFile
 	return r
 }
@@ -55,7 +56,7 @@ func (r *stateRig) cfg(backends ...string) *config.Config {
 func (r *stateRig) start(cfg *config.Config) *Balancer {
 	r.t.Helper()
 	r.m = NewMetrics()
-	b, err := New(cfg, Options{Now: r.clk.now, StatePath: r.path, Metrics: r.m, Logger: slog.New(slog.NewTextHandler(&r.log, nil))})
+	b, err := New(cfg, Options{Now: r.clk.Now, StatePath: r.path, Metrics: r.m, Logger: slog.New(slog.NewTextHandler(&r.log, nil))})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestDrainSurvivesReloadRemoveRestore(t *testing.T) {
 	if e := r.file().Backends["a"]; !e.OperatorDrain || e.Removed == nil || e.LearnedCapacity != 1.6 {
 		t.Fatalf("the removed backend's drain was not kept in the state file: %+v", e)
 	}
-	r.clk.t = r.clk.t.Add(collector.DefaultTombstoneGrace + time.Minute) // past the pool's tombstone
+	r.clk.Advance(collector.DefaultTombstoneGrace + time.Minute) // past the pool's tombstone
 	if err := b.Reload(r.cfg("a", "b")); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestDrainSurvivesReloadRemoveRestore(t *testing.T) {
 	if err := b2.Reload(r.cfg("b")); err != nil {
 		t.Fatal(err)
 	}
-	r.clk.t = r.clk.t.Add(RememberRemovedFor + time.Hour)
+	r.clk.Advance(RememberRemovedFor + time.Hour)
 	b3 := r.start(r.cfg("b"))
 	if err := b3.Reload(r.cfg("a", "b")); err != nil {
 		t.Fatal(err)
@@ -178,7 +179,7 @@ func TestStateWritesBounded(t *testing.T) {
 	for i := range 60 { // five minutes of 5 s periods
 		b.services[0].books[0].learned = 1 + float64(i+1)/100
 		maybeSaveState(b)
-		r.clk.t = r.clk.t.Add(5 * time.Second)
+		r.clk.Advance(5 * time.Second)
 	}
 	if got := writes(); got != 5 {
 		t.Fatalf("%v writes in 5 minutes, want 5 (one per %s)", got, DefaultStateEvery)
@@ -299,7 +300,7 @@ func TestBackendBackWithinGraceIsNotUnknown(t *testing.T) {
 		return &report.Report{BackendID: id, Flags: report.FlagHealthOK, CPUUtil: 0.4, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30}
 	}
 	b.pool.Accept(rep("a"), netip.AddrPort{})
-	r.clk.t = r.clk.t.Add(11 * time.Second) // past warm-up
+	r.clk.Advance(11 * time.Second) // past warm-up
 	b.pool.Accept(rep("a"), netip.AddrPort{})
 	b.pool.Tick()
 	before, _ := b.pool.Get("a")
@@ -309,7 +310,7 @@ func TestBackendBackWithinGraceIsNotUnknown(t *testing.T) {
 	if err := b.Reload(r.cfg("b")); err != nil {
 		t.Fatal(err)
 	}
-	r.clk.t = r.clk.t.Add(time.Second)
+	r.clk.Advance(time.Second)
 	if err := b.Reload(r.cfg("a", "b")); err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,14 @@
 package balancer
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
 	"time"
 
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 // TestPushSparesConfiguredAddresses: the push server knows each probe backend's configured
@@ -56,31 +58,21 @@ func TestPushSparesConfiguredAddresses(t *testing.T) {
 		}
 		// The forged datagrams may reach another read loop than the probe's: wait until the
 		// failure budget's worth (100) was handled, as the flood would have been by then.
-		deadline := time.Now().Add(5 * time.Second)
-		for b.View().PushRejected()[string(report.ReasonBadMAC)]-badBefore < 100 {
-			if time.Now().After(deadline) {
-				t.Fatalf("forged datagrams not handled within 5 s (rejected %v)", b.View().PushRejected())
-			}
-			time.Sleep(time.Millisecond) // polling the condition, not waiting a fixed time
-		}
+		testutil.Eventually(t, 5*time.Second, func() (map[string]uint64, bool) {
+			r := b.View().PushRejected()
+			return r, r[string(report.ReasonBadMAC)]-badBefore >= 100
+		}, "forged datagrams handled (rejected)")
 		before, _ := b.Pool().Get(id)
 		for seq := uint64(1); seq <= 20; seq++ {
 			if _, err := probe.Write(seal(id, seq, key)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		deadline = time.Now().Add(5 * time.Second)
-		for {
+		testutil.Eventually(t, 5*time.Second, func() (string, bool) {
 			st, _ := b.Pool().Get(id)
-			if st.Reports-before.Reports == 20 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("backend %s: %d of its probe's 20 reports accepted within 5 s after 150 forged from %s (rejected %v)",
-					id, st.Reports-before.Reports, ip, b.View().PushRejected())
-			}
-			time.Sleep(time.Millisecond) // polling the condition, not waiting a fixed time
-		}
+			n := st.Reports - before.Reports
+			return fmt.Sprintf("%d accepted, rejected %v", n, b.View().PushRejected()), n == 20
+		}, "backend %s: its probe's 20 reports accepted after 150 forged from %s", id, ip)
 	}
 	attack("a", "127.0.0.5")
 

@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"flowweight/internal/testutil"
 	"io"
 	"slices"
 	"testing"
@@ -16,8 +17,8 @@ func TestReadersDoNotWaitForTheLoop(t *testing.T) {
 	b, reg, addr := runWithMetrics(t, io.Discard)
 	c := dialSwitch(t, addr, 0x42)
 	defer c.Close()
-	waitCond(t, "switch connected", func() bool { return slices.Contains(b.View().Switches(), uint64(0x42)) })
-	waitCond(t, "an update published", func() bool { return b.latest.Load() != nil })
+	testutil.Until(t, 10*time.Second, func() bool { return slices.Contains(b.View().Switches(), uint64(0x42)) }, "switch connected")
+	testutil.Until(t, 10*time.Second, func() bool { return b.latest.Load() != nil }, "an update published")
 
 	b.mu.Lock() // the loop in the middle of an update
 	defer b.mu.Unlock()

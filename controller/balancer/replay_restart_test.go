@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 // TestCapturedReportRefusedAfterRestart is the review's finding: replay state lived only in
@@ -54,7 +55,7 @@ func TestCapturedReportRefusedAfterRestart(t *testing.T) {
 			}
 			return n
 		}
-		waitCond(t, "all three datagrams judged", func() bool { return judged() == uint64(len(captured)) })
+		testutil.Until(t, 10*time.Second, func() bool { return judged() == uint64(len(captured)) }, "all three datagrams judged")
 		accepted, replays = b.push.server().Accepted(), b.push.server().Rejected()[report.ReasonReplay]
 		stop() // writes the state file
 		return accepted, replays
@@ -99,9 +100,9 @@ func TestCapturedReportRefusedAfterRemoveAndRestore(t *testing.T) {
 		if _, err := c.Write(captured); err != nil {
 			t.Fatal(err)
 		}
-		waitCond(t, what, func() bool {
+		testutil.Until(t, 10*time.Second, func() bool {
 			return b.push.server().Accepted() == accepted && b.push.server().Rejected()[report.ReasonReplay] == replays
-		})
+		}, "%s", what)
 	}
 	send("the genuine report accepted", 1, 0)
 

@@ -13,18 +13,19 @@ import (
 	"flowweight/controller/dataplane"
 	"flowweight/controller/switchsync"
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 // staticPool is a controller with three located backends of declared capacities caps under
 // the static policy, so every weight it computes follows from the capacities and the step
 // limit alone.
-func staticPool(t *testing.T, clk *fakeClock, keyFile string, caps ...float64) *Balancer {
+func staticPool(t *testing.T, clk *testutil.Clock, keyFile string, caps ...float64) *Balancer {
 	t.Helper()
 	return staticPoolWith(t, clk, keyFile, Options{}, caps...)
 }
 
 // staticPoolWith is staticPool with opts (its Now is clk's).
-func staticPoolWith(t *testing.T, clk *fakeClock, keyFile string, opts Options, caps ...float64) *Balancer {
+func staticPoolWith(t *testing.T, clk *testutil.Clock, keyFile string, opts Options, caps ...float64) *Balancer {
 	t.Helper()
 	c := testConfig(t, `policy = "static"`)
 	if keyFile != "" {
@@ -39,7 +40,7 @@ func staticPoolWith(t *testing.T, clk *fakeClock, keyFile string, opts Options, 
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	opts.Now = clk.now
+	opts.Now = clk.Now
 	b, err := New(c, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -47,20 +48,20 @@ func staticPoolWith(t *testing.T, clk *fakeClock, keyFile string, opts Options, 
 	return b
 }
 
-func reportAll(b *Balancer, clk *fakeClock) {
+func reportAll(b *Balancer, clk *testutil.Clock) {
 	for _, be := range b.Config().Services[0].Backends {
 		b.pool.Accept(&report.Report{BackendID: be.Name, Flags: report.FlagHealthOK, CPUUtil: 0.3, CPUCount: 2,
-			MemUtil: 0.2, MemBytes: 1 << 30, Time: clk.t}, netip.AddrPort{})
+			MemUtil: 0.2, MemBytes: 1 << 30, Time: clk.Now()}, netip.AddrPort{})
 	}
 }
 
 // periods runs n periodic updates one second apart, each after a round of reports, and
 // returns the weights applied after each.
-func periods(b *Balancer, clk *fakeClock, n int) [][]uint16 {
+func periods(b *Balancer, clk *testutil.Clock, n int) [][]uint16 {
 	var out [][]uint16
 	for range n {
 		reportAll(b, clk)
-		clk.t = clk.t.Add(time.Second)
+		clk.Advance(time.Second)
 		b.update(context.Background(), true)
 		out = append(out, slices.Clone(b.services[0].applied))
 	}
@@ -72,7 +73,7 @@ func periods(b *Balancer, clk *fakeClock, n int) [][]uint16 {
 // intermediate vector stood for up to two periods and looked settled (the cause of
 // TestFaultControllerKilledMidRewrite's flakes).
 func TestReloadKickStepIsThePeriodsStep(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := testutil.NewClock(time.Unix(1e9, 0))
 	b := staticPool(t, clk, "", 1, 1, 1)
 	periods(b, clk, 12) // past warm-up
 	if got := b.services[0].applied; !slices.Equal(got, []uint16{334, 333, 333}) {
@@ -110,7 +111,7 @@ func TestReloadKickStepIsThePeriodsStep(t *testing.T) {
 // so both reach the same weights by the same path. Before, the restarted one jumped straight
 // to the target.
 func TestRestartStartsFromTheSwitchWeights(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := testutil.NewClock(time.Unix(1e9, 0))
 	running := staticPool(t, clk, "", 1, 1, 1)
 	periods(running, clk, 12)
 	held := slices.Clone(running.services[0].applied)
@@ -154,7 +155,7 @@ func TestRestartStartsFromTheSwitchWeights(t *testing.T) {
 			t.Fatalf("seed from the switch %v, want the shares of %v to within a slot", seed, held)
 		}
 	}
-	restarted.started = clk.t.Add(-time.Hour) // the hold ends with the first reports
+	restarted.started = clk.Now().Add(-time.Hour) // the hold ends with the first reports
 	got := periods(restarted, clk, 3)
 	// The switch holds its shares to a slot (22/21/21 of 64) where the running controller kept
 	// exact ones (1/3 each), so the restarted path may differ from the running one by up to a
@@ -180,7 +181,7 @@ func TestRestartStartsFromTheSwitchWeights(t *testing.T) {
 // its switch answered the read-back keeps the hold until it has, so the seed is not skipped
 // (before, the hold ended with the reports and the first write jumped to the target).
 func TestHoldWaitsForTheFirstReadBack(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := testutil.NewClock(time.Unix(1e9, 0))
 	b := staticPool(t, clk, "", 1, 2, 4)
 	conn := switchsync.NewFakeConn(1)
 	conn.Stall(true)
@@ -198,7 +199,7 @@ func TestHoldWaitsForTheFirstReadBack(t *testing.T) {
 	}
 	conn.Stall(false)
 	b.update(ctx, false)
-	waitCond(t, "switch read back", func() bool { return sy.Status().Known })
+	testutil.Until(t, 10*time.Second, func() bool { return sy.Status().Known }, "switch read back")
 	b.update(ctx, false)
 	if b.services[0].hold || b.services[0].applied == nil {
 		t.Fatalf("switch read back (empty: nothing to seed from), all reported: hold %v, applied %v", b.services[0].hold, b.services[0].applied)

@@ -11,6 +11,7 @@ import (
 	"flowweight/controller/dataplane"
 	"flowweight/controller/state"
 	"flowweight/controller/switchsync"
+	"flowweight/internal/testutil"
 )
 
 // holdSwitch connects a fake switch dpid to b that holds the first service's group with
@@ -40,10 +41,10 @@ func holdSwitch(t *testing.T, b *Balancer, dpid uint64, weights []uint16) (*swit
 	go func() { sy.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	sy.Offer(b.board.Latest().Intent)
-	waitCond(t, "switch read back", func() bool {
+	testutil.Until(t, 10*time.Second, func() bool {
 		st := sy.Status()
 		return st.Known && (weights == nil || st.Seeds[b.services[0].cfg.Name] != nil)
-	})
+	}, "switch read back")
 	return conn, sy
 }
 
@@ -79,7 +80,7 @@ func near(a, b []uint16, tol float64) bool {
 // it starts from the weights it computes (here the static 1:1:1). Before, the lowest
 // datapath id won and every switch was rewritten toward the fake's weights.
 func TestSeedNotFromOneSwitch(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := testutil.NewClock(time.Unix(1e9, 0))
 	b := staticPool(t, clk, "", 1, 1, 1)
 	b.update(context.Background(), false)
 	holdSwitch(t, b, 1, []uint16{940, 30, 30})   // the fake
@@ -88,7 +89,7 @@ func TestSeedNotFromOneSwitch(t *testing.T) {
 	if s := b.services[0]; s.seed != nil {
 		t.Fatalf("seeded from %s: %v", s.seedFrom, s.seed)
 	}
-	b.started = clk.t.Add(-time.Hour) // the hold ends with the first reports
+	b.started = clk.Now().Add(-time.Hour) // the hold ends with the first reports
 	got := periods(b, clk, 3)
 	for i, w := range got {
 		if !slices.Equal(w, []uint16{334, 333, 333}) {
@@ -100,7 +101,7 @@ func TestSeedNotFromOneSwitch(t *testing.T) {
 // TestSeedFromAgreeingSwitches: two of three switches hold the same weights; the third, with
 // the lowest datapath id, holds others. The seed is the majority's.
 func TestSeedFromAgreeingSwitches(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := testutil.NewClock(time.Unix(1e9, 0))
 	b := staticPool(t, clk, "", 1, 1, 1)
 	b.update(context.Background(), false)
 	holdSwitch(t, b, 1, []uint16{940, 30, 30})
@@ -116,7 +117,7 @@ func TestSeedFromAgreeingSwitches(t *testing.T) {
 // TestSeedFromTheStateFileFirst: the weights a controller wrote are saved in its state file,
 // and the next start seeds from them even though the switches agree on others.
 func TestSeedFromTheStateFileFirst(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := testutil.NewClock(time.Unix(1e9, 0))
 	path := filepath.Join(t.TempDir(), "controller.state")
 	first := staticPoolWith(t, clk, "", Options{StatePath: path}, 1, 2, 5)
 	periods(first, clk, 12)
@@ -178,7 +179,7 @@ func TestAgreedSeed(t *testing.T) {
 // period, not only after StateEvery: a controller killed then restarts from the weights the
 // switches hold, not from ones a minute older.
 func TestStateFileFollowsTheWeights(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := testutil.NewClock(time.Unix(1e9, 0))
 	path := filepath.Join(t.TempDir(), "controller.state")
 	b := staticPoolWith(t, clk, "", Options{StatePath: path, StateEvery: time.Hour}, 1, 2, 5)
 	b.saveState()

@@ -3,10 +3,12 @@ package balancer
 import (
 	"context"
 	"flowweight/controller/arp"
+	"flowweight/internal/testutil"
 	"math"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"flowweight/controller/dataplane"
 	"flowweight/controller/switchsync"
@@ -139,10 +141,10 @@ func TestSwitchViewsSayWhoIsBehind(t *testing.T) {
 	for range 3 {
 		b.update(ctx, false)
 	}
-	waitCond(t, "switch 1 in step", func() bool {
+	testutil.Until(t, 10*time.Second, func() bool {
 		v := b.View().SwitchViews()
 		return len(v) == 2 && v[0].Known && v[0].Behind == 0 && v[0].Intent == b.latest.Load().Seq
-	})
+	}, "switch 1 in step")
 	v := b.View().SwitchViews()
 	if v[0].DPID != "0000000000000001" || v[1].DPID != "0000000000000002" {
 		t.Fatalf("views not by datapath id: %+v", v)

@@ -47,13 +47,7 @@ type snmpHost struct {
 	ports []uint16
 }
 
-func (h snmpHost) target() snmp.Target {
-	t := h.SNMPTarget()
-	if len(h.ports) > 0 {
-		t.ServicePorts = h.ports
-	}
-	return t
-}
+func (h snmpHost) target() snmp.Target { return snmpTarget(&h.Backend, h.ports) }
 
 // snmpTiming is the part of [collector] an SNMP source runs with.
 type snmpTiming struct {
@@ -65,7 +59,7 @@ func (h snmpHost) job(tm snmpTiming) poll.Job {
 	be := h.Backend
 	return poll.Job{Name: h.Name, Target: h.target(), Interval: tm.interval, Fast: tm.fast, Rise: tm.rise, Spec: specOf(h, tm),
 		Check: func(log *slog.Logger) (health.Prober, error) {
-			p, err := be.HealthChecker(tm.timeout)
+			p, err := healthProber(&be, tm.timeout)
 			if err == nil {
 				if hc := be.EffectiveHealth(); hc.TLSSkipVerify {
 					log.Warn("health check does not verify the service's certificate (tls_skip_verify = true): anything that answers on the path passes it; set tls_ca instead", "check", hc.Type)

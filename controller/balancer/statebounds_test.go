@@ -8,6 +8,7 @@ import (
 
 	"flowweight/controller/ha"
 	"flowweight/controller/state"
+	"flowweight/internal/testutil"
 )
 
 // learnedOfBackend is the learned factor the books hold for backend i of the first service.
@@ -84,7 +85,7 @@ func TestHALearnedFromEtcdBounded(t *testing.T) {
 	e.doc = docOf(1000, 3)
 	e.mu.Unlock()
 	e.set(ha.Leadership{Leader: true, Term: 4, LeaderName: "me", TTL: time.Second, ValidUntil: time.Now().Add(time.Hour)})
-	waitUntil(t, "b's learned capacity adopted", func() bool { return learnedOfBackend(b, 1) == 3 })
+	testutil.Until(t, 10*time.Second, func() bool { return learnedOfBackend(b, 1) == 3 }, "b's learned capacity adopted")
 	if l := learnedOfBackend(b, 0); l != 0 {
 		t.Fatalf("at takeover: a's learned capacity %v adopted from etcd, beyond max_factor 8", l)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"flowweight/controller/config"
 	"flowweight/e2e/pki"
+	"flowweight/internal/testutil"
 )
 
 func TestLoadTLS(t *testing.T) {
@@ -104,22 +105,12 @@ func TestTLSReloadRotatesCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(5 * time.Second))
-				if c.(*tls.Conn).Handshake() == nil {
-					c.Write([]byte{1})
-				}
-			}()
+	testutil.Serve(t, ln, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if c.(*tls.Conn).Handshake() == nil {
+			c.Write([]byte{1})
 		}
-	}()
+	})
 	roots := x509.NewCertPool()
 	pem, _ := os.ReadFile(ca.CertFile)
 	roots.AppendCertsFromPEM(pem)

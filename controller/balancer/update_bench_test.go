@@ -12,6 +12,7 @@ import (
 
 	"flowweight/controller/config"
 	"flowweight/internal/report"
+	"flowweight/internal/testutil"
 )
 
 // BenchmarkUpdate is one periodic update of a controller with 10,000 backends that all
@@ -36,22 +37,22 @@ func BenchmarkUpdate(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			clk := &fakeClock{t: time.Unix(1e9, 0)}
-			bal, err := New(cfg, Options{Now: clk.now})
+			clk := testutil.NewClock(time.Unix(1e9, 0))
+			bal, err := New(cfg, Options{Now: clk.Now})
 			if err != nil {
 				b.Fatal(err)
 			}
 			for _, s := range cfg.Services {
 				for _, be := range s.Backends {
 					bal.pool.Accept(&report.Report{BackendID: be.Name, Flags: report.FlagHealthOK, CPUUtil: 0.3, CPUCount: 2,
-						MemUtil: 0.2, MemBytes: 1 << 30, Time: clk.t}, netip.AddrPort{})
+						MemUtil: 0.2, MemBytes: 1 << 30, Time: clk.Now()}, netip.AddrPort{})
 				}
 			}
 			ctx := context.Background()
 			bal.update(ctx, true)
 			b.ReportAllocs()
 			for b.Loop() {
-				clk.t = clk.t.Add(time.Second)
+				clk.Advance(time.Second)
 				bal.update(ctx, true)
 			}
 		})

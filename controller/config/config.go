@@ -2,7 +2,12 @@
 // defaults (Default is the one place they are defined) and turns every mistake into an error
 // naming the key, so an operator sees all problems in one run.
 //
-// It must not start anything: the controller binary and the lab wire what it describes.
+// It holds typed values, their defaults and their validation, and must not start or build
+// anything: the runtime objects made from them (the collector's health checks, the SNMP
+// poller's targets, the probes' push keys) are built by the wiring (controller/balancer,
+// build.go), and the controller binary and the lab wire what it describes. Where
+// validation has to parse a value to check it (a udp check's hex payload, a tls_ca
+// bundle, an [snmp] table as snmp.Target), it keeps the parsed value for the builder.
 package config
 
 import (
@@ -284,16 +289,15 @@ func (c *Config) fill() {
 	}
 }
 
-// Target turns the TOML form into the SNMP poller's.
-func (s *SNMPSrc) target(port uint16) snmp.Target {
+// Target is the [snmp] table as the poller's typed value, which Validate checks
+// (snmp.Target.Validate), with the passphrases read from their files after Load. It has no
+// service ports: which ports a host's connections are counted on is the wiring's choice
+// (controller/balancer, build.go).
+func (s *SNMPSrc) Target() snmp.Target {
 	return snmp.Target{Address: s.Address, Version: s.Version, Community: s.Community, User: s.User,
 		AuthProtocol: s.AuthProtocol, AuthPassphrase: s.AuthPassphrase, PrivProtocol: s.PrivProtocol,
-		PrivPassphrase: s.PrivPassphrase, Timeout: s.Timeout, Retries: s.Retries, ServicePorts: []uint16{port},
-		MaxConnRows: s.MaxConnRows}
+		PrivPassphrase: s.PrivPassphrase, Timeout: s.Timeout, Retries: s.Retries, MaxConnRows: s.MaxConnRows}
 }
-
-// SNMPTarget returns the poller target for an snmp backend.
-func (b *Backend) SNMPTarget() snmp.Target { return b.SNMP.target(uint16(b.Port)) }
 
 // ParsedDatapaths returns where the service is placed, nil for every switch; valid only
 // after Validate.

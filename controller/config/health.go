@@ -2,14 +2,12 @@ package config
 
 import (
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
-	"strconv"
 	"strings"
-	"time"
 
 	"flowweight/configs"
 	"flowweight/internal/health"
@@ -52,8 +50,13 @@ type HealthCheck struct {
 	Expect    string `toml:"expect"`
 	ExpectHex string `toml:"expect_hex"`
 
-	// caPEM is tls_ca's content, read by Load (Parse leaves it nil and the check reads it).
-	caPEM []byte
+	// caPEM is tls_ca's content and caPool the certificates in it, read by Load (Parse
+	// leaves them nil and RootCAs reads the file).
+	caPEM  []byte
+	caPool *x509.CertPool
+	// send and expect are the udp payloads as bytes, from the text or the hex form, set by
+	// Validate (which parses the hex once).
+	send, expect []byte
 }
 
 // Health check types (health.type).
@@ -179,8 +182,8 @@ func validateHealth(p *configs.Problems, bkey string, s *Service, b *Backend) {
 		only(h.ServerName != "", "server_name", "https")
 	}
 	if typ == HealthUDP {
-		payload(p, key, "send", h.Send, h.SendHex)
-		payload(p, key, "expect", h.Expect, h.ExpectHex)
+		h.send = payload(p, key, "send", h.Send, h.SendHex)
+		h.expect = payload(p, key, "expect", h.Expect, h.ExpectHex)
 	} else {
 		only(h.Send != "", "send", "udp")
 		only(h.SendHex != "", "send_hex", "udp")
@@ -189,8 +192,9 @@ func validateHealth(p *configs.Problems, bkey string, s *Service, b *Backend) {
 	}
 }
 
-// payload checks one udp payload given as text (name) or hex (name_hex): exactly one.
-func payload(p *configs.Problems, key, name, text, hexText string) {
+// payload checks one udp payload given as text (name) or hex (name_hex): exactly one. It
+// returns the payload's bytes, nil when it is not valid.
+func payload(p *configs.Problems, key, name, text, hexText string) []byte {
 	switch {
 	case text != "" && hexText != "":
 		p.Addf(key+"."+name, "given with %s_hex: give the payload once, as text or as hex", name)
@@ -202,10 +206,15 @@ func payload(p *configs.Problems, key, name, text, hexText string) {
 			p.Add(key+"."+name+"_hex", err)
 		} else if len(b) > health.MaxPayload {
 			p.Addf(key+"."+name+"_hex", "%d bytes; at most %d", len(b), health.MaxPayload)
+		} else {
+			return b
 		}
 	case len(text) > health.MaxPayload:
 		p.Addf(key+"."+name, "%d bytes; at most %d", len(text), health.MaxPayload)
+	default:
+		return []byte(text)
 	}
+	return nil
 }
 
 // checkURL checks a health URL; its errors show the URL with its password redacted, since
@@ -236,12 +245,12 @@ func (c *Config) readHealthFiles() error {
 			if b.Health == nil || b.Health.TLSCA == "" {
 				continue
 			}
-			data, err := readCA(b.Health.TLSCA)
+			data, pool, err := readCA(b.Health.TLSCA)
 			if err != nil {
 				p.Addf(fmt.Sprintf("service %q.backend %q.health.tls_ca", s.Name, b.Name), "%v", err)
 				continue
 			}
-			b.Health.caPEM = data
+			b.Health.caPEM, b.Health.caPool = data, pool
 		}
 	}
 	return p.Err()
@@ -250,16 +259,32 @@ func (c *Config) readHealthFiles() error {
 // maxCAFile bounds a CA bundle; a larger file is the wrong path.
 const maxCAFile = 1 << 20
 
-func readCA(path string) ([]byte, error) {
+// readCA reads and parses a tls_ca file: its content (for HealthKey) and its certificates.
+func readCA(path string) ([]byte, *x509.CertPool, error) {
 	data, err := regfile.Read(path, maxCAFile) // a regular file only: a FIFO must not hang a reload
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if _, err := health.ParseCA(data); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	pool, err := health.ParseCA(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return data, nil
+	return data, pool, nil
 }
+
+// RootCAs is tls_ca's certificates, nil without tls_ca: parsed when Load read the file, or
+// read now when Parse did not (its errors name the file).
+func (h *HealthCheck) RootCAs() (*x509.CertPool, error) {
+	if h.TLSCA == "" || h.caPool != nil {
+		return h.caPool, nil
+	}
+	_, pool, err := readCA(h.TLSCA)
+	return pool, err
+}
+
+// Payloads are a udp check's request and the text its answer must hold, as bytes (from the
+// text or the hex form). Valid only after Validate.
+func (h *HealthCheck) Payloads() (send, expect []byte) { return h.send, h.expect }
 
 // HealthWarnings are health checks that work but prove less than they seem: tls_skip_verify
 // accepts any certificate, so whoever can answer on the path passes the check. The controller
@@ -288,62 +313,4 @@ func (b *Backend) HealthKey() string {
 	sum := sha256.Sum256(h.caPEM)
 	return fmt.Sprintf("%s|%d|%q|%q|%q|%q|%t|%q|%q|%q|%q|%q|%s", h.Type, h.Port, h.URL, h.ExpectStatus, h.BodyContains,
 		h.TLSCA, h.TLSSkipVerify, h.ServerName, h.Send, h.SendHex, h.Expect, h.ExpectHex, hex.EncodeToString(sum[:8]))
-}
-
-// HealthChecker builds the collector's check of snmp backend b, each check bounded by
-// timeout (collector.health_timeout). It reads tls_ca when Load has not. Valid only after
-// Validate.
-func (b *Backend) HealthChecker(timeout time.Duration) (health.Prober, error) {
-	h := b.EffectiveHealth()
-	if h == nil {
-		return nil, errors.New("no health check: neither [health] nor health_url")
-	}
-	port := b.Port
-	if h.Port != 0 {
-		port = h.Port
-	}
-	addr := net.JoinHostPort(b.IP, strconv.Itoa(port))
-	switch h.Type {
-	case HealthTCP:
-		return health.NewTCP(health.TCPSpec{Addr: addr, Timeout: timeout})
-	case HealthUDP:
-		send, expect := []byte(h.Send), []byte(h.Expect)
-		var err error
-		if h.SendHex != "" {
-			if send, err = health.ParseHex(h.SendHex); err != nil {
-				return nil, fmt.Errorf("health.send_hex: %w", err)
-			}
-		}
-		if h.ExpectHex != "" {
-			if expect, err = health.ParseHex(h.ExpectHex); err != nil {
-				return nil, fmt.Errorf("health.expect_hex: %w", err)
-			}
-		}
-		return health.NewUDP(health.UDPSpec{Addr: addr, Timeout: timeout, Send: send, Expect: expect})
-	case HealthHTTP, HealthHTTPS:
-		spec := health.Spec{URL: h.URL, Timeout: timeout, ExpectStatus: h.ExpectStatus, BodyContains: h.BodyContains,
-			TLSSkipVerify: h.TLSSkipVerify, ServerName: h.ServerName}
-		if spec.URL == "" {
-			spec.URL = h.Type + "://" + addr + "/"
-		}
-		if spec.ExpectStatus == "" {
-			spec.ExpectStatus = "200-399"
-		}
-		if h.TLSCA != "" {
-			data := h.caPEM
-			if data == nil {
-				var err error
-				if data, err = readCA(h.TLSCA); err != nil {
-					return nil, fmt.Errorf("health.tls_ca: %w", err)
-				}
-			}
-			pool, err := health.ParseCA(data)
-			if err != nil {
-				return nil, fmt.Errorf("health.tls_ca: %s: %w", h.TLSCA, err)
-			}
-			spec.RootCAs = pool
-		}
-		return health.New(spec)
-	}
-	return nil, fmt.Errorf("health.type %q is not one of tcp, http, https, udp", h.Type)
 }

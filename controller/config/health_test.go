@@ -2,7 +2,6 @@ package config
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -213,84 +211,5 @@ func TestHealthWarnings(t *testing.T) {
 	}
 	if w := c.HealthWarnings(); len(w) != 0 {
 		t.Errorf("warnings without tls_skip_verify: %q", w)
-	}
-}
-
-// TestHealthChecker builds each type from the configuration and runs it against a local
-// server, so the address, the port default and override and the payload forms are the ones
-// the configuration means.
-func TestHealthChecker(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n"))
-			c.Close()
-		}
-	}()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if bytes.Equal(buf[:n], []byte{0, 1, 0xff}) {
-				pc.WriteTo([]byte("\x00ok\xfe"), from)
-			}
-		}
-	}()
-	tcpPort := ln.Addr().(*net.TCPAddr).Port
-	udpPort := pc.LocalAddr().(*net.UDPAddr).Port
-	// Backend "b" at 127.0.0.1, its service port the TCP listener's.
-	base := strings.Replace(strings.Replace(good, `ip = "10.0.0.2"`, `ip = "127.0.0.1"`, 1), "port = 8080", "port = "+strconv.Itoa(tcpPort), 1)
-	backend := func(extra string) string {
-		keys, tables := "", extra
-		if strings.HasPrefix(extra, "  health_url") {
-			keys, tables = extra, ""
-		}
-		return base + "  source = \"snmp\"\n" + keys + "  [service.backend.snmp]\n  version = \"v2c\"\n  community = \"c\"\n" + tables
-	}
-	cases := []struct {
-		name, toml string
-		ok         bool
-		err        string
-	}{
-		{"tcp on the service port", backend("  [service.backend.health]\n  type = \"tcp\"\n"), true, ""},
-		{"http on the service port", backend("  [service.backend.health]\n  type = \"http\"\n  expect_status = \"204\"\n"), true, ""},
-		{"http default statuses", backend("  [service.backend.health]\n  type = \"http\"\n"), true, ""},
-		{"health_url", backend("  health_url = \"http://127.0.0.1:" + strconv.Itoa(tcpPort) + "/\"\n"), true, ""},
-		{"udp hex on its port", backend("  [service.backend.health]\n  type = \"udp\"\n  port = " + strconv.Itoa(udpPort) +
-			"\n  send_hex = \"00 01 ff\"\n  expect_hex = \"6f6b\"\n"), true, ""},
-		{"udp text, wrong answer awaited", backend("  [service.backend.health]\n  type = \"udp\"\n  port = " + strconv.Itoa(udpPort) +
-			"\n  send = \"\\u0000\\u0001\"\n  expect = \"ok\"\n"), false, "udp 127.0.0.1:" + strconv.Itoa(udpPort) + ": no answer"},
-	}
-	for _, tt := range cases {
-		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("t.toml", []byte(tt.toml))
-			if err != nil {
-				t.Fatal(err)
-			}
-			chk, err := c.Services[0].Backends[1].HealthChecker(300 * time.Millisecond)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := chk.Check(context.Background())
-			if r.OK != tt.ok || !strings.Contains(r.Err, tt.err) {
-				t.Errorf("got %+v, want ok=%v err~%q", r, tt.ok, tt.err)
-			}
-		})
 	}
 }

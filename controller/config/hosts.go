@@ -181,9 +181,9 @@ func (c *Config) checkMachine(p *configs.Problems, key string, b *Backend, port 
 			p.Addf(key+".snmp", "source \"snmp\" needs a [snmp] table")
 		} else {
 			checkSNMPSecretKeys(p, key+".snmp", b.SNMP)
-			t := b.SNMP.target(uint16(port))
-			if port == 0 {
-				t.ServicePorts = nil
+			t := b.SNMP.Target()
+			if port != 0 {
+				t.ServicePorts = []uint16{uint16(port)}
 			}
 			if b.SNMP.AuthPassphraseFile != "" && t.AuthPassphrase == "" {
 				t.AuthPassphrase = placeholderPassphrase

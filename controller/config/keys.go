@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"flowweight/configs"
-	"flowweight/internal/report"
 )
 
 // Push key modes (collector.key_mode).
@@ -93,21 +92,4 @@ func (c *Config) Warnings() []string {
 		}
 	}
 	return append(w, c.hostWarnings()...)
-}
-
-// ProbeKey returns the push key of probe backend b: its own key_file, or the key derived from
-// collector.secret_file, or collector.key_file in key_mode "shared". load reads a key file
-// (report.LoadKey, or a cache of it); errors name the file and the backend.
-func (c *Config) ProbeKey(b *Backend, load func(path string) ([]byte, error)) ([]byte, error) {
-	if b.KeyFile != "" {
-		return load(b.KeyFile)
-	}
-	if c.Collector.EffectiveKeyMode() == KeyModeShared {
-		return load(c.Collector.KeyFile)
-	}
-	secret, err := load(c.Collector.SecretFile)
-	if err != nil {
-		return nil, fmt.Errorf("collector.secret_file: %w", err)
-	}
-	return report.DeriveKey(secret, b.Name)
 }

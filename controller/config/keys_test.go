@@ -1,13 +1,8 @@
 package config
 
 import (
-	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"flowweight/internal/report"
 )
 
 // keyed is the good config with its [collector] key lines replaced.
@@ -82,56 +77,6 @@ func TestKeyModes(t *testing.T) {
 						t.Errorf("warning does not say %q:\n%s", s, w[0])
 					}
 				}
-			}
-		})
-	}
-}
-
-func TestProbeKey(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	secret := write("secret", "a-controller-secret-of-32-bytes!\n")
-	own := write("own", "this-backend-has-its-own-key\n")
-	shared := write("shared", "one-key-for-every-probe-000\n")
-	derived := func(id string) string {
-		k, err := report.DeriveKey([]byte("a-controller-secret-of-32-bytes!"), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(k)
-	}
-	tests := []struct {
-		name, collector string
-		backend         Backend
-		want, err       string
-	}{
-		{"derived", `secret_file = "` + secret + `"`, Backend{Name: "a"}, derived("a"), ""},
-		{"derived differs per backend", `secret_file = "` + secret + `"`, Backend{Name: "b"}, derived("b"), ""},
-		{"own key wins", `secret_file = "` + secret + `"`, Backend{Name: "a", KeyFile: own}, "this-backend-has-its-own-key", ""},
-		{"shared", `key_file = "` + shared + `"`, Backend{Name: "a"}, "one-key-for-every-probe-000", ""},
-		{"secret missing", `secret_file = "` + filepath.Join(dir, "nope") + `"`, Backend{Name: "a"}, "", "collector.secret_file: key file " + filepath.Join(dir, "nope")},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("t.toml", []byte(keyed(tt.collector)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			k, err := c.ProbeKey(&tt.backend, report.LoadKey)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.Is(err, os.ErrNotExist) {
-					t.Fatalf("err %v, want one saying %q", err, tt.err)
-				}
-				return
-			}
-			if err != nil || string(k) != tt.want {
-				t.Fatalf("key %q, %v; want %q", k, err, tt.want)
 			}
 		})
 	}

@@ -60,7 +60,7 @@ func TestSNMPPassphraseFiles(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				tg := c.Services[0].Backends[1].SNMPTarget()
+				tg := c.Services[0].Backends[1].SNMP.Target()
 				if tg.AuthPassphrase != "auth-secret-1" || tg.PrivPassphrase != "priv-secret-2" {
 					t.Fatalf("passphrases %q %q, want the files' content", tg.AuthPassphrase, tg.PrivPassphrase)
 				}

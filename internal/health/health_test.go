@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"flowweight/internal/testutil"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -190,34 +191,19 @@ func FuzzTruncate(f *testing.F) {
 // rawServer answers every connection with reply (after reading the request head) and closes.
 func rawServer(t *testing.T, reply func(net.Conn)) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
+	return "http://" + testutil.TCPServer(t, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 4096)
+		var req []byte
+		for !strings.Contains(string(req), "\r\n\r\n") {
+			n, err := c.Read(buf)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(5 * time.Second))
-				buf := make([]byte, 4096)
-				var req []byte
-				for !strings.Contains(string(req), "\r\n\r\n") {
-					n, err := c.Read(buf)
-					if err != nil {
-						return
-					}
-					req = append(req, buf[:n]...)
-				}
-				reply(c)
-			}()
+			req = append(req, buf[:n]...)
 		}
-	}()
-	return "http://" + ln.Addr().String() + "/health?x=1"
+		reply(c)
+	}) + "/health?x=1"
 }
 
 func TestCheckRawResponses(t *testing.T) {

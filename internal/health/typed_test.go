@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
+	"flowweight/internal/testutil"
 	"math/big"
 	"net"
 	"net/http"
@@ -71,51 +72,14 @@ func closedPort(t *testing.T, network string) string {
 	return ln.Addr().String()
 }
 
-// udpResponder answers every datagram with reply(request) from 127.0.0.1; reply returning nil
-// answers nothing (a service that has hung).
-func udpResponder(t *testing.T, reply func([]byte) []byte) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if out := reply(buf[:n]); out != nil {
-				_, _ = pc.WriteTo(out, from)
-			}
-		}
-	}()
-	return pc.LocalAddr().String()
-}
-
 func TestTCPCheck(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	listening := testutil.TCPServer(t, nil)
 	tests := []struct {
 		name, addr string
 		ok         bool
 		err        string
 	}{
-		{"listening", ln.Addr().String(), true, ""},
+		{"listening", listening, true, ""},
 		{"closed port", closedPort(t, "tcp"), false, "tcp connect 127.0.0.1:"},
 	}
 	for _, tt := range tests {
@@ -139,9 +103,9 @@ func TestTCPCheck(t *testing.T) {
 }
 
 func TestUDPCheck(t *testing.T) {
-	echo := udpResponder(t, func(b []byte) []byte { return append([]byte("answer:"), b...) })
-	silent := udpResponder(t, func([]byte) []byte { return nil })
-	binary := udpResponder(t, func(b []byte) []byte {
+	echo := testutil.UDPResponder(t, func(b []byte) []byte { return append([]byte("answer:"), b...) })
+	silent := testutil.UDPResponder(t, func([]byte) []byte { return nil })
+	binary := testutil.UDPResponder(t, func(b []byte) []byte {
 		if bytes.Equal(b, []byte{0xde, 0xad, 0x00}) {
 			return []byte{0x01, 0xbe, 0xef, 0x00, 0xff}
 		}
@@ -182,7 +146,7 @@ func TestUDPCheck(t *testing.T) {
 }
 
 func TestUDPCheckCancelled(t *testing.T) {
-	silent := udpResponder(t, func([]byte) []byte { return nil })
+	silent := testutil.UDPResponder(t, func([]byte) []byte { return nil })
 	c, err := NewUDP(UDPSpec{Addr: silent, Timeout: time.Hour, Send: []byte("x"), Expect: []byte("y")})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,8 @@ package testutil
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,5 +104,41 @@ func TestFixtureEdit(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+// TestResponders: the TCP server serves each connection and closes it; the UDP responder
+// answers what reply returns and nothing when it returns nil.
+func TestResponders(t *testing.T) {
+	c, err := net.Dial("tcp4", TCPServer(t, func(c net.Conn) { c.Write([]byte("hello")) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if got, err := io.ReadAll(c); string(got) != "hello" || err != nil {
+		t.Fatalf("tcp: read %q, %v; want hello and the close", got, err)
+	}
+	u, err := net.Dial("udp4", UDPResponder(t, func(b []byte) []byte {
+		if string(b) == "quiet" {
+			return nil
+		}
+		return append([]byte("re:"), b...)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	buf := make([]byte, 64)
+	u.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := u.Write([]byte("quiet")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	// quiet gets no answer, so the one that comes is ping's.
+	if n, err := u.Read(buf); string(buf[:n]) != "re:ping" || err != nil {
+		t.Fatalf("udp: read %q, %v; want re:ping", buf[:n], err)
 	}
 }
