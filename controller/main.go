@@ -125,6 +125,18 @@ func newLogger(level string, json bool) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
+// registerMetrics puts on reg what /metrics serves besides the API's own counters: the Go
+// runtime's, the process's and the balancer's collectors. The dashboard's test
+// (configs/grafana-dashboard.json) checks its queries against the same set.
+func registerMetrics(reg prometheus.Registerer, m *balancer.Metrics) error {
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return m.Register(reg)
+}
+
 // runFiles are run's inputs beyond the parsed configuration.
 type runFiles struct {
 	data  []byte // the configuration file as parsed
@@ -136,9 +148,8 @@ func run(cfg *config.Config, path string, files runFiles, log *slog.Logger) erro
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := balancer.NewMetrics()
-	if err := m.Register(reg); err != nil {
+	if err := registerMetrics(reg, m); err != nil {
 		return err
 	}
 	opt := balancer.Options{Logger: log, Metrics: m, StatePath: files.state}

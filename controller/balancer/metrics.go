@@ -36,6 +36,9 @@ type Metrics struct {
 	// does, so a dashboard shows a gap, not a zero, when a backend stops reporting its own CPU.
 	serviceCPU, headroom *prometheus.GaugeVec
 	fallback             *prometheus.GaugeVec
+	// conns exists only once a backend has reported: a drain's progress, and the in-flight
+	// panel of configs/grafana-dashboard.json.
+	conns *prometheus.GaugeVec
 }
 
 // NewMetrics creates unregistered collectors.
@@ -52,6 +55,8 @@ func NewMetrics() *Metrics {
 		applied:  g("backend_weight_applied", "Bucket weight last written to the switches."),
 		serviceCPU: g("backend_service_cpu_ratio",
 			"CPU the service's own processes use, as a fraction of the backend's CPUs (smoothed); absent while not reported."),
+		conns: g("backend_connections",
+			"Established connections on the backend's service ports, smoothed, as its probe or SNMP agent last reported; absent until it reports."),
 		headroom: g("backend_headroom_ratio", "Spare capacity C·(avail − own) of the headroom policy, in pool-mean units; absent when it did not run."),
 		fallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "flowweight", Name: "service_policy_fallback_backends",
 			Help: "Live backends without the service's own CPU, for which the headroom policy ran as 1/AL at the last update; 0 when it did not fall back."}, []string{"service"}),
@@ -121,7 +126,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
 		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.contested, m.arpReplies, m.arpFaults, m.barrierRTT, m.updateSeconds, m.followSeconds,
 		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps, m.reloads, m.stateWrites,
-		m.serviceCPU, m.headroom, m.fallback} {
+		m.serviceCPU, m.headroom, m.fallback, m.conns} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -138,7 +143,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 // are the operator's, and a series per name ever configured would grow with every rename.
 func (m *Metrics) forgetBackend(service, backend string) {
 	l := prometheus.Labels{"service": service, "backend": backend}
-	for _, v := range []*prometheus.GaugeVec{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.serviceCPU, m.headroom, m.clamped} {
+	for _, v := range []*prometheus.GaugeVec{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.serviceCPU, m.headroom, m.clamped, m.conns} {
 		v.DeletePartialMatch(l)
 	}
 }
@@ -146,7 +151,7 @@ func (m *Metrics) forgetBackend(service, backend string) {
 // forgetService removes the series of a service a reload removed (its backends' too).
 func (m *Metrics) forgetService(service string) {
 	m.fallback.DeleteLabelValues(service)
-	for _, v := range []*prometheus.GaugeVec{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.serviceCPU, m.headroom, m.clamped} {
+	for _, v := range []*prometheus.GaugeVec{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.serviceCPU, m.headroom, m.clamped, m.conns} {
 		v.DeletePartialMatch(prometheus.Labels{"service": service})
 	}
 }
@@ -206,6 +211,16 @@ func (m *Metrics) observeService(s *service) {
 			m.headroom.DeleteLabelValues(s.cfg.Name, name)
 			g.headroom = nil
 		}
+		switch {
+		case j < len(s.in) && s.in[j].HasMetrics:
+			if g.conns == nil {
+				g.conns = m.conns.WithLabelValues(s.cfg.Name, name)
+			}
+			g.conns.Set(s.in[j].Conns)
+		case g.conns != nil || fresh:
+			m.conns.DeleteLabelValues(s.cfg.Name, name)
+			g.conns = nil
+		}
 		if out := s.out(); out != nil {
 			if g.applied == nil {
 				g.applied = m.applied.WithLabelValues(s.cfg.Name, name)
@@ -222,10 +237,10 @@ func (m *Metrics) observeService(s *service) {
 	}
 }
 
-// backendGauges are one backend's series; serviceCPU, headroom and applied are nil while the
-// series does not exist.
+// backendGauges are one backend's series; serviceCPU, headroom, applied and conns are nil
+// while the series does not exist.
 type backendGauges struct {
-	ls, c, al, computed           prometheus.Gauge
-	serviceCPU, headroom, applied prometheus.Gauge
-	state                         [len(stateNames)]prometheus.Gauge
+	ls, c, al, computed                  prometheus.Gauge
+	serviceCPU, headroom, applied, conns prometheus.Gauge
+	state                                [len(stateNames)]prometheus.Gauge
 }

@@ -223,6 +223,69 @@ func TestPacketInFaultsCountedAndRateLimited(t *testing.T) {
 
 // TestHeadroomSeriesOnlyWhileMeasured: the service's own CPU and the headroom are exported only
 // while they exist, and the fallback gauge counts the backends that made the policy fall back.
+// gaugeValues is every series of the gauge family in m, keyed by backend (or by service for
+// a per-service family).
+func gaugeValues(t *testing.T, m *Metrics, family string) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != family {
+			continue
+		}
+		for _, x := range mf.GetMetric() {
+			key := ""
+			for _, l := range x.GetLabel() {
+				if l.GetName() == "backend" || (key == "" && l.GetName() == "service") {
+					key = l.GetValue()
+				}
+			}
+			out[key] = x.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// TestConnectionsSeriesOnceReported: flowweight_backend_connections, what a drain watches
+// fall and the dashboard's in-flight panel shows, exists for a backend once it has reported,
+// with the count it reported.
+func TestConnectionsSeriesOnceReported(t *testing.T) {
+	clk := testutil.NewClock(time.Unix(1e9, 0))
+	m := NewMetrics()
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observe := func() {
+		snap := b.pool.Snapshot(nil)
+		states := map[string]*collector.State{}
+		for i := range snap {
+			states[snap[i].Name] = &snap[i]
+		}
+		s := b.services[0]
+		s.compute(states, true)
+		b.mu.Lock()
+		m.observeService(s)
+		b.mu.Unlock()
+	}
+	observe()
+	if c := gaugeValues(t, m, "flowweight_backend_connections"); len(c) != 0 {
+		t.Fatalf("connections series before any report: %v", c)
+	}
+	b.pool.Accept(&report.Report{BackendID: "a", Seq: 1, Flags: report.FlagHealthOK, CPUUtil: 0.2, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30, Conns: 7}, netip.AddrPort{})
+	observe()
+	if c := gaugeValues(t, m, "flowweight_backend_connections"); len(c) != 1 || c["a"] != 7 {
+		t.Fatalf("connections series %v, want only a = 7", c)
+	}
+}
+
 func TestHeadroomSeriesOnlyWhileMeasured(t *testing.T) {
 	clk := testutil.NewClock(time.Unix(1e9, 0))
 	m := NewMetrics()
@@ -230,33 +293,7 @@ func TestHeadroomSeriesOnlyWhileMeasured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gauges := func(family string) map[string]float64 {
-		t.Helper()
-		reg := prometheus.NewRegistry()
-		if err := m.Register(reg); err != nil {
-			t.Fatal(err)
-		}
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]float64{}
-		for _, mf := range mfs {
-			if mf.GetName() != family {
-				continue
-			}
-			for _, x := range mf.GetMetric() {
-				key := ""
-				for _, l := range x.GetLabel() {
-					if l.GetName() == "backend" || (key == "" && l.GetName() == "service") {
-						key = l.GetValue()
-					}
-				}
-				out[key] = x.GetGauge().GetValue()
-			}
-		}
-		return out
-	}
+	gauges := func(family string) map[string]float64 { t.Helper(); return gaugeValues(t, m, family) }
 	seq := uint64(0)
 	update := func(withB bool) {
 		t.Helper()
