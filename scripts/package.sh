@@ -89,7 +89,7 @@ mips64el) goarch=mips64le ;;
 *) die "architecture \"$arch\" (DEB_ARCH or dpkg --print-architecture) has no Go port this script knows" ;;
 esac
 
-mkdir -p "$out" || die "cannot create the output directory $out"
+err=$(mkdir -p -- "$out" 2>&1) || die "cannot create the output directory $out: ${err#mkdir: }"
 [ -d "$out" ] && [ -w "$out" ] || die "the output directory $out is not a writable directory"
 out=$(cd "$out" && pwd)
 
