@@ -38,7 +38,7 @@ func TestPackageInstall(t *testing.T) {
 	secrets := map[string][]byte{}
 	for _, f := range []string{"etc/flowweight/push.secret", "etc/flowweight/api.token"} {
 		secrets[f] = r.readFile(t, f)
-		if !regexp.MustCompile(`^[0-9a-f]{64}\n$`).Match(secrets[f]) {
+		if !secretRE.Match(secrets[f]) {
 			t.Errorf("/%s: want 64 hex digits and a newline, got %d bytes", f, len(secrets[f]))
 		}
 		if strings.Contains(out, strings.TrimSpace(string(secrets[f]))) {
@@ -80,13 +80,18 @@ func TestPackageInstall(t *testing.T) {
 	}
 	want["etc/flowweight/probe.key"] = entry{0o640, 0, gid}
 
-	// A reinstall (and so an upgrade's configure) keeps what exists.
+	// A reinstall (and so an upgrade's configure) keeps the secrets that exist and makes
+	// those that do not (the API token, deleted here as before imaging a machine).
+	if err := os.Remove(r.path("etc/flowweight/api.token")); err != nil {
+		t.Fatal(err)
+	}
 	r.dpkg(t, "-i", debs["flowweight-controller"], debs["flowweight-probe"])
 	r.checkTree(t, "after reinstall", want)
-	for f, b := range secrets {
-		if got := r.readFile(t, f); !bytes.Equal(got, b) {
-			t.Errorf("/%s changed on reinstall", f)
-		}
+	if got := r.readFile(t, "etc/flowweight/push.secret"); !bytes.Equal(got, secrets["etc/flowweight/push.secret"]) {
+		t.Error("/etc/flowweight/push.secret changed on reinstall")
+	}
+	if got := r.readFile(t, "etc/flowweight/api.token"); bytes.Equal(got, secrets["etc/flowweight/api.token"]) || !secretRE.Match(got) {
+		t.Errorf("/etc/flowweight/api.token, deleted before the reinstall: %d bytes, the old ones: %v", len(got), bytes.Equal(got, secrets["etc/flowweight/api.token"]))
 	}
 	if u := r.id(t, "passwd", "flowweight"); u != uid {
 		t.Errorf("reinstall: flowweight's uid %d, was %d", u, uid)
@@ -122,6 +127,9 @@ func TestPackageInstall(t *testing.T) {
 		t.Error("this machine's /etc/passwd changed: the maintainer scripts acted outside DPKG_ROOT")
 	}
 }
+
+// secretRE is what the postinst writes in a secret: 32 random bytes as hex, and a newline.
+var secretRE = regexp.MustCompile(`^[0-9a-f]{64}\n$`)
 
 // requireRootAndTools fails (not skips: the integration tier runs as root on Debian) without
 // root or one of the tools.
