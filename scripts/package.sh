@@ -3,12 +3,13 @@
 # packaging tool): each holds its binary (/usr/bin), its systemd unit (configs/*.service, in
 # /usr/lib/systemd/system), its commented configuration (/etc/flowweight, a conffile), the
 # documentation, and maintainer scripts (scripts/deb/) that create the system user flowweight,
-# give /etc/flowweight and the state directory their owners and modes, and on the controller's
-# first configure create the push secret and the API token. docs/operations.md, "Install from
+# give /etc/flowweight and the state directory their owners and modes, and create the
+# controller's push secret and API token when they are missing. docs/operations.md, "Install from
 # packages", says what is installed where and why.
 #
 # usage: scripts/package.sh [-o DIR]      packages into DIR (or $DIST; default ./dist)
-#   VERSION=1.2.3     the package version (default: from git describe, see below)
+#   VERSION=1.2.3     the package version (default: 0~gitTIME.gHASH, or after a tag vX.Y.Z
+#                     X.Y.Z[+N.gHASH], with "+dirty" when git describe --always --dirty says so)
 #   DEB_ARCH=arm64    the Debian architecture to build for (default: dpkg --print-architecture)
 # Prints the path of each package it wrote. Needs bash, go, dpkg, dpkg-deb and, without
 # VERSION, git. The configs/package_integration_test.go test installs the result into a
