@@ -3,7 +3,6 @@
 package configs
 
 import (
-	"bytes"
 	"fmt"
 	"io/fs"
 	"os"
@@ -186,15 +185,21 @@ func (r *dpkgRoot) readFile(t *testing.T, rel string) []byte {
 	return b
 }
 
-// conffiles returns the conffiles dpkg has registered for pkg.
-func (r *dpkgRoot) conffiles(t *testing.T, pkg string) []string {
+// query returns a field of pkg in the root's dpkg database (dpkg-query -W -f format).
+func (r *dpkgRoot) query(t *testing.T, pkg, format string) string {
 	t.Helper()
-	out, err := exec.Command("dpkg-query", "--admindir="+r.path("var/lib/dpkg"), "-W", "-f=${Conffiles}", pkg).Output()
+	out, err := exec.Command("dpkg-query", "--admindir="+r.path("var/lib/dpkg"), "-W", "-f="+format, pkg).Output()
 	if err != nil {
 		t.Fatalf("dpkg-query %s: %v", pkg, err)
 	}
+	return string(out)
+}
+
+// conffiles returns the conffiles dpkg has registered for pkg.
+func (r *dpkgRoot) conffiles(t *testing.T, pkg string) []string {
+	t.Helper()
 	var files []string
-	for line := range bytes.Lines(out) {
+	for line := range strings.Lines(r.query(t, pkg, "${Conffiles}")) {
 		if f := strings.Fields(string(line)); len(f) > 0 {
 			files = append(files, f[0])
 		}

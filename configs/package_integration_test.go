@@ -24,17 +24,21 @@ import (
 // It needs root (chown, chroot) and dpkg; no daemon is started.
 func TestPackageInstall(t *testing.T) {
 	requireRootAndTools(t, "dpkg", "dpkg-deb", "dpkg-query", "useradd", "groupadd")
-	hostPasswd, _ := os.ReadFile("/etc/passwd")
+	hostBefore := hostAccounts()
 	debs := buildPackages(t)
 	r := newDpkgRoot(t)
 
-	out := r.dpkg(t, "-i", debs["flowweight-controller"], debs["flowweight-probe"])
+	// The probe alone first, as on a backend (its postinst makes the user), then the
+	// controller beside it (its postinst finds the user).
+	r.dpkg(t, "-i", debs["flowweight-probe"])
 	uid, gid := r.id(t, "passwd", "flowweight"), r.id(t, "group", "flowweight")
 	if uid == 0 || gid == 0 {
 		t.Fatalf("flowweight is %d:%d, not a user and group of its own", uid, gid)
 	}
 	want := installedTree(t, uid, gid)
-	r.checkTree(t, "after install", want)
+	r.checkTree(t, "after installing the probe", maps(want, notController))
+	out := r.dpkg(t, "-i", debs["flowweight-controller"])
+	r.checkTree(t, "after installing the controller", want)
 	secrets := map[string][]byte{}
 	for _, f := range []string{"etc/flowweight/push.secret", "etc/flowweight/api.token"} {
 		secrets[f] = r.readFile(t, f)
@@ -49,6 +53,9 @@ func TestPackageInstall(t *testing.T) {
 		t.Error("the push secret and the API token are the same")
 	}
 	for pkg, conf := range map[string]string{"flowweight-controller": "/etc/flowweight/controller.toml", "flowweight-probe": "/etc/flowweight/probe.toml"} {
+		if got := r.query(t, pkg, "${Status}"); got != "install ok installed" {
+			t.Errorf("%s: status %q, want installed and configured", pkg, got)
+		}
 		if got := r.conffiles(t, pkg); !slices.Equal(got, []string{conf}) {
 			t.Errorf("%s: conffiles %q, want [%s]", pkg, got, conf)
 		}
@@ -111,11 +118,7 @@ func TestPackageInstall(t *testing.T) {
 	removed := maps(want, func(p string) bool { return !strings.Contains(p, "flowweight-controller") })
 	r.checkTree(t, "after removing the controller", removed)
 	r.dpkg(t, "--purge", "flowweight-controller")
-	purged := maps(removed, func(p string) bool {
-		return !strings.HasPrefix(p, "var/lib/flowweight") && !slices.Contains([]string{
-			"etc/flowweight/push.secret", "etc/flowweight/api.token", "etc/flowweight/controller.toml"}, p)
-	})
-	r.checkTree(t, "after purging the controller", purged)
+	r.checkTree(t, "after purging the controller", maps(want, notController))
 	r.dpkg(t, "--purge", "flowweight-probe")
 	r.checkTree(t, "after purging both", map[string]entry{
 		"etc": {fs.ModeDir | 0o755, 0, 0}, "var": {fs.ModeDir | 0o755, 0, 0}, "var/lib": {fs.ModeDir | 0o755, 0, 0},
@@ -123,8 +126,8 @@ func TestPackageInstall(t *testing.T) {
 	if u := r.id(t, "passwd", "flowweight"); u != uid { // Debian leaves system users
 		t.Errorf("after purge: flowweight's uid %d, was %d", u, uid)
 	}
-	if after, _ := os.ReadFile("/etc/passwd"); !bytes.Equal(after, hostPasswd) {
-		t.Error("this machine's /etc/passwd changed: the maintainer scripts acted outside DPKG_ROOT")
+	if after := hostAccounts(); after != hostBefore {
+		t.Errorf("this machine's flowweight accounts went from %q to %q: the maintainer scripts acted outside DPKG_ROOT", hostBefore, after)
 	}
 }
 
@@ -262,6 +265,28 @@ func checkUnit(t *testing.T, r *dpkgRoot, unit string, uid int) {
 			}
 		}
 	}
+}
+
+// notController says whether a path of the installed tree is not the controller's: not its
+// package's files, configuration, secrets or state.
+func notController(p string) bool {
+	return !strings.Contains(p, "flowweight-controller") && !strings.HasPrefix(p, "var/lib/flowweight") &&
+		!slices.Contains([]string{"etc/flowweight/push.secret", "etc/flowweight/api.token", "etc/flowweight/controller.toml"}, p)
+}
+
+// hostAccounts returns this machine's passwd and group lines for flowweight (other tests may
+// change other accounts meanwhile).
+func hostAccounts() string {
+	var lines []string
+	for _, f := range []string{"/etc/passwd", "/etc/group"} {
+		data, _ := os.ReadFile(f)
+		for line := range strings.Lines(string(data)) {
+			if strings.HasPrefix(line, "flowweight:") {
+				lines = append(lines, f+": "+line)
+			}
+		}
+	}
+	return strings.Join(lines, "")
 }
 
 // maps returns the entries of m whose path keep accepts.
