@@ -67,6 +67,18 @@ func TestPackageInstall(t *testing.T) {
 	if out, err := r.run(uid, gid, ctl...); err != nil || !strings.Contains(out, "/etc/flowweight/controller.toml: OK (1 services)") {
 		t.Errorf("%s as flowweight: %v\n%s", strings.Join(ctl, " "), err, out)
 	}
+	// The installed configuration reads the token the postinst made: one that others can
+	// read is refused, naming it.
+	token := r.path("etc/flowweight/api.token")
+	if err := os.Chmod(token, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := r.run(uid, gid, ctl...); err == nil || !strings.Contains(out, "/etc/flowweight/api.token: readable by others") {
+		t.Errorf("%s with api.token mode 0644: %v, want it refused\n%s", strings.Join(ctl, " "), err, out)
+	}
+	if err := os.Chmod(token, 0o640); err != nil {
+		t.Fatal(err)
+	}
 	// The probe's key comes from the controller: refused, naming it, until installed as the
 	// postinst says (controller key, then install -m 0640 -o root -g flowweight).
 	probe := []string{"/usr/bin/flowweight-probe", "-check-config", "-config", "/etc/flowweight/probe.toml"}
