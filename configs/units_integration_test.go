@@ -19,7 +19,7 @@ func TestSystemdUnitsVerify(t *testing.T) {
 		t.Fatal("systemd-analyze not found (Debian package systemd)")
 	}
 	dir := t.TempDir()
-	bins := map[string]string{"/usr/local/bin/flowweight-controller": "../controller", "/usr/local/bin/flowweight-probe": "../probe"}
+	bins := map[string]string{"/usr/bin/flowweight-controller": "../controller", "/usr/bin/flowweight-probe": "../probe"}
 	for installed, pkg := range bins {
 		out := filepath.Join(dir, filepath.Base(installed))
 		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
