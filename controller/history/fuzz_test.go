@@ -1,0 +1,32 @@
+package history
+
+import (
+	"testing"
+)
+
+// FuzzDecode: whatever Decode accepts validates, and survives Encode and Decode again
+// unchanged.
+func FuzzDecode(f *testing.F) {
+	e := NewEntry(3, []byte("[controller]\nlisten = \":6653\"\n"), "SIGHUP", "/etc/flowweight/controller.toml", t0)
+	good, _ := Encode(&e)
+	f.Add(good)
+	f.Add([]byte(`{"format":1}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := Decode(data)
+		if err != nil {
+			return
+		}
+		if err := e.Validate(); err != nil {
+			t.Fatalf("decoded an invalid entry: %v", err)
+		}
+		again, err := Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e2, err := Decode(again)
+		if err != nil || *e2 != *e {
+			t.Fatalf("round trip: %+v, %v; want %+v", e2, err, e)
+		}
+	})
+}
