@@ -15,14 +15,6 @@ import (
 	"flowweight/internal/secretfile"
 )
 
-// Bounds of how many versions are kept (controller.config_history): one is the running
-// configuration alone; a hundred 16 MiB files is as much disk as a history should take.
-const (
-	DefaultKeep = 5
-	MinKeep     = 1
-	MaxKeep     = 100
-)
-
 // DirFor is the history directory of the controller whose state file is statePath: next to
 // it, because the state directory is the one place the systemd unit lets the controller
 // write, and the history is what the controller did, not what the operator wrote.
@@ -145,11 +137,11 @@ func numbers(es []Entry) string {
 
 // Record keeps content as a new version applied now by source, unless it is the newest
 // version's content already (a restart or a SIGHUP of the same file is no new version), and
-// then drops the oldest versions beyond keep. added is false when nothing was written. The
+// then drops the oldest versions beyond keep (at least 1). added is false when nothing was written. The
 // directory is created (0700) if missing. An error names the path; versions already kept are
 // never touched by a failed write, and a failure to drop old ones leaves the new one written.
 func (s Store) Record(content []byte, source, file string, now time.Time, keep int) (e Entry, added bool, err error) {
-	keep = min(max(keep, MinKeep), MaxKeep)
+	keep = max(keep, 1) // the new version itself (controller.config_history's bounds are the configuration's)
 	if err := os.Mkdir(s.Dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return Entry{}, false, fmt.Errorf("configuration history: %w", err)
 	}
