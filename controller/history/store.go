@@ -88,11 +88,13 @@ func cmpNum(a, b uint64) int {
 	return 0
 }
 
-// read reads one version file as the state file is read (secretfile.ReadPrivate: regular,
-// private, owned by this user or root, in a directory only they can change): a version is
-// what a rollback applies, so whoever could write it could choose the next configuration.
+// read reads one version file as private (secretfile.ReadStateDirFile: regular, not readable
+// by others, owned by this user, root or the owner of the state directory, in a directory
+// only they can change): a version is what a rollback applies, so whoever could write it
+// could choose the next configuration. The state directory's owner counts because the
+// controller writes as its own user and an operator reads as root.
 func (s Store) read(path string, n uint64) (Entry, error) {
-	data, err := secretfile.ReadPrivate(path, MaxEntrySize)
+	data, err := secretfile.ReadStateDirFile(path, MaxEntrySize)
 	if err != nil {
 		return Entry{}, err
 	}

@@ -31,6 +31,43 @@ func ReadPrivate(path string, max int64) ([]byte, error) {
 	return data, nil
 }
 
+// ReadStateDirFile is ReadPrivate for a file in a directory under a service's state directory
+// (path = STATE/SUB/FILE), read by that service or by an operator's command run as root or as
+// another user: the file and SUB may then also belong to the owner of STATE, as when systemd's
+// StateDirectory= gives the service's user /var/lib/NAME and the operator runs `controller
+// history` as root. STATE must be owned by this user, root or SUB's owner and be writable by
+// nobody else (no sticky exception), so no one else could have made SUB; SUB must not be
+// writable by group or others. Errors name the path.
+func ReadStateDirFile(path string, max int64) ([]byte, error) {
+	data, fi, err := regfile.ReadInfo(path, max)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkMode(fi.Mode()); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	sub := filepath.Dir(path)
+	sfi, err := os.Stat(sub)
+	if err != nil {
+		return nil, err
+	}
+	trusted := -1
+	if pfi, err := os.Stat(filepath.Dir(sub)); err == nil && pfi.Mode().Perm()&0o022 == 0 &&
+		checkOwner(pfi, ownerOf(sfi)) == nil {
+		trusted = ownerOf(sfi)
+	}
+	if err := checkOwner(fi, trusted); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := checkOwner(sfi, trusted); err != nil {
+		return nil, fmt.Errorf("directory %s: %w", sub, err)
+	}
+	if m := sfi.Mode(); m.Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("directory %s: writable by group or others (mode %04o): anyone could replace the file; chmod go-w it", sub, m.Perm())
+	}
+	return data, nil
+}
+
 // CheckDir refuses a directory that others can change: not owned by this process's user or
 // root, or writable by group or others without the sticky bit. Errors name the directory.
 func CheckDir(dir string) error {
