@@ -30,3 +30,24 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeRequest: whatever DecodeRequest accepts encodes and decodes again unchanged.
+func FuzzDecodeRequest(f *testing.F) {
+	good, _ := EncodeRequest(&Request{Format: Format, Version: 4, SHA256: NewEntry(1, []byte("x"), "s", "", t0).SHA256, Expires: t0, Refused: "no"})
+	f.Add(good)
+	f.Add([]byte(`{"format":1,"version":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := DecodeRequest(data)
+		if err != nil {
+			return
+		}
+		again, err := EncodeRequest(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := DecodeRequest(again)
+		if err != nil || !r2.Expires.Equal(r.Expires) || r2.Version != r.Version || r2.SHA256 != r.SHA256 || r2.Refused != r.Refused {
+			t.Fatalf("round trip: %+v, %v; want %+v", r2, err, r)
+		}
+	})
+}
