@@ -49,8 +49,8 @@ type configWatch struct {
 	log     *slog.Logger
 	hist    *configHistory // nil: no history kept (-state "")
 	applied [32]byte       // digest of the running configuration's file
-	running []byte   // the running configuration's file: a strict prefix of it is a file cut short
-	last    [32]byte // digest of the last content tried
+	running []byte         // the running configuration's file: a strict prefix of it is a file cut short
+	last    [32]byte       // digest of the last content tried
 }
 
 func (c *configWatch) onChange(s cfgwatch.Snapshot) {
