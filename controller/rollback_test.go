@@ -316,6 +316,30 @@ func TestRollbackFlow(t *testing.T) {
 	if capacityOfB(b) != 5 {
 		t.Errorf("capacity %v after a refused rollback, want 5 still", capacityOfB(b))
 	}
+
+	// A version that removes two of three backends: applied with -allow-removal, through the
+	// same confirmation as reload -allow-removal, which is used up.
+	onlyA := l.toml(t, "  [[service.backend]]\n  name = \"b\"\n  ip = \"10.0.0.2\"\n", "", "  [[service.backend]]\n  name = \"c\"\n  ip = \"10.0.0.3\"\n", "")
+	store := history.Store{Dir: history.DirFor(l.state)}
+	if _, _, err := store.Record(onlyA, "file changed", l.path, time.Now(), 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := store.Record(l.toml(t, capB("5")...), "file changed", l.path, time.Now(), 5); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = l.rollback("-wait", "10s", "-allow-removal", "7")
+	if code != 0 || !strings.Contains(stdout, "applied version 7 as version 9") {
+		t.Fatalf("rollback -allow-removal exited %d:\n%s%s", code, stdout, stderr)
+	}
+	if n := len(b.Config().Services[0].Backends); n != 1 {
+		t.Errorf("%d backends after the confirmed rollback, want 1", n)
+	}
+	if e := l.newest(t); e.Source != "rollback to version 7" {
+		t.Errorf("newest version by %q", e.Source)
+	}
+	if _, err := os.Stat(confirmPath(l.path, l.state)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the confirmation outlived its use: %v", err)
+	}
 }
 
 // TestRollbackOffline: with -wait 0 the file is written and the command returns; the

@@ -6,11 +6,12 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"flowweight/internal/testutil"
 )
 
 var t0 = time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
@@ -167,7 +168,7 @@ func TestUnwritableHistory(t *testing.T) {
 	t.Run("not writable", func(t *testing.T) {
 		s := Store{Dir: filepath.Join(t.TempDir(), "h")}
 		record(t, s, 5, "a", "b")
-		unwritable(t, s.Dir)
+		testutil.Unwritable(t, s.Dir)
 		_, _, err := s.Record([]byte("c"), "SIGHUP", "/c.toml", t0, 5)
 		if err == nil || !strings.Contains(err.Error(), s.Dir) || !errors.Is(err, fs.ErrPermission) {
 			t.Fatalf("Record into a read-only directory: %v, want a permission error naming %s", err, s.Dir)
@@ -192,23 +193,6 @@ func TestUnwritableHistory(t *testing.T) {
 			t.Errorf("the file in the way was changed: %q", b)
 		}
 	})
-}
-
-// unwritable makes dir unwritable for this process: chmod for a user, the immutable
-// attribute for root (whom modes do not stop).
-func unwritable(t *testing.T, dir string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if err := os.Chmod(dir, 0o500); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.Chmod(dir, 0o700) })
-		return
-	}
-	if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
-		t.Skipf("chattr +i %s: %v %s (root ignores modes; no other way to refuse root a write here)", dir, err, out)
-	}
-	t.Cleanup(func() { exec.Command("chattr", "-i", dir).Run() })
 }
 
 // TestGetUnknown: an unknown version's error names the directory and lists what is kept.
