@@ -99,7 +99,7 @@ func TestRollbackRefused(t *testing.T) {
 			os.WriteFile(k, []byte("fedcba9876543210fedcba9876543210\n"), 0o600)
 			l.applied(t, l.toml(t, "name = \"a\"\n", "name = \"a\"\n  key_file = \""+k+"\"\n"), l.toml(t))
 			os.Remove(k)
-		}, []string{"1"}, 1, []string{"version 1 no longer validates", `backend "a"`, "a.key", "no such file"}},
+		}, []string{"1"}, 1, []string{"version 1 no longer validates", `backend "a": key_file: key file`, "a.key", "no such file"}},
 		{"a token file gone", func(t *testing.T, l *lab) {
 			tok := filepath.Join(l.dir, "api.token")
 			os.WriteFile(tok, []byte("0123456789abcdef0123456789abcdef\n"), 0o600)
