@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -63,30 +62,12 @@ func TestHistoryCommand(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer for a logger on another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestHistoryUnwritable: a history directory the controller cannot write does not stop a
 // reload: the configuration is applied, the error is logged naming the directory, and the
 // versions kept stay as they were.
 func TestHistoryUnwritable(t *testing.T) {
 	l := newLab(t)
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	l.hist = newConfigHistory(l.state, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err := os.WriteFile(l.path, l.toml(t), 0o644); err != nil {
 		t.Fatal(err)

@@ -73,15 +73,21 @@ func TestRollbackRestoresSwitch(t *testing.T) {
 	if err := s.Reload(caps, "stateless"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := waitFor(20*time.Second, func() error {
-		w, err := s.GroupWeights()
-		if err != nil {
-			return err
-		}
-		f, err := s.Flows()
-		if err != nil {
-			return err
-		}
+	// holds waits until the switch's weights and flows satisfy ok.
+	holds := func(bound time.Duration, ok func(w map[string]uint16, f []string) error) (time.Duration, error) {
+		return waitFor(bound, func() error {
+			w, err := s.GroupWeights()
+			if err != nil {
+				return err
+			}
+			f, err := s.Flows()
+			if err != nil {
+				return err
+			}
+			return ok(w, f)
+		})
+	}
+	if _, err := holds(20*time.Second, func(w map[string]uint16, f []string) error {
 		if w["be1"] <= before["be1"] || slices.Equal(f, flowsBefore) {
 			return fmt.Errorf("be1 weight %d (was %d), flows changed %v", w["be1"], before["be1"], !slices.Equal(f, flowsBefore))
 		}
@@ -113,15 +119,7 @@ func TestRollbackRestoresSwitch(t *testing.T) {
 		t.Errorf("rollback did not report the applied version")
 	}
 
-	d, err := waitFor(30*time.Second, func() error {
-		w, err := s.GroupWeights()
-		if err != nil {
-			return err
-		}
-		f, err := s.Flows()
-		if err != nil {
-			return err
-		}
+	d, err := holds(30*time.Second, func(w map[string]uint16, f []string) error {
 		if fmt.Sprint(w) != fmt.Sprint(before) || !slices.Equal(f, flowsBefore) {
 			return fmt.Errorf("switch weights %v (before the reload %v), flows as before: %v", w, before, slices.Equal(f, flowsBefore))
 		}

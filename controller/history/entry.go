@@ -72,36 +72,45 @@ func (e *Entry) Validate() error {
 }
 
 // Encode renders e as indented JSON ending in a newline.
-func Encode(e *Entry) ([]byte, error) {
-	if err := e.Validate(); err != nil {
+func Encode(e *Entry) ([]byte, error) { return encode(e, e.Validate) }
+
+// Decode parses a version file strictly (no unknown field, nothing after the object) and
+// validates it: an error means none of it may be used.
+func Decode(data []byte) (*Entry, error) {
+	return decode(data, MaxEntrySize, (*Entry).Validate)
+}
+
+// encode validates v and renders it as indented JSON ending in a newline.
+func encode(v any, validate func() error) ([]byte, error) {
+	if err := validate(); err != nil {
 		return nil, err
 	}
-	data, err := json.MarshalIndent(e, "", "  ")
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return nil, err
 	}
 	return append(data, '\n'), nil
 }
 
-// Decode parses a version file strictly (no unknown field, nothing after the object) and
-// validates it: an error means none of it may be used.
-func Decode(data []byte) (*Entry, error) {
-	if len(data) > MaxEntrySize {
-		return nil, fmt.Errorf("%d bytes, more than %d", len(data), MaxEntrySize)
+// decode parses data, at most max bytes, as one T strictly (no unknown field, nothing after
+// the object) and validates it.
+func decode[T any](data []byte, max int, validate func(*T) error) (*T, error) {
+	if len(data) > max {
+		return nil, fmt.Errorf("%d bytes, more than %d", len(data), max)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var e Entry
-	if err := dec.Decode(&e); err != nil {
+	var v T
+	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("data after the JSON object")
 	}
-	if err := e.Validate(); err != nil {
+	if err := validate(&v); err != nil {
 		return nil, err
 	}
-	return &e, nil
+	return &v, nil
 }
 
 // Short is the hash's first 12 hex digits, as listings show it.

@@ -1,11 +1,8 @@
 package history
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 	"unicode/utf8"
 )
@@ -34,35 +31,11 @@ func (r *Request) Matches(sum string, now time.Time) bool {
 }
 
 // EncodeRequest renders r as JSON ending in a newline.
-func EncodeRequest(r *Request) ([]byte, error) {
-	if err := r.validate(); err != nil {
-		return nil, err
-	}
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(data, '\n'), nil
-}
+func EncodeRequest(r *Request) ([]byte, error) { return encode(r, r.validate) }
 
 // DecodeRequest parses a request file strictly.
 func DecodeRequest(data []byte) (*Request, error) {
-	if len(data) > MaxRequestSize {
-		return nil, fmt.Errorf("%d bytes, more than %d", len(data), MaxRequestSize)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var r Request
-	if err := dec.Decode(&r); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the JSON object")
-	}
-	if err := r.validate(); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return decode(data, MaxRequestSize, (*Request).validate)
 }
 
 func (r *Request) validate() error {

@@ -15,6 +15,19 @@ import (
 // nobody else can rename over a file they do not own). A file anyone could write or replace
 // would be instructions from anyone. Errors name the path.
 func ReadPrivate(path string, max int64) ([]byte, error) {
+	data, err := readOwned(path, max, -1)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// readOwned reads the regular file at path, at most max bytes, refusing it unless it passes
+// Read's mode checks and belongs to this process's user, root or the uid also (-1: none).
+func readOwned(path string, max int64, also int) ([]byte, error) {
 	data, fi, err := regfile.ReadInfo(path, max)
 	if err != nil {
 		return nil, err
@@ -22,11 +35,8 @@ func ReadPrivate(path string, max int64) ([]byte, error) {
 	if err := checkMode(fi.Mode()); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if err := CheckOwner(fi); err != nil {
+	if err := checkOwner(fi, also); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if err := CheckDir(filepath.Dir(path)); err != nil {
-		return nil, err
 	}
 	return data, nil
 }
@@ -39,13 +49,6 @@ func ReadPrivate(path string, max int64) ([]byte, error) {
 // nobody else (no sticky exception), so no one else could have made SUB; SUB must not be
 // writable by group or others. Errors name the path.
 func ReadStateDirFile(path string, max int64) ([]byte, error) {
-	data, fi, err := regfile.ReadInfo(path, max)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkMode(fi.Mode()); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
 	sub := filepath.Dir(path)
 	sfi, err := os.Stat(sub)
 	if err != nil {
@@ -56,16 +59,13 @@ func ReadStateDirFile(path string, max int64) ([]byte, error) {
 		checkOwner(pfi, ownerOf(sfi)) == nil {
 		trusted = ownerOf(sfi)
 	}
-	if err := checkOwner(fi, trusted); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
 	if err := checkOwner(sfi, trusted); err != nil {
 		return nil, fmt.Errorf("directory %s: %w", sub, err)
 	}
 	if m := sfi.Mode(); m.Perm()&0o022 != 0 {
 		return nil, fmt.Errorf("directory %s: writable by group or others (mode %04o): anyone could replace the file; chmod go-w it", sub, m.Perm())
 	}
-	return data, nil
+	return readOwned(path, max, trusted)
 }
 
 // CheckDir refuses a directory that others can change: not owned by this process's user or
