@@ -17,14 +17,15 @@ import (
 	"flowweight/internal/regfile"
 )
 
-const rollbackUsage = `usage: flowweight-controller rollback [-config FILE] [-state FILE] [-allow-removal] [-force] [-wait D] [N]
+const rollbackUsage = `usage: flowweight-controller rollback [-state FILE] [-allow-removal] [-force] [-wait D] [-config FILE] [N]
 
 Applies version N of the configuration again (default: the version before the running one;
 see flowweight-controller history). It checks version N as a reload would (it must still
 validate, with the files it names; a change a reload cannot make, such as a listen address,
 is refused) and with the same removal guard: a version that removes a service, every backend
 of a service or more than half of all backends needs -allow-removal. Then it writes version
-N to FILE, atomically, as the operator's new file, and the running controller applies it
+N to FILE (the file the running configuration was read from), atomically, as the operator's
+new file, and the running controller applies it
 through its ordinary reload, recording it as a new version ("rollback to version N"). If the
 controller refuses it, or has not applied it within -wait, FILE is put back as it was.
 
@@ -40,7 +41,7 @@ Flags:
 func rollbackCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rollback", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "/etc/flowweight/controller.toml", "configuration file (as given to the controller)")
+	cfgPath := fs.String("config", "", "configuration file; default: the one the running configuration was read from (the history says)")
 	statePath := fs.String("state", defaultState, "the controller's state file (as given to the controller)")
 	allow := fs.Bool("allow-removal", false, "confirm the removals the version makes")
 	force := fs.Bool("force", false, "overwrite FILE even if it holds changes that were never applied")
@@ -124,6 +125,9 @@ func (rb *rollback) prepare(want uint64) error {
 		return err
 	}
 	rb.running = kept[len(kept)-1]
+	if err := rb.checkPath(); err != nil {
+		return err
+	}
 	switch {
 	case want != 0:
 		if rb.target, err = store.Get(want); err != nil {
@@ -165,6 +169,24 @@ func (rb *rollback) prepare(want uint64) error {
 	}
 	rb.removes = r.Any()
 	rb.changes = config.Summary(cur, next)
+	return nil
+}
+
+// checkPath makes -config the file the running configuration was read from, and refuses
+// another: a rollback written to a file the controller does not read would only time out.
+func (rb *rollback) checkPath() error {
+	if rb.cfgPath == "" {
+		rb.cfgPath = rb.running.File
+		return nil
+	}
+	abs, err := filepath.Abs(rb.cfgPath)
+	if err != nil {
+		return err
+	}
+	if rb.running.File != "" && abs != rb.running.File {
+		return fmt.Errorf("-config %s: the running configuration (version %d) was read from %s; leave -config out, or name that file",
+			rb.cfgPath, rb.running.Number, rb.running.File)
+	}
 	return nil
 }
 

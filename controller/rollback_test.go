@@ -122,6 +122,8 @@ func TestRollbackRefused(t *testing.T) {
 			os.WriteFile(p, bytes.Replace(b, []byte("capacity = 2"), []byte("capacity = 9"), 1), 0o600)
 		}, []string{"1"}, 1, []string{"version 1", "00000001.json", "does not match the content"}},
 		{"no state file", nil, []string{"-state", ""}, 1, []string{"keeps no history"}},
+		{"another file than the controller's", nil, []string{"-config", "/etc/other.toml"}, 1,
+			[]string{"-config /etc/other.toml: the running configuration (version 2) was read from", "controller.toml"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newLab(t)
@@ -356,9 +358,10 @@ func TestRollbackOffline(t *testing.T) {
 	if got, _ := os.ReadFile(l.path); !bytes.Equal(got, v2) {
 		t.Errorf("the file was not put back")
 	}
-	code, stdout, stderr = l.rollback("-wait", "0")
-	if code != 0 || !strings.Contains(stdout, "wrote version 1") {
-		t.Fatalf("rollback -wait 0 exited %d:\n%s%s", code, stdout, stderr)
+	// Without -config: the file the running configuration was read from.
+	var out, errOut bytes.Buffer
+	if code := rollbackCommand([]string{"-state", l.state, "-wait", "0"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "wrote version 1 to "+l.path) {
+		t.Fatalf("rollback -wait 0 exited %d:\n%s%s", code, out.String(), errOut.String())
 	}
 	if got, _ := os.ReadFile(l.path); !bytes.Equal(got, v1) {
 		t.Errorf("the file is not version 1")
