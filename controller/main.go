@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -30,6 +31,8 @@ const usage = `usage: controller [flags]            run the controller
        controller key [-config FILE] [-out KEYFILE] BACKEND
                                         print (or write) a probe's push key file
        controller reload -allow-removal [-config FILE]   confirm a reload refused for removing too much
+       controller history [-state FILE] [-show N]        list the applied configurations (or print version N)
+       controller rollback [-allow-removal] [N]          apply version N again (default: the previous one)
 
 Flags:
 `
@@ -43,6 +46,12 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "reload" {
 		os.Exit(reloadCommand(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "history" {
+		os.Exit(historyCommand(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "rollback" {
+		os.Exit(rollbackCommand(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	fs := flag.NewFlagSet("controller", flag.ExitOnError)
 	cfgPath := fs.String("config", "/etc/flowweight/controller.toml", "configuration file")
@@ -189,6 +198,12 @@ func run(cfg *config.Config, path string, files runFiles, log *slog.Logger) erro
 	if apiSrv != nil {
 		also = apiSrv
 	}
-	go watchConfig(ctx, b, also, path, files.state, files.data, files.poll, log)
+	hist := newConfigHistory(files.state, log)
+	abs := path
+	if a, err := filepath.Abs(path); err == nil {
+		abs = a
+	}
+	hist.applied(abs, files.data, "start", cfg.Controller.ConfigHistory)
+	go watchConfig(ctx, b, also, path, files.state, files.data, files.poll, hist, log)
 	return b.Run(ctx, nil)
 }

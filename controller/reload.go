@@ -47,9 +47,10 @@ type configWatch struct {
 	path    string
 	confirm string
 	log     *slog.Logger
-	applied [32]byte // digest of the running configuration's file
-	running []byte   // the running configuration's file: a strict prefix of it is a file cut short
-	last    [32]byte // digest of the last content tried
+	hist    *configHistory // nil: no history kept (-state "")
+	applied [32]byte       // digest of the running configuration's file
+	running []byte         // the running configuration's file: a strict prefix of it is a file cut short
+	last    [32]byte       // digest of the last content tried
 }
 
 func (c *configWatch) onChange(s cfgwatch.Snapshot) {
@@ -82,9 +83,15 @@ func (c *configWatch) onChange(s cfgwatch.Snapshot) {
 	c.last = sum
 	err := c.b.ReloadFile(c.path, cf.Data, balancer.ReloadOptions{AllowRemoval: allow, Trigger: s.Trigger, Alongside: c.also, Running: c.running})
 	if err != nil {
+		c.hist.refused(cf.Data, err)
 		return
 	}
 	c.applied, c.running = sum, cf.Data
+	source := s.Trigger
+	if allow {
+		source = "controller reload -allow-removal"
+	}
+	c.hist.applied(c.path, cf.Data, source, c.b.Config().Controller.ConfigHistory)
 	if allow {
 		// One shot: a used confirmation goes. If it cannot (a read-only directory), it still
 		// confirms nothing but this content, and only until it expires.
@@ -101,11 +108,11 @@ func mustHex(s string) []byte {
 
 // watchConfig runs the watcher until ctx ends. SIGHUP forces a reload even of unchanged
 // content (renewed key or certificate files).
-func watchConfig(ctx context.Context, b *balancer.Balancer, also balancer.Reloadable, path, statePath string, loaded []byte, poll time.Duration, log *slog.Logger) {
+func watchConfig(ctx context.Context, b *balancer.Balancer, also balancer.Reloadable, path, statePath string, loaded []byte, poll time.Duration, hist *configHistory, log *slog.Logger) {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs // the refusal's message names a command that works from any directory
 	}
-	c := &configWatch{b: b, also: also, path: path, confirm: confirmPath(path, statePath), log: log, applied: sha256.Sum256(loaded), running: loaded}
+	c := &configWatch{b: b, also: also, path: path, confirm: confirmPath(path, statePath), log: log, hist: hist, applied: sha256.Sum256(loaded), running: loaded}
 	c.last = c.applied
 	w, err := cfgwatch.New(cfgwatch.Config{Paths: []string{path, c.confirm}, Baseline: [][]byte{loaded, nil},
 		Poll: poll, OnChange: c.onChange, Logger: log})

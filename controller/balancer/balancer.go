@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -315,7 +314,7 @@ func (b *Balancer) reload(path string, cfg *config.Config, opt ReloadOptions) er
 	b.mu.Lock()
 	cur := b.cfg
 	b.mu.Unlock()
-	if r := config.Compare(cur, cfg); (r.Mass() || (opt.cutShort != "" && r.Any())) && !opt.AllowRemoval {
+	if r := config.Compare(cur, cfg); r.NeedsConfirmation(opt.cutShort) && !opt.AllowRemoval {
 		_, statePath := b.st.store.Where()
 		e := &RemovalRefusedError{File: path, Removal: r, State: statePath}
 		if !r.Mass() {
@@ -323,23 +322,7 @@ func (b *Balancer) reload(path string, cfg *config.Config, opt ReloadOptions) er
 		}
 		return e
 	}
-	var errs []error
-	if cfg.Controller.Listen != cur.Controller.Listen {
-		errs = append(errs, fmt.Errorf("controller.listen: changing %q to %q needs a restart", cur.Controller.Listen, cfg.Controller.Listen))
-	}
-	if cfg.Collector.PushListen != cur.Collector.PushListen {
-		errs = append(errs, fmt.Errorf("collector.push_listen: changing %q to %q needs a restart", cur.Collector.PushListen, cfg.Collector.PushListen))
-	}
-	if (cfg.Controller.TLSCert == "") != (cur.Controller.TLSCert == "") {
-		errs = append(errs, errors.New("controller.tls_cert: turning OpenFlow TLS on or off needs a restart (renewed files at the same or other paths are picked up by a reload)"))
-	}
-	if cfg.API.Listen != cur.API.Listen {
-		errs = append(errs, fmt.Errorf("api.listen: changing %q to %q needs a restart", cur.API.Listen, cfg.API.Listen))
-	}
-	if !reflect.DeepEqual(cfg.HA, cur.HA) {
-		errs = append(errs, errors.New("ha: changing the [ha] section (etcd endpoints, name, prefix, lease, TLS) needs a restart"))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := config.RestartNeeded(cur, cfg); err != nil {
 		return err
 	}
 	if err := b.install(cfg); err != nil {

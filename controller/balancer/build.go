@@ -71,11 +71,20 @@ func snmpTarget(be *config.Backend, ports []uint16) snmp.Target {
 // file (report.LoadKey, or a cache of it); errors name the file and the backend. The
 // controller binary uses it too (`controller key`, -check-config).
 func ProbeKey(cfg *config.Config, be *config.Backend, load func(path string) ([]byte, error)) ([]byte, error) {
+	// Each error names the key that names the file, as a validation error does.
 	if be.KeyFile != "" {
-		return load(be.KeyFile)
+		k, err := load(be.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("key_file: %w", err)
+		}
+		return k, nil
 	}
 	if cfg.Collector.EffectiveKeyMode() == config.KeyModeShared {
-		return load(cfg.Collector.KeyFile)
+		k, err := load(cfg.Collector.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("collector.key_file: %w", err)
+		}
+		return k, nil
 	}
 	secret, err := load(cfg.Collector.SecretFile)
 	if err != nil {

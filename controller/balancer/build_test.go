@@ -129,6 +129,8 @@ func TestProbeKey(t *testing.T) {
 		{"own key wins", `secret_file = "` + secret + `"`, config.Backend{Name: "a", KeyFile: own}, "this-backend-has-its-own-key", ""},
 		{"shared", `key_file = "` + shared + `"`, config.Backend{Name: "a"}, "one-key-for-every-probe-000", ""},
 		{"secret missing", `secret_file = "` + filepath.Join(dir, "nope") + `"`, config.Backend{Name: "a"}, "", "collector.secret_file: key file " + filepath.Join(dir, "nope")},
+		{"own key missing", `secret_file = "` + secret + `"`, config.Backend{Name: "a", KeyFile: filepath.Join(dir, "nope")}, "", "key_file: key file " + filepath.Join(dir, "nope")},
+		{"shared key missing", `key_file = "` + filepath.Join(dir, "nope") + `"`, config.Backend{Name: "a"}, "", "collector.key_file: key file " + filepath.Join(dir, "nope")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

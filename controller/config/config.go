@@ -51,7 +51,18 @@ type Controller struct {
 	BarrierTimeout time.Duration `toml:"barrier_timeout"` // wait for a barrier reply; default "5s"
 	EchoInterval   time.Duration `toml:"echo_interval"`   // OpenFlow keepalive; default "5s"
 	Normal         bool          `toml:"normal"`          // lowest-priority NORMAL flow for non-VIP traffic; default true
+	// ConfigHistory is how many applied configurations are kept next to the state file for
+	// `controller history` and `controller rollback`; default 5, [MinConfigHistory,
+	// MaxConfigHistory].
+	ConfigHistory int `toml:"config_history"`
 }
+
+// Bounds of controller.config_history: one is the running configuration alone; a hundred
+// files of up to 16 MiB is as much of the state directory as a history should take.
+const (
+	MinConfigHistory = 1
+	MaxConfigHistory = 100
+)
 
 // API configures the HTTP API, metrics and dashboard. The limits bound what one client can
 // hold: every connection costs a goroutine and buffers until a timeout frees it.
@@ -192,7 +203,7 @@ type SNMPSrc struct {
 func Default() Config {
 	return Config{
 		Controller: Controller{Listen: ":6653", UpdatePeriod: 5 * time.Second, ReadbackPeriod: 30 * time.Second,
-			BarrierTimeout: 5 * time.Second, EchoInterval: 5 * time.Second, Normal: true},
+			BarrierTimeout: 5 * time.Second, EchoInterval: 5 * time.Second, Normal: true, ConfigHistory: 5},
 		API: API{Listen: "127.0.0.1:9090", ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
 			IdleTimeout: 30 * time.Second, MaxHeaderBytes: 32 << 10, MaxBodyBytes: 4 << 10, MaxConnections: 64},
 		Collector: Collector{PushListen: ":7946", ClockSkew: 30 * time.Second, StaleAfter: 15 * time.Second,

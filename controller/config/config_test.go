@@ -127,6 +127,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"duplicate backend endpoint", edit("ip = \"10.0.0.2\"\n  port = 8080", "ip = \"10.0.0.1\"\n  port = 80"), []string{`backend "b".ip`, "duplicate backend 10.0.0.1:80"}},
 		{"port out of range", edit(`port = 80`, `port = 70000`), []string{`service "web".port`, "70000 outside 1-65535"}},
 		{"backend port zero", edit(`port = 8080`, `port = -1`), []string{`backend "b".port`}},
+		{"history of none", "[controller]\nconfig_history = 0\n" + good, []string{"controller.config_history", "0: keep between 1 and 100 versions"}},
+		{"history too long", "[controller]\nconfig_history = 101\n" + good, []string{"controller.config_history", "101: keep between 1 and 100"}},
 		{"bad duration", "[controller]\nupdate_period = \"5 parsecs\"\n" + good, []string{"controller.update_period", "5 parsecs"}},
 		{"negative duration", edit(`key_file = "/k"`, "key_file = \"/k\"\nstale_after = \"-1s\""), []string{"collector.stale_after", "positive"}},
 		{"fast health interval short", edit(`key_file = "/k"`, "key_file = \"/k\"\nhealth_fast_interval = \"1ms\""), []string{"collector.health_fast_interval", "below the minimum 10ms"}},

@@ -82,6 +82,14 @@ func (r Removal) Mass() bool {
 	return len(r.Services) > 0 || len(r.Emptied) > 0 || 2*len(r.Backends) > r.Running
 }
 
+// NeedsConfirmation reports whether a reload making this removal must be refused without
+// -allow-removal: a mass removal, or any removal by content that looks cut short (cutShort,
+// from CutShort). The running controller's reload and `controller rollback`'s check before it
+// writes anything both ask this, so the two cannot disagree.
+func (r Removal) NeedsConfirmation(cutShort string) bool {
+	return r.Mass() || (cutShort != "" && r.Any())
+}
+
 // Any reports whether anything at all would be removed.
 func (r Removal) Any() bool { return len(r.Services)+len(r.Emptied)+len(r.Backends) > 0 }
 

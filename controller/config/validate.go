@@ -58,6 +58,9 @@ func (c *Controller) validate(p *configs.Problems) {
 	p.Positive("controller.readback_period", c.ReadbackPeriod)
 	p.Positive("controller.barrier_timeout", c.BarrierTimeout)
 	p.Positive("controller.echo_interval", c.EchoInterval)
+	if c.ConfigHistory < MinConfigHistory || c.ConfigHistory > MaxConfigHistory {
+		p.Addf("controller.config_history", "%d: keep between %d and %d versions", c.ConfigHistory, MinConfigHistory, MaxConfigHistory)
+	}
 }
 
 func (a *API) validate(p *configs.Problems) {

@@ -247,9 +247,21 @@ func Save(path string, f *File) error {
 // syncs it, renames it over path and syncs the directory. On error the old file is untouched
 // and the temporary file removed.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return WriteFileAtomicAs(path, data, perm, nil)
+}
+
+// WriteFileAtomicAs is WriteFileAtomic that calls prepare on the temporary file before it is
+// renamed into place (to give it the owner of the file it replaces, so that a reader never
+// sees the new content with another owner).
+func WriteFileAtomicAs(path string, data []byte, perm os.FileMode, prepare func(*os.File) error) error {
 	return writeAtomic(path, data, perm, func(f *os.File, b []byte) error {
-		_, err := f.Write(b)
-		return err
+		if _, err := f.Write(b); err != nil {
+			return err
+		}
+		if prepare != nil {
+			return prepare(f)
+		}
+		return nil
 	})
 }
 

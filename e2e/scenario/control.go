@@ -67,7 +67,7 @@ func (s *Scenario) StartControllerN(i int) error {
 	}
 	s.mu.Unlock()
 	cmd := s.Ctl.Command(context.Background(), s.Opts.Bins.Controller, "-config", s.ConfigPathOf(i),
-		"-state", filepath.Join(s.Lab.Dir, controllerFile(i, "state")))
+		"-state", s.StatePathOf(i))
 	p, err := s.Lab.Start(controllerFile(i, ""), cmd, nil)
 	if err != nil {
 		return fmt.Errorf("scenario: %w", err)

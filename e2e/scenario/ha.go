@@ -73,6 +73,12 @@ func (s *Scenario) ConfigPathOf(i int) string {
 	return filepath.Join(s.Opts.Dir, controllerFile(i, "toml"))
 }
 
+// StatePathOf is controller i's state file (-state); its configuration history is next to it
+// (controller history, controller rollback).
+func (s *Scenario) StatePathOf(i int) string {
+	return filepath.Join(s.Lab.Dir, controllerFile(i, "state"))
+}
+
 // haTOML adds controller i's [ha] section: the scenario's etcd members, its own name, the
 // lease.
 func haTOML(o Options, text string, i int) string {

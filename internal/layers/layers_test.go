@@ -59,6 +59,8 @@ var rules = []struct {
 	{"flowweight/controller/api", []string{"flowweight/controller/balancer", "flowweight/controller/switchsync",
 		"flowweight/controller/ofswitch"}, nil},
 	{"flowweight/controller/cfgwatch", []string{"flowweight/controller/balancer", "flowweight/controller/config"}, nil},
+	// The configuration history keeps files; it parses no configuration and knows no balancer.
+	{"flowweight/controller/history", []string{"flowweight/controller/balancer", "flowweight/controller/config"}, nil},
 	{"flowweight/controller/ratelog", []string{"flowweight/"}, nil},
 	// The collector's poll runner is given its jobs: it knows no configuration file and no switch.
 	{"flowweight/collector/poll", []string{"flowweight/controller", "flowweight/probe", "flowweight/collector/push"}, nil},
