@@ -194,6 +194,9 @@ func TestHoldWaitsForTheFirstReadBack(t *testing.T) {
 	go sy.Run(ctx)
 	reportAll(b, clk)
 	b.update(ctx, false)
+	// Settled: the syncer is waiting on the switch (before, the test could unstall it first or
+	// not, and when not, the read-back waited out its 10 s timeout and the test failed).
+	testutil.Until(t, 10*time.Second, func() bool { return conn.Stalled() > 0 }, "the syncer waits on the stalled switch")
 	if !b.services[0].hold || b.services[0].applied != nil {
 		t.Fatalf("every backend reported but the switch was not read back: hold %v, applied %v", b.services[0].hold, b.services[0].applied)
 	}

@@ -17,13 +17,16 @@ import (
 )
 
 // FakeConn is a Conn over a dataplane.FakeSwitch, for tests of syncers without a switch. Stall
-// makes every request wait for its context, like a switch that stopped reading.
+// makes every request wait, like a switch that stopped reading: until its context ends, or
+// until Stall(false), when the switch reads again and answers what waited.
 type FakeConn struct {
 	DPID uint64
 
 	mu      sync.Mutex
 	sw      *dataplane.FakeSwitch
 	stall   bool
+	resume  chan struct{} // closed by Stall(false)
+	waiting int           // requests waiting on a stall now
 	applies int
 	done    chan struct{}
 	closed  bool
@@ -89,11 +92,24 @@ func (f *FakeConn) Close() {
 	}
 }
 
-// Stall makes the switch stop answering (true) or answer again (false).
+// Stall makes the switch stop answering (true) or answer again (false), what waited too.
 func (f *FakeConn) Stall(on bool) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case on && !f.stall:
+		f.resume = make(chan struct{})
+	case !on && f.stall:
+		close(f.resume)
+	}
 	f.stall = on
-	f.mu.Unlock()
+}
+
+// Stalled is how many requests wait on a stall now.
+func (f *FakeConn) Stalled() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.waiting
 }
 
 // State is what the fake switch holds.
@@ -119,16 +135,26 @@ func (f *FakeConn) Edit(fn func(*dataplane.FakeSwitch)) {
 
 func (f *FakeConn) wait(ctx context.Context) error {
 	f.mu.Lock()
-	stall := f.stall
+	stall, resume := f.stall, f.resume
+	if stall {
+		f.waiting++
+	}
 	f.mu.Unlock()
 	if !stall {
 		return nil
 	}
+	defer func() {
+		f.mu.Lock()
+		f.waiting--
+		f.mu.Unlock()
+	}()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-f.done:
 		return ofswitch.ErrSessionClosed
+	case <-resume:
+		return nil
 	}
 }
 
