@@ -2,6 +2,7 @@ package collector
 
 import (
 	"log/slog"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -184,6 +185,12 @@ type State struct {
 	// It is not smoothed: the fast loop wants the queue as it is now (weights.FollowInFlight).
 	InFlight   float64
 	InFlightAt time.Time
+	// LastConns is the connection count of the latest sample from any source (a full push
+	// report, an in-flight report, an SNMP poll) as reported, not smoothed, taken at
+	// LastConnsAt (zero: none yet). Conns, smoothed, never reaches 0 after a drain; this does,
+	// and a drain waits for it (controller drain -wait, GET /api/v1/backends/NAME/drained).
+	LastConns   float64
+	LastConnsAt time.Time
 }
 
 type backend struct {
@@ -363,6 +370,7 @@ func (p *Pool) Accept(r *report.Report, from netip.AddrPort) {
 		b.st.LastReport = now
 		b.st.Reports++
 		b.st.InFlight, b.st.InFlightAt = float64(r.Conns), now
+		b.st.LastConns, b.st.LastConnsAt = float64(r.Conns), now
 		// A stale backend stays stale: only a full report (its health) brings it back.
 		p.settle(b, now, "")
 		return
@@ -462,6 +470,9 @@ func (p *Pool) observe(b *backend, now time.Time, s Sample) {
 	b.st.Mem = b.mem.Add(fraction.Clamp(s.MemUtil))
 	b.st.Net = b.net.Add(fraction.Clamp(s.NetUtil))
 	b.st.Conns = b.conns.Add(max(s.Conns, 0))
+	if !math.IsNaN(s.Conns) && !math.IsInf(s.Conns, 0) {
+		b.st.LastConns, b.st.LastConnsAt = max(s.Conns, 0), now
+	}
 	sig := s.Signals
 	if sig.HasServiceCPU {
 		sig.ServiceCPU = b.svcCPU.Add(fraction.Clamp(sig.ServiceCPU))
@@ -680,6 +691,14 @@ func (p *Pool) Snapshot(dst []State) []State {
 		dst = append(dst, b.st)
 	}
 	return dst
+}
+
+// StaleAfter is the configured stale_after: how old a backend's last report may be before it
+// is stale, and so how old a connection count may be and still be believed.
+func (p *Pool) StaleAfter() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.StaleAfter
 }
 
 // Get returns one backend's state.
