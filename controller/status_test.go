@@ -22,9 +22,12 @@ func (oneService) Services() []view.ServiceView {
 func (oneService) History() map[string][]view.Point { return nil }
 func (oneService) Events() []view.Event             { return nil }
 func (oneService) Drain(string, bool) error         { return view.ErrNoBackend }
-func (oneService) HA() view.HAView                  { return view.HAView{Role: "single"} }
-func (oneService) SwitchViews() []view.SwitchView   { return nil }
-func (oneService) Switches() []uint64               { return nil }
+func (oneService) Drained(string) (view.DrainedView, error) {
+	return view.DrainedView{}, view.ErrNoBackend
+}
+func (oneService) HA() view.HAView                { return view.HAView{Role: "single"} }
+func (oneService) SwitchViews() []view.SwitchView { return nil }
+func (oneService) Switches() []uint64             { return nil }
 
 // TestStatusThroughTheGuardedAPI: `controller status` passes the API's Host check, both
 // with the IP:port form of its default -api and with localhost.
