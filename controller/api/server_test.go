@@ -53,7 +53,7 @@ func (f *fake) Drained(name string) (view.DrainedView, error) {
 	case "small":
 		return view.DrainedView{Backend: name, Safe: true, OperatorDrained: true}, nil
 	case "big":
-		return view.DrainedView{Backend: name, Holding: []string{"3 connections (probe, 0.5s ago)"}, Reason: "3 connections (probe, 0.5s ago)"}, nil
+		return view.DrainedView{Backend: name, Holding: []view.Hold{{Kind: "connections", Text: "3 connections (probe, 0.5s ago)"}}, Reason: "3 connections (probe, 0.5s ago)"}, nil
 	}
 	return view.DrainedView{}, view.ErrNoBackend
 }

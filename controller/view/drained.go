@@ -48,11 +48,11 @@ type DrainInput struct {
 type DrainedView struct {
 	Backend string `json:"backend"`
 	Safe    bool   `json:"safe"`
-	// Holding lists what keeps the backend from being safe to stop, one phrase each; Reason
-	// is the same joined with "; ". Both empty when Safe.
-	Holding         []string `json:"holding,omitempty"`
-	Reason          string   `json:"reason,omitempty"`
-	OperatorDrained bool     `json:"operator_drained"`
+	// Holding lists what keeps the backend from being safe to stop; Reason is their texts
+	// joined with "; ". Both empty when Safe.
+	Holding         []Hold `json:"holding,omitempty"`
+	Reason          string `json:"reason,omitempty"`
+	OperatorDrained bool   `json:"operator_drained"`
 	// Connections is the latest count (null: none reported), its source and its age.
 	Connections       *float64 `json:"connections"`
 	ConnectionsSource string   `json:"connections_source,omitempty"`
@@ -60,6 +60,15 @@ type DrainedView struct {
 	StaleAfter        float64  `json:"stale_after_seconds"`
 	// Switches are the connected switches the backend's services are placed on.
 	Switches []SwitchDrain `json:"switches"`
+}
+
+// Hold is one thing that keeps a backend from being safe to stop: Kind is "drain" (not
+// drained by the operator), "weight" (a weight in the latest update, a restart hold, no
+// update yet), "switch" (a switch has not confirmed weight 0, or none can) or "connections"
+// (connections open, or no fresh count).
+type Hold struct {
+	Kind string `json:"kind"`
+	Text string `json:"text"`
 }
 
 // SwitchDrain is one connected switch in a DrainedView.
@@ -72,36 +81,45 @@ type SwitchDrain struct {
 // Decide is the drained decision, a pure function of its input.
 func Decide(in DrainInput) DrainedView {
 	v := DrainedView{Backend: in.Backend, OperatorDrained: in.OperatorDrain, StaleAfter: in.StaleAfter.Seconds(), Switches: []SwitchDrain{}}
-	hold := func(format string, args ...any) { v.Holding = append(v.Holding, fmt.Sprintf(format, args...)) }
+	hold := func(kind string) func(string, ...any) {
+		return func(format string, args ...any) {
+			v.Holding = append(v.Holding, Hold{Kind: kind, Text: fmt.Sprintf(format, args...)})
+		}
+	}
 	if !in.OperatorDrain {
-		hold("not drained by the operator (controller drain %s)", in.Backend)
+		hold("drain")("not drained by the operator (controller drain %s)", in.Backend)
 	}
 	if in.Intent == nil {
-		hold("no update has run yet: no weight is known")
+		hold("weight")("no update has run yet: no weight is known")
 	} else {
-		v.Switches = weightOnSwitches(in, hold)
+		v.Switches = weightOnSwitches(in, hold("weight"), hold("switch"))
 	}
+	conns := hold("connections")
 	if c := in.Conns; c == nil {
-		hold("no connection count yet: the backend has not reported one")
+		conns("no connection count yet: the backend has not reported one")
 	} else {
 		n, age := c.N, in.Now.Sub(c.At).Seconds()
 		v.Connections, v.ConnectionsSource, v.ConnectionsAge = &n, c.Source, &age
 		switch {
 		case in.StaleAfter > 0 && in.Now.Sub(c.At) > in.StaleAfter:
-			hold("connection count too old: %.0f connections counted %.1fs ago by %s, more than stale_after %v", n, age, c.Source, in.StaleAfter)
+			conns("connection count too old: %.0f connections counted %.1fs ago by %s, more than stale_after %v", n, age, c.Source, in.StaleAfter)
 		case n > 0:
-			hold("%.0f connections (%s, %.1fs ago)", n, c.Source, age)
+			conns("%.0f connections (%s, %.1fs ago)", n, c.Source, age)
 		}
 	}
 	v.Safe = len(v.Holding) == 0
-	v.Reason = strings.Join(v.Holding, "; ")
+	texts := make([]string, len(v.Holding))
+	for i, h := range v.Holding {
+		texts[i] = h.Text
+	}
+	v.Reason = strings.Join(texts, "; ")
 	return v
 }
 
 // weightOnSwitches checks that the latest intent gives the backend weight 0 in every service
 // that lists it, and that every connected switch those services are placed on holds that
 // intent (or a later one) and was planned with weight 0 for it.
-func weightOnSwitches(in DrainInput, hold func(string, ...any)) []SwitchDrain {
+func weightOnSwitches(in DrainInput, weight, hold func(string, ...any)) []SwitchDrain {
 	var services []*intent.Service
 	for i := range in.Intent.Services {
 		s := &in.Intent.Services[i]
@@ -112,9 +130,9 @@ func weightOnSwitches(in DrainInput, hold func(string, ...any)) []SwitchDrain {
 			services = append(services, s)
 			switch {
 			case s.Held:
-				hold("service %s: held as the switches hold it (the controller restarted less than stale_after ago)", s.Name)
+				weight("service %s: held as the switches hold it (the controller restarted less than stale_after ago)", s.Name)
 			case be.Weight > 0:
-				hold("service %s: weight %d in the latest update", s.Name, be.Weight)
+				weight("service %s: weight %d in the latest update", s.Name, be.Weight)
 			}
 		}
 	}

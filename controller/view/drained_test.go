@@ -42,34 +42,35 @@ func TestDecideDrained(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
+		kind string // of the one Hold
 		mut  func(*DrainInput)
 		want string // "" is safe; else a phrase the reason must hold
 	}{
-		{"drained, zero everywhere, no connections", nil, ""},
-		{"in no service: no weight anywhere", func(in *DrainInput) { in.Intent.Services = nil }, ""},
-		{"not drained", func(in *DrainInput) { in.OperatorDrain = false }, "not drained by the operator (controller drain be1)"},
-		{"no update yet", func(in *DrainInput) { in.Intent = nil }, "no update has run yet"},
-		{"weight in the latest update (panic)", func(in *DrainInput) { in.Intent.Services[0] = svc("web", 500, nil) }, "service web: weight 500 in the latest update"},
-		{"restart hold", func(in *DrainInput) {
+		{"drained, zero everywhere, no connections", "", nil, ""},
+		{"in no service: no weight anywhere", "", func(in *DrainInput) { in.Intent.Services = nil }, ""},
+		{"not drained", "drain", func(in *DrainInput) { in.OperatorDrain = false }, "not drained by the operator (controller drain be1)"},
+		{"no update yet", "weight", func(in *DrainInput) { in.Intent = nil }, "no update has run yet"},
+		{"weight in the latest update (panic)", "weight", func(in *DrainInput) { in.Intent.Services[0] = svc("web", 500, nil) }, "service web: weight 500 in the latest update"},
+		{"restart hold", "weight", func(in *DrainInput) {
 			in.Intent.Services[0] = svc("web", 0, func(s *intent.Service) { s.Held = true })
 		}, "service web: held as the switches hold it"},
-		{"switch not read back", func(in *DrainInput) { in.Switches[0].Known = false }, "switch 0000000000000001: what it holds is not known yet"},
-		{"switch behind", func(in *DrainInput) { in.Switches[1].Seq = 9 }, "switch 0000000000000002: holds update 9, not yet update 10"},
-		{"switch planned with a weight", func(in *DrainInput) { in.Switches[0].Planned = planned(300) }, "switch 0000000000000001: weight 300 in service web"},
-		{"standby", func(in *DrainInput) { in.Switches[0].Role = "slave" }, "this controller is a standby there"},
-		{"no switch connected", func(in *DrainInput) { in.Switches = nil }, "no connected switch holds its services"},
-		{"placed on a switch not connected", func(in *DrainInput) {
+		{"switch not read back", "switch", func(in *DrainInput) { in.Switches[0].Known = false }, "switch 0000000000000001: what it holds is not known yet"},
+		{"switch behind", "switch", func(in *DrainInput) { in.Switches[1].Seq = 9 }, "switch 0000000000000002: holds update 9, not yet update 10"},
+		{"switch planned with a weight", "switch", func(in *DrainInput) { in.Switches[0].Planned = planned(300) }, "switch 0000000000000001: weight 300 in service web"},
+		{"standby", "switch", func(in *DrainInput) { in.Switches[0].Role = "slave" }, "this controller is a standby there"},
+		{"no switch connected", "switch", func(in *DrainInput) { in.Switches = nil }, "no connected switch holds its services"},
+		{"placed on a switch not connected", "switch", func(in *DrainInput) {
 			in.Intent.Services[0] = svc("web", 0, func(s *intent.Service) { s.Datapaths = []uint64{1, 3} })
 		}, "service web: placed on switch 0000000000000003, which is not connected"},
-		{"placed elsewhere only", func(in *DrainInput) {
+		{"placed elsewhere only", "switch", func(in *DrainInput) {
 			in.Intent.Services[0] = svc("web", 0, func(s *intent.Service) { s.Datapaths = []uint64{7} })
 			in.Switches = []*switchsync.Status{sw(1, 10, nil)}
 		}, "service web: placed on switch 0000000000000007, which is not connected"},
-		{"no count yet", func(in *DrainInput) { in.Conns = nil }, "no connection count yet"},
-		{"count too old", func(in *DrainInput) {
+		{"no count yet", "connections", func(in *DrainInput) { in.Conns = nil }, "no connection count yet"},
+		{"count too old", "connections", func(in *DrainInput) {
 			in.Conns = &Connections{N: 0, Source: "snmp", At: now.Add(-5 * time.Second)}
 		}, "connection count too old: 0 connections counted 5.0s ago by snmp, more than stale_after 4s"},
-		{"connections open", func(in *DrainInput) {
+		{"connections open", "connections", func(in *DrainInput) {
 			in.Conns = &Connections{N: 50, Source: "probe", At: now.Add(-500 * time.Millisecond)}
 		}, "50 connections (probe, 0.5s ago)"},
 	} {
@@ -88,8 +89,8 @@ func TestDecideDrained(t *testing.T) {
 			if v.Safe {
 				t.Fatalf("safe, want held by %q", c.want)
 			}
-			if !strings.Contains(v.Reason, c.want) || len(v.Holding) != 1 {
-				t.Fatalf("holding %q, want exactly one reason with %q", v.Holding, c.want)
+			if !strings.Contains(v.Reason, c.want) || len(v.Holding) != 1 || v.Holding[0].Kind != c.kind {
+				t.Fatalf("holding %+v, want exactly one of kind %s with %q", v.Holding, c.kind, c.want)
 			}
 		})
 	}
