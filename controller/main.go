@@ -30,6 +30,9 @@ const usage = `usage: controller [flags]            run the controller
        controller key [-config FILE] [-out KEYFILE] BACKEND
                                         print (or write) a probe's push key file
        controller reload -allow-removal [-config FILE]   confirm a reload refused for removing too much
+       controller drain [-api URL] [-token-file FILE] [-wait [-timeout D]] BACKEND
+                                        drain a backend; with -wait, until it is safe to stop
+       controller undrain [-api URL] [-token-file FILE] BACKEND
 
 Flags:
 `
@@ -43,6 +46,12 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "reload" {
 		os.Exit(reloadCommand(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && (os.Args[1] == "drain" || os.Args[1] == "undrain") {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		rc := drainCommand(ctx, os.Args[2:], os.Args[1] == "drain", os.Stdout, os.Stderr)
+		stop()
+		os.Exit(rc)
 	}
 	fs := flag.NewFlagSet("controller", flag.ExitOnError)
 	cfgPath := fs.String("config", "/etc/flowweight/controller.toml", "configuration file")
