@@ -119,3 +119,28 @@ func TestPrintStatusSignals(t *testing.T) {
 		t.Errorf("no fallback line:\n%s", out.String())
 	}
 }
+
+// TestPrintStatusLiveConnections: the LIVE CONNS column shows the latest count with its
+// source and age, and a dash (not 0) where none was reported.
+func TestPrintStatusLiveConnections(t *testing.T) {
+	n, age := 50.0, 0.4
+	svc := view.ServiceView{Name: "web", Total: 1000, Backends: []view.BackendView{
+		{Name: "counted", Conns: 31.7, Connections: &n, ConnectionsSource: "snmp", ConnectionsAge: &age},
+		{Name: "silent", State: "up", InFlight: &age},
+	}}
+	var out strings.Builder
+	printStatus(&out, []view.ServiceView{svc})
+	lines := map[string]string{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			lines[f[0]] = l
+		}
+	}
+	if !strings.Contains(lines["BACKEND"], "LIVE CONNS") || !strings.Contains(lines["counted"], "50 (snmp, 0.4s)") {
+		t.Errorf("counted backend:\n%s", out.String())
+	}
+	// silent up CPU OWN MEM CONNS LIVE: the seventh field.
+	if f := strings.Fields(lines["silent"]); len(f) < 8 || f[6] != "—" || f[7] != "0" {
+		t.Errorf("backend with no count: %q, want a dash in LIVE CONNS", lines["silent"])
+	}
+}
