@@ -117,7 +117,7 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 				state += ",slow" // late health answers while busy: kept, at a reduced share
 			}
 			own, headroom, inflight := "—", "—", "—" // absent, not zero
-			live := "—" // no count reported yet
+			live := "—"                              // no count reported yet
 			if b.Connections != nil && b.ConnectionsAge != nil {
 				live = fmt.Sprintf("%.0f (%s, %.1fs)", *b.Connections, b.ConnectionsSource, *b.ConnectionsAge)
 			}
