@@ -30,7 +30,8 @@ services, and its latest connection count 0 and not older than the collector's s
 The bearer token is read from -token-file, or else from the api.token_file of -config.
 
 Exit status: 0 done (with -wait: safe to stop); 1 an error, or -timeout passed first (the
-message says what still holds the backend); 2 a usage error; 130 interrupted.
+message says what still holds the backend); 2 a usage error; 130 interrupted. The answer must
+stay safe for -settle, since a probe may report a count up to its conns_interval old.
 
 Flags:
 `
@@ -45,6 +46,7 @@ type drainFlags struct {
 	help                    bool // -h: usage asked for, not a usage error
 	wait                    bool
 	timeout, interval       time.Duration
+	settle                  time.Duration
 	name                    string
 }
 
@@ -60,6 +62,7 @@ func parseDrainFlags(verb string, args []string, stderr io.Writer) (drainFlags, 
 		fs.BoolVar(&f.wait, "wait", false, "wait until the backend is safe to stop")
 		fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "with -wait: give up after this long (exit 1)")
 		fs.DurationVar(&f.interval, "interval", time.Second, "with -wait: how often to ask the API")
+		fs.DurationVar(&f.settle, "settle", 5*time.Second, "with -wait: how long it must stay safe before the command says so (a probe reuses a count for its conns_interval, 5s by default)")
 	}
 	fs.Usage = func() { fmt.Fprint(fs.Output(), drainUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -72,8 +75,8 @@ func parseDrainFlags(verb string, args []string, stderr io.Writer) (drainFlags, 
 		fmt.Fprintf(stderr, "%s: want exactly one backend name, got %d arguments\n", verb, fs.NArg())
 	case !config.ValidName(fs.Arg(0)):
 		fmt.Fprintf(stderr, "%s: %q is not a backend name (1-64 characters of A-Z a-z 0-9 . _ -)\n", verb, fs.Arg(0))
-	case f.wait && (f.timeout <= 0 || f.interval <= 0):
-		fmt.Fprintf(stderr, "%s: -timeout (%v) and -interval (%v) must be positive\n", verb, f.timeout, f.interval)
+	case f.wait && (f.timeout <= 0 || f.interval <= 0 || f.settle < 0):
+		fmt.Fprintf(stderr, "%s: -timeout (%v) and -interval (%v) must be positive, -settle (%v) not negative\n", verb, f.timeout, f.interval, f.settle)
 	case !strings.HasPrefix(f.api, "http://") && !strings.HasPrefix(f.api, "https://"):
 		fmt.Fprintf(stderr, "%s: -api %q: want http://HOST:PORT or https://HOST:PORT\n", verb, f.api)
 	default:
@@ -183,7 +186,10 @@ func postDrain(ctx context.Context, c *http.Client, f drainFlags, verb, token, f
 
 // waitDrained polls the drained endpoint until the backend is safe to stop (0), -timeout
 // passes (1) or ctx ends (130), printing a line whenever the count or a switch's
-// confirmation changes.
+// confirmation changes. Safe must hold for -settle: a probe reuses its connection count for
+// conns_interval (and snmpd its table for about 5 s), so a 0 reported just after the switches
+// took weight 0 may have been counted before a last connection arrived; the next fresh count
+// within -settle shows it.
 func waitDrained(ctx context.Context, c *http.Client, f drainFlags, stdout, stderr io.Writer) int {
 	start := time.Now()
 	deadline := time.NewTimer(f.timeout)
@@ -192,6 +198,7 @@ func waitDrained(ctx context.Context, c *http.Client, f drainFlags, stdout, stde
 	defer tick.Stop()
 	last, lastErr := "", ""
 	reason := "no answer from the API yet"
+	var safeSince time.Time // when the answers became safe, zero while they are not
 	for {
 		v, err := getDrained(ctx, c, f)
 		switch {
@@ -209,9 +216,20 @@ func waitDrained(ctx context.Context, c *http.Client, f drainFlags, stdout, stde
 				last = key
 				fmt.Fprintf(stdout, "%7.1fs  %s\n", time.Since(start).Seconds(), progressLine(v))
 			}
-			if v.Safe {
+			switch {
+			case !v.Safe:
+				safeSince = time.Time{}
+			case safeSince.IsZero() && f.settle > 0:
+				safeSince = time.Now()
+				fmt.Fprintf(stdout, "%7.1fs  %s: safe; making sure for %v (a count may be up to the probe's conns_interval old)\n",
+					time.Since(start).Seconds(), f.name, f.settle)
+			}
+			if v.Safe && (f.settle == 0 || time.Since(safeSince) >= f.settle) {
 				fmt.Fprintf(stdout, "%s: safe to stop\n", f.name)
 				return 0
+			}
+			if v.Safe {
+				reason = fmt.Sprintf("safe for only %.1fs of -settle %v", time.Since(safeSince).Seconds(), f.settle)
 			}
 		}
 		select {

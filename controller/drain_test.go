@@ -162,7 +162,8 @@ func TestDrainCommandArgsAndErrors(t *testing.T) {
 		{"api down", true, "-api http://127.0.0.1:1 -token-file {good.token} be1", 1, "drain be1: the API at http://127.0.0.1:1:", ""},
 		{"drain with the token file", true, "-api {api} -token-file {good.token} be1", 0, "be1: drained", "be1 true"},
 		{"undrain with the config's token", false, "-api {api} -config {with-token.toml} be2", 0, "be2: undrained", "be2 false"},
-		{"drain -wait, safe at once", true, "-api {api} -config {with-token.toml} -wait be1", 0, "be1: safe to stop", "be1 true"},
+		{"negative settle", true, "-api {api} -token-file {good.token} -wait -settle -1s be1", 2, "-settle (-1s) not negative", ""},
+		{"drain -wait, safe at once", true, "-api {api} -config {with-token.toml} -wait -settle 0s be1", 0, "be1: safe to stop", "be1 true"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := len(f.recorded())
@@ -192,7 +193,7 @@ func TestDrainWait(t *testing.T) {
 		f := &drainFake{script: script}
 		base := serveDrainAPI(t, f)
 		var stdout, stderr bytes.Buffer
-		args := append([]string{"-api", base, "-token-file", files["good.token"], "-wait", "-interval", "10ms"}, extra...)
+		args := append([]string{"-api", base, "-token-file", files["good.token"], "-wait", "-interval", "10ms", "-settle", "0s"}, extra...)
 		rc := drainCommand(ctx, append(args, "be1"), true, &stdout, &stderr)
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -211,6 +212,21 @@ func TestDrainWait(t *testing.T) {
 		}
 		if strings.Join(counts, " ") != "50 20 1 0" || !strings.HasSuffix(out, "be1: safe to stop\n") {
 			t.Fatalf("progress %v, want one line per change 50 20 1 0, then safe:\n%s", counts, out)
+		}
+	})
+	t.Run("safe must hold for -settle", func(t *testing.T) {
+		// Safe, then a recount finds a connection, then safe for good: the first safe answer
+		// must not end the wait.
+		script := []view.DrainedView{holding(2), safe(), holding(1)}
+		for range 30 {
+			script = append(script, safe())
+		}
+		rc, out, errs, asked := run(context.Background(), script, "-settle", "100ms")
+		if rc != 0 || asked < 4 || !strings.Contains(out, "be1: 1 connections") || !strings.HasSuffix(out, "be1: safe to stop\n") {
+			t.Fatalf("exit %d after %d asks\n%s%s", rc, asked, out, errs)
+		}
+		if n := strings.Count(out, "be1: safe; making sure for 100ms"); n != 2 {
+			t.Fatalf("%d settle starts, want 2 (the recount restarts it):\n%s", n, out)
 		}
 	})
 	t.Run("times out naming the connections", func(t *testing.T) {
