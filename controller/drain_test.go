@@ -79,10 +79,11 @@ func safe() view.DrainedView {
 
 const cliToken = "cli-token-0123456789abcdef"
 
-// serveDrainAPI runs the real API server, writes needing cliToken, over f.
-func serveDrainAPI(t *testing.T, f *drainFake) string {
+// serveAPI runs the real API server over b, writes needing token ("" for none configured),
+// on a fresh loopback port, and returns its base URL; it is closed when the test ends.
+func serveAPI(t *testing.T, b api.Balancer, token string) string {
 	t.Helper()
-	srv, err := api.NewServer(f, prometheus.NewRegistry(), api.Options{Token: cliToken, Limits: api.LimitsFrom(config.Default().API)})
+	srv, err := api.NewServer(b, prometheus.NewRegistry(), api.Options{Token: token, Limits: api.LimitsFrom(config.Default().API)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func cliFiles(t *testing.T) map[string]string {
 // answer, and nothing is drained by a refused command; good ones drain and undrain.
 func TestDrainCommandArgsAndErrors(t *testing.T) {
 	f := &drainFake{script: []view.DrainedView{safe()}}
-	base := serveDrainAPI(t, f)
+	base := serveAPI(t, f, cliToken)
 	files := cliFiles(t)
 	sub := func(s string) string {
 		for k, v := range files {
@@ -191,7 +192,7 @@ func TestDrainWait(t *testing.T) {
 	files := cliFiles(t)
 	run := func(ctx context.Context, script []view.DrainedView, extra ...string) (int, string, string, int) {
 		f := &drainFake{script: script}
-		base := serveDrainAPI(t, f)
+		base := serveAPI(t, f, cliToken)
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"-api", base, "-token-file", files["good.token"], "-wait", "-interval", "10ms", "-settle", "0s"}, extra...)
 		rc := drainCommand(ctx, append(args, "be1"), true, &stdout, &stderr)

@@ -1,17 +1,11 @@
 package main
 
 import (
-	"errors"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 
-	"flowweight/controller/api"
-	"flowweight/controller/config"
 	"flowweight/controller/view"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 type oneService struct{}
@@ -32,24 +26,9 @@ func (oneService) Switches() []uint64             { return nil }
 // TestStatusThroughTheGuardedAPI: `controller status` passes the API's Host check, both
 // with the IP:port form of its default -api and with localhost.
 func TestStatusThroughTheGuardedAPI(t *testing.T) {
-	srv, err := api.NewServer(oneService{}, prometheus.NewRegistry(), api.Options{Limits: api.LimitsFrom(config.Default().API)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	defer func() {
-		srv.Close()
-		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	for _, base := range []string{"http://" + ln.Addr().String(), "http://localhost:" + port} {
+	base := serveAPI(t, oneService{}, "")
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
+	for _, base := range []string{base, "http://localhost:" + port} {
 		if rc := statusCommand([]string{"-api", base}); rc != 0 {
 			t.Fatalf("status -api %s: exit %d", base, rc)
 		}

@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -130,7 +129,7 @@ func TestDrainWaitForConnections(t *testing.T) {
 	weights("be2 back", func(w map[string]uint16) bool { return w["be2"] > 0 && w["be1"] > 0 })
 
 	t.Run("drain -wait returns when the last connection closes", func(t *testing.T) {
-		var out, errs lockedBuffer
+		var out, errs scenario.LockedBuffer
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
 		cmd := ctl(ctx, &out, &errs, "drain", "-api", api, "-config", s.ConfigPath, "-wait", "-timeout", "60s", "-interval", "200ms", "be1")
@@ -238,22 +237,4 @@ func getDrained(t *testing.T, s *scenario.Scenario, name string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(body)
-}
-
-// lockedBuffer is a bytes.Buffer a running command writes while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
