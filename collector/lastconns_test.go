@@ -53,3 +53,27 @@ func TestLastConnsIsTheRawCount(t *testing.T) {
 		t.Fatalf("StaleAfter %v", p.StaleAfter())
 	}
 }
+
+// TestDrainedAt: the time the operator drain went on, kept while it stays on (a repeated
+// drain does not move it), cleared when it goes off.
+func TestDrainedAt(t *testing.T) {
+	c := testutil.NewClock(time.Unix(1e9, 0))
+	var trans []Transition
+	p := newPool(c, &trans)
+	at := func() time.Time { st, _ := p.Get("a"); return st.DrainedAt }
+	if !at().IsZero() {
+		t.Fatal("DrainedAt set before any drain")
+	}
+	c.Advance(time.Second)
+	p.Drain("a", true)
+	t0 := c.Now()
+	c.Advance(time.Second)
+	p.Drain("a", true) // again: still the first drain's time
+	if !at().Equal(t0) {
+		t.Fatalf("DrainedAt %v, want the first drain's %v", at(), t0)
+	}
+	p.Drain("a", false)
+	if !at().IsZero() {
+		t.Fatalf("DrainedAt %v after the undrain", at())
+	}
+}

@@ -177,9 +177,13 @@ type State struct {
 	SlowSince     time.Time
 	ProbeDrain    bool // the backend itself asked to be drained
 	OperatorDrain bool // drained through the API
-	Reports       uint64
-	LateReports   uint64         // push reports that arrived after a newer one of the same boot, counted only
-	From          netip.AddrPort // where the last push report came from
+	// DrainedAt is when OperatorDrain last went on (zero while it is off): a connection count
+	// reported soon after may have been counted before it (a probe reuses a count for its
+	// conns_interval), so a drain waits for one reported later (view.Decide).
+	DrainedAt   time.Time
+	Reports     uint64
+	LateReports uint64         // push reports that arrived after a newer one of the same boot, counted only
+	From        netip.AddrPort // where the last push report came from
 	// InFlight is the work in flight (connections on the service ports) of the latest
 	// in-flight report (report.SignalInFlight), counted at InFlightAt; zero time: none yet.
 	// It is not smoothed: the fast loop wants the queue as it is now (weights.FollowInFlight).
@@ -448,8 +452,15 @@ func (p *Pool) SetOperatorDrain(name string, drained bool, reason string) bool {
 	if !ok {
 		return false
 	}
+	now := p.cfg.Now()
+	switch {
+	case !drained:
+		b.st.DrainedAt = time.Time{}
+	case !b.st.OperatorDrain:
+		b.st.DrainedAt = now
+	}
 	b.st.OperatorDrain = drained
-	p.settle(b, p.cfg.Now(), reason)
+	p.settle(b, now, reason)
 	return true
 }
 

@@ -30,8 +30,9 @@ services, and its latest connection count 0 and not older than the collector's s
 The bearer token is read from -token-file, or else from the api.token_file of -config.
 
 Exit status: 0 done (with -wait: safe to stop); 1 an error, or -timeout passed first (the
-message says what still holds the backend); 2 a usage error; 130 interrupted. The answer must
-stay safe for -settle, since a probe may report a count up to its conns_interval old.
+message says what still holds the backend); 2 a usage error; 130 interrupted. Since a probe
+may report a count up to its conns_interval old, the 0 it trusts must be reported at least
+-settle after weight 0 reached every switch.
 
 Flags:
 `
@@ -62,7 +63,7 @@ func parseDrainFlags(verb string, args []string, stderr io.Writer) (drainFlags, 
 		fs.BoolVar(&f.wait, "wait", false, "wait until the backend is safe to stop")
 		fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "with -wait: give up after this long (exit 1)")
 		fs.DurationVar(&f.interval, "interval", time.Second, "with -wait: how often to ask the API")
-		fs.DurationVar(&f.settle, "settle", 5*time.Second, "with -wait: how long it must stay safe before the command says so (a probe reuses a count for its conns_interval, 5s by default)")
+		fs.DurationVar(&f.settle, "settle", 5*time.Second, "with -wait: trust only a count reported this long after weight 0 reached every switch (at least the probes' conns_interval, 5s by default)")
 	}
 	fs.Usage = func() { fmt.Fprint(fs.Output(), drainUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -186,10 +187,14 @@ func postDrain(ctx context.Context, c *http.Client, f drainFlags, verb, token, f
 
 // waitDrained polls the drained endpoint until the backend is safe to stop (0), -timeout
 // passes (1) or ctx ends (130), printing a line whenever the count or a switch's
-// confirmation changes. Safe must hold for -settle: a probe reuses its connection count for
-// conns_interval (and snmpd its table for about 5 s), so a 0 reported just after the switches
-// took weight 0 may have been counted before a last connection arrived; the next fresh count
-// within -settle shows it.
+// confirmation changes.
+//
+// Safe by the API is not enough on its own: a probe reuses its connection count for
+// conns_interval (snmpd its table for about 5 s), so a 0 reported soon after the switches took
+// weight 0 may have been counted before a last connection arrived. The command also wants the
+// count it trusts to have been reported at least -settle after the first answer that showed
+// weight 0 confirmed on every switch; the API checks the same against the drain's own time,
+// which is earlier when a switch confirmed late (it was disconnected, a standby took over).
 func waitDrained(ctx context.Context, c *http.Client, f drainFlags, stdout, stderr io.Writer) int {
 	start := time.Now()
 	deadline := time.NewTimer(f.timeout)
@@ -198,9 +203,11 @@ func waitDrained(ctx context.Context, c *http.Client, f drainFlags, stdout, stde
 	defer tick.Stop()
 	last, lastErr := "", ""
 	reason := "no answer from the API yet"
-	var safeSince time.Time // when the answers became safe, zero while they are not
+	var onSwitches time.Time // first answer with weight 0 confirmed everywhere; zero while not
+	told := false            // the wait for a later count was announced
 	for {
 		v, err := getDrained(ctx, c, f)
+		now := time.Now()
 		switch {
 		case errors.Is(err, view.ErrNoBackend):
 			fmt.Fprintf(stderr, "drain %s: %v (removed by a reload?)\n", f.name, err)
@@ -214,22 +221,27 @@ func waitDrained(ctx context.Context, c *http.Client, f drainFlags, stdout, stde
 			lastErr, reason = "", v.Reason
 			if key := progressKey(v); key != last {
 				last = key
-				fmt.Fprintf(stdout, "%7.1fs  %s\n", time.Since(start).Seconds(), progressLine(v))
+				fmt.Fprintf(stdout, "%7.1fs  %s\n", now.Sub(start).Seconds(), progressLine(v))
 			}
-			switch {
-			case !v.Safe:
-				safeSince = time.Time{}
-			case safeSince.IsZero() && f.settle > 0:
-				safeSince = time.Now()
-				fmt.Fprintf(stdout, "%7.1fs  %s: safe; making sure for %v (a count may be up to the probe's conns_interval old)\n",
-					time.Since(start).Seconds(), f.name, f.settle)
+			if !weightConfirmed(v) {
+				onSwitches = time.Time{}
+			} else if onSwitches.IsZero() {
+				onSwitches = now
 			}
-			if v.Safe && (f.settle == 0 || time.Since(safeSince) >= f.settle) {
+			if !v.Safe || v.ConnectionsAge == nil {
+				told = false
+				break
+			}
+			counted := now.Add(-time.Duration(*v.ConnectionsAge * float64(time.Second)))
+			if !counted.Before(onSwitches.Add(f.settle)) {
 				fmt.Fprintf(stdout, "%s: safe to stop\n", f.name)
 				return 0
 			}
-			if v.Safe {
-				reason = fmt.Sprintf("safe for only %.1fs of -settle %v", time.Since(safeSince).Seconds(), f.settle)
+			reason = fmt.Sprintf("0 connections, but no count reported %v after weight 0 reached every switch yet", f.settle)
+			if !told {
+				told = true
+				fmt.Fprintf(stdout, "%7.1fs  %s: safe by the API; waiting for a count reported %v after weight 0 reached every switch (a probe may report a count up to its conns_interval old)\n",
+					now.Sub(start).Seconds(), f.name, f.settle)
 			}
 		}
 		select {
@@ -242,6 +254,17 @@ func waitDrained(ctx context.Context, c *http.Client, f drainFlags, stdout, stde
 		case <-tick.C:
 		}
 	}
+}
+
+// weightConfirmed: nothing but connections holds the backend (drained, weight 0 in the latest
+// update and confirmed on every switch that holds its services).
+func weightConfirmed(v view.DrainedView) bool {
+	for _, h := range v.Holding {
+		if h.Kind != "connections" {
+			return false
+		}
+	}
+	return v.OperatorDrained
 }
 
 // getDrained reads the drained endpoint: its view on 200 and 503, ErrNoBackend on 404.

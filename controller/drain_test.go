@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -71,9 +72,11 @@ func holding(n float64) view.DrainedView {
 		Reason:   fmt.Sprintf("%.0f connections (probe, 0.4s ago)", n)}
 }
 
+// safe is a safe view whose count of 0 was reported just now.
 func safe() view.DrainedView {
 	v := holding(0)
-	v.Safe, v.Holding, v.Reason = true, nil, ""
+	fresh := 0.0
+	v.Safe, v.Holding, v.Reason, v.ConnectionsAge = true, nil, "", &fresh
 	return v
 }
 
@@ -206,28 +209,45 @@ func TestDrainWait(t *testing.T) {
 			t.Fatalf("exit %d after %d asks, want 0 after 6\n%s%s", rc, asked, out, errs)
 		}
 		var counts []string
-		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-			if _, rest, ok := strings.Cut(l, "be1: "); ok && strings.Contains(rest, "connections (probe, 0.4s old); weight 0 on 1 of 1 switches") {
-				counts = append(counts, strings.Fields(rest)[0])
-			}
+		line := regexp.MustCompile(`(?m)^ *[0-9.]+s  be1: ([0-9]+) connections \(probe, [0-9.]+s old\); weight 0 on 1 of 1 switches$`)
+		for _, m := range line.FindAllStringSubmatch(out, -1) {
+			counts = append(counts, m[1])
 		}
 		if strings.Join(counts, " ") != "50 20 1 0" || !strings.HasSuffix(out, "be1: safe to stop\n") {
 			t.Fatalf("progress %v, want one line per change 50 20 1 0, then safe:\n%s", counts, out)
 		}
 	})
-	t.Run("safe must hold for -settle", func(t *testing.T) {
-		// Safe, then a recount finds a connection, then safe for good: the first safe answer
-		// must not end the wait.
+	t.Run("the zero must be counted -settle after weight 0 reached the switches", func(t *testing.T) {
+		// Weight 0 confirmed at the first answer; safe at once by a count reported before
+		// -settle passed, then a recount finds a connection, then safe for good: only a 0
+		// reported -settle after the first answer ends the wait.
 		script := []view.DrainedView{holding(2), safe(), holding(1)}
-		for range 30 {
+		for range 200 {
 			script = append(script, safe())
 		}
-		rc, out, errs, asked := run(context.Background(), script, "-settle", "100ms")
+		start := time.Now()
+		rc, out, errs, asked := run(context.Background(), script, "-settle", "300ms")
 		if rc != 0 || asked < 4 || !strings.Contains(out, "be1: 1 connections") || !strings.HasSuffix(out, "be1: safe to stop\n") {
 			t.Fatalf("exit %d after %d asks\n%s%s", rc, asked, out, errs)
 		}
-		if n := strings.Count(out, "be1: safe; making sure for 100ms"); n != 2 {
-			t.Fatalf("%d settle starts, want 2 (the recount restarts it):\n%s", n, out)
+		if d := time.Since(start); d < 300*time.Millisecond {
+			t.Fatalf("safe to stop after %v, before -settle 300ms passed", d)
+		}
+		if n := strings.Count(out, "be1: safe by the API; waiting for a count reported 300ms after weight 0 reached every switch"); n != 2 {
+			t.Fatalf("%d waits for a later count, want 2 (the recount restarts it):\n%s", n, out)
+		}
+	})
+	t.Run("a count reported before weight 0 reached the switches is not trusted", func(t *testing.T) {
+		// The switch confirms only at the second answer; the third says safe with a count
+		// reported 0.4s before it (holding(0)'s age), before the confirmation: not trusted.
+		unconfirmed := holding(3)
+		unconfirmed.Switches[0].WeightZero = false
+		unconfirmed.Holding = append(unconfirmed.Holding, view.Hold{Kind: "switch", Text: "weight 0 not confirmed on switch 00000000000000ab"})
+		old := holding(0)
+		old.Safe, old.Holding, old.Reason = true, nil, ""
+		rc, out, errs, _ := run(context.Background(), []view.DrainedView{unconfirmed, holding(3), old}, "-timeout", "300ms")
+		if rc != 1 || !strings.Contains(errs, "0 connections, but no count reported 0s after weight 0 reached every switch yet") {
+			t.Fatalf("exit %d\n%s%s", rc, out, errs)
 		}
 	})
 	t.Run("times out naming the connections", func(t *testing.T) {

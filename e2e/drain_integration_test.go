@@ -128,7 +128,36 @@ func TestDrainWaitForConnections(t *testing.T) {
 	setDrain("undrain", "be2")
 	weights("be2 back", func(w map[string]uint16) bool { return w["be2"] > 0 && w["be1"] > 0 })
 
+	// counted waits until the probe's count of name's connections, as the API shows it, is n:
+	// a probe reuses its count for conns_interval, and the drains below start from a count
+	// that has seen the connections.
+	counted := func(name string, n float64) {
+		t.Helper()
+		if _, err := waitFor(20*time.Second, func() error {
+			var backends []struct {
+				Name        string   `json:"name"`
+				Connections *float64 `json:"connections"`
+			}
+			if err := s.API("/api/v1/backends", &backends); err != nil {
+				return err
+			}
+			seen := "none reported"
+			for _, b := range backends {
+				if b.Name == name && b.Connections != nil {
+					if *b.Connections == n {
+						return nil
+					}
+					seen = fmt.Sprint(*b.Connections)
+				}
+			}
+			return fmt.Errorf("%s's count is %s, not %v yet", name, seen, n)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	t.Run("drain -wait returns when the last connection closes", func(t *testing.T) {
+		counted("be1", 50)
 		var out, errs scenario.LockedBuffer
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
@@ -176,6 +205,9 @@ func TestDrainWaitForConnections(t *testing.T) {
 		stillWaiting(50)
 		most.Stop()
 		stillWaiting(1)
+		if strings.Contains(out.String(), "safe") {
+			t.Fatalf("said safe with connections open:\n%s", out.String())
+		}
 		closed := time.Now()
 		last.Stop()
 		select {
@@ -208,6 +240,7 @@ func TestDrainWaitForConnections(t *testing.T) {
 		}
 		setDrain("undrain", "be1") // so that draining be2 leaves a live backend (no panic weights)
 		weights("be1 back", func(w map[string]uint16) bool { return w["be1"] > 0 })
+		counted("be2", 10)
 		start := time.Now()
 		rc, out, errs := run("drain", "-api", api, "-config", s.ConfigPath, "-wait", "-timeout", "3s", "be2")
 		took := time.Since(start)

@@ -28,15 +28,25 @@ func connectionsOf(st *collector.State, source string) *Connections {
 	return &Connections{N: st.LastConns, Source: source, At: st.LastConnsAt}
 }
 
+// CountLag is how old a connection count may already be when it is reported: a probe reuses
+// its count for conns_interval (5 s by default) and snmpd keeps its connection table about
+// 5 s. A count of 0 is believed only when reported at least this long after the drain began,
+// so that it was taken after the switches stopped sending the backend new connections.
+const CountLag = 5 * time.Second
+
 // DrainInput is everything the drained decision reads: the backend's drain and count from
 // the collector, the latest intent, and what each connected switch's syncer published.
 type DrainInput struct {
 	Backend       string
 	OperatorDrain bool
-	Conns         *Connections // nil: no count reported yet
-	Intent        *intent.Intent
-	Switches      []*switchsync.Status
-	Now           time.Time
+	DrainedAt     time.Time // when the operator drain went on
+	// CountLag: see the constant; a zero count reported less than this after DrainedAt is
+	// not believed.
+	CountLag time.Duration
+	Conns    *Connections // nil: no count reported yet
+	Intent   *intent.Intent
+	Switches []*switchsync.Status
+	Now      time.Time
 	// StaleAfter is the collector's stale_after: a count older than this is not believed.
 	StaleAfter time.Duration
 }
@@ -105,6 +115,9 @@ func Decide(in DrainInput) DrainedView {
 			conns("connection count too old: %.0f connections counted %.1fs ago by %s, more than stale_after %v", n, age, c.Source, in.StaleAfter)
 		case n > 0:
 			conns("%.0f connections (%s, %.1fs ago)", n, c.Source, age)
+		case in.OperatorDrain && c.At.Before(in.DrainedAt.Add(in.CountLag)):
+			conns("no count taken after the drain yet: 0 connections reported %.1fs after it, and a count may be up to %v old when reported",
+				c.At.Sub(in.DrainedAt).Seconds(), in.CountLag)
 		}
 	}
 	v.Safe = len(v.Holding) == 0
@@ -210,7 +223,7 @@ func (b *Board) Drained(name string) (DrainedView, error) {
 		return DrainedView{}, fmt.Errorf("%w: %q", ErrNoBackend, name)
 	}
 	snap := b.Latest()
-	return Decide(DrainInput{Backend: name, OperatorDrain: st.OperatorDrain, Conns: connectionsOf(&st, sourceOf(snap, name)),
+	return Decide(DrainInput{Backend: name, OperatorDrain: st.OperatorDrain, DrainedAt: st.DrainedAt, CountLag: CountLag, Conns: connectionsOf(&st, sourceOf(snap, name)),
 		Intent: snap.Intent, Switches: b.SwitchStatuses(), Now: src.Now(), StaleAfter: src.Pool.StaleAfter()}), nil
 }
 

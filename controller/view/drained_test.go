@@ -36,7 +36,8 @@ func TestDecideDrained(t *testing.T) {
 	}
 	zero := &Connections{N: 0, Source: "probe", At: now.Add(-time.Second)}
 	good := func() DrainInput {
-		return DrainInput{Backend: "be1", OperatorDrain: true, Conns: zero, StaleAfter: 4 * time.Second, Now: now,
+		return DrainInput{Backend: "be1", OperatorDrain: true, DrainedAt: now.Add(-time.Minute), CountLag: 5 * time.Second,
+			Conns: zero, StaleAfter: 4 * time.Second, Now: now,
 			Intent:   &intent.Intent{Seq: 10, Services: []intent.Service{svc("web", 0, nil)}},
 			Switches: []*switchsync.Status{sw(1, 10, nil), sw(2, 11, nil)}}
 	}
@@ -70,6 +71,10 @@ func TestDecideDrained(t *testing.T) {
 		{"count too old", "connections", func(in *DrainInput) {
 			in.Conns = &Connections{N: 0, Source: "snmp", At: now.Add(-5 * time.Second)}
 		}, "connection count too old: 0 connections counted 5.0s ago by snmp, more than stale_after 4s"},
+		{"zero counted before the drain may have been", "connections", func(in *DrainInput) {
+			in.DrainedAt = now.Add(-3 * time.Second) // the count 1 s ago came 2 s after the drain
+		}, "no count taken after the drain yet: 0 connections reported 2.0s after it, and a count may be up to 5s old when reported"},
+		{"zero counted long enough after the drain", "", func(in *DrainInput) { in.DrainedAt = now.Add(-6 * time.Second) }, ""},
 		{"connections open", "connections", func(in *DrainInput) {
 			in.Conns = &Connections{N: 50, Source: "probe", At: now.Add(-500 * time.Millisecond)}
 		}, "50 connections (probe, 0.5s ago)"},
