@@ -112,7 +112,7 @@ func Decide(in DrainInput) DrainedView {
 		v.Connections, v.ConnectionsSource, v.ConnectionsAge = &n, c.Source, &age
 		switch {
 		case in.StaleAfter > 0 && in.Now.Sub(c.At) > in.StaleAfter:
-			conns("connection count too old: %.0f connections counted %.1fs ago by %s, more than stale_after %v", n, age, c.Source, in.StaleAfter)
+			conns("connection count too old: %.0f connections reported %.1fs ago by %s, more than stale_after %v", n, age, c.Source, in.StaleAfter)
 		case n > 0:
 			conns("%.0f connections (%s, %.1fs ago)", n, c.Source, age)
 		case in.OperatorDrain && c.At.Before(in.DrainedAt.Add(in.CountLag)):

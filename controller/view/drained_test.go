@@ -70,7 +70,7 @@ func TestDecideDrained(t *testing.T) {
 		{"no count yet", "connections", func(in *DrainInput) { in.Conns = nil }, "no connection count yet"},
 		{"count too old", "connections", func(in *DrainInput) {
 			in.Conns = &Connections{N: 0, Source: "snmp", At: now.Add(-5 * time.Second)}
-		}, "connection count too old: 0 connections counted 5.0s ago by snmp, more than stale_after 4s"},
+		}, "connection count too old: 0 connections reported 5.0s ago by snmp, more than stale_after 4s"},
 		{"zero counted before the drain may have been", "connections", func(in *DrainInput) {
 			in.DrainedAt = now.Add(-3 * time.Second) // the count 1 s ago came 2 s after the drain
 		}, "no count taken after the drain yet: 0 connections reported 2.0s after it, and a count may be up to 5s old when reported"},
