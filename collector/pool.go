@@ -2,6 +2,7 @@ package collector
 
 import (
 	"log/slog"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -176,14 +177,24 @@ type State struct {
 	SlowSince     time.Time
 	ProbeDrain    bool // the backend itself asked to be drained
 	OperatorDrain bool // drained through the API
-	Reports       uint64
-	LateReports   uint64         // push reports that arrived after a newer one of the same boot, counted only
-	From          netip.AddrPort // where the last push report came from
+	// DrainedAt is when OperatorDrain last went on (zero while it is off): a connection count
+	// reported soon after may have been counted before it (a probe reuses a count for its
+	// conns_interval), so a drain waits for one reported later (view.Decide).
+	DrainedAt   time.Time
+	Reports     uint64
+	LateReports uint64         // push reports that arrived after a newer one of the same boot, counted only
+	From        netip.AddrPort // where the last push report came from
 	// InFlight is the work in flight (connections on the service ports) of the latest
 	// in-flight report (report.SignalInFlight), counted at InFlightAt; zero time: none yet.
 	// It is not smoothed: the fast loop wants the queue as it is now (weights.FollowInFlight).
 	InFlight   float64
 	InFlightAt time.Time
+	// LastConns is the connection count of the latest sample from any source (a full push
+	// report, an in-flight report, an SNMP poll) as reported, not smoothed, taken at
+	// LastConnsAt (zero: none yet). Conns, smoothed, never reaches 0 after a drain; this does,
+	// and a drain waits for it (controller drain -wait, GET /api/v1/backends/NAME/drained).
+	LastConns   float64
+	LastConnsAt time.Time
 }
 
 type backend struct {
@@ -363,6 +374,7 @@ func (p *Pool) Accept(r *report.Report, from netip.AddrPort) {
 		b.st.LastReport = now
 		b.st.Reports++
 		b.st.InFlight, b.st.InFlightAt = float64(r.Conns), now
+		b.st.LastConns, b.st.LastConnsAt = float64(r.Conns), now
 		// A stale backend stays stale: only a full report (its health) brings it back.
 		p.settle(b, now, "")
 		return
@@ -440,8 +452,15 @@ func (p *Pool) SetOperatorDrain(name string, drained bool, reason string) bool {
 	if !ok {
 		return false
 	}
+	now := p.cfg.Now()
+	switch {
+	case !drained:
+		b.st.DrainedAt = time.Time{}
+	case !b.st.OperatorDrain:
+		b.st.DrainedAt = now
+	}
 	b.st.OperatorDrain = drained
-	p.settle(b, p.cfg.Now(), reason)
+	p.settle(b, now, reason)
 	return true
 }
 
@@ -462,6 +481,9 @@ func (p *Pool) observe(b *backend, now time.Time, s Sample) {
 	b.st.Mem = b.mem.Add(fraction.Clamp(s.MemUtil))
 	b.st.Net = b.net.Add(fraction.Clamp(s.NetUtil))
 	b.st.Conns = b.conns.Add(max(s.Conns, 0))
+	if !math.IsNaN(s.Conns) && !math.IsInf(s.Conns, 0) {
+		b.st.LastConns, b.st.LastConnsAt = max(s.Conns, 0), now
+	}
 	sig := s.Signals
 	if sig.HasServiceCPU {
 		sig.ServiceCPU = b.svcCPU.Add(fraction.Clamp(sig.ServiceCPU))
@@ -680,6 +702,14 @@ func (p *Pool) Snapshot(dst []State) []State {
 		dst = append(dst, b.st)
 	}
 	return dst
+}
+
+// StaleAfter is the configured stale_after: how old a backend's last report may be before it
+// is stale, and so how old a connection count may be and still be believed.
+func (p *Pool) StaleAfter() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.StaleAfter
 }
 
 // Get returns one backend's state.

@@ -33,6 +33,9 @@ const usage = `usage: controller [flags]            run the controller
        controller reload -allow-removal [-config FILE]   confirm a reload refused for removing too much
        controller history [-state FILE] [-show N]        list the applied configurations (or print version N)
        controller rollback [-allow-removal] [N]          apply version N again (default: the previous one)
+       controller drain [-api URL] [-token-file FILE] [-wait [-timeout D]] BACKEND
+                                        drain a backend; with -wait, until it is safe to stop
+       controller undrain [-api URL] [-token-file FILE] BACKEND
 
 Flags:
 `
@@ -52,6 +55,12 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "rollback" {
 		os.Exit(rollbackCommand(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && (os.Args[1] == "drain" || os.Args[1] == "undrain") {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		rc := drainCommand(ctx, os.Args[2:], os.Args[1] == "drain", os.Stdout, os.Stderr)
+		stop()
+		os.Exit(rc)
 	}
 	fs := flag.NewFlagSet("controller", flag.ExitOnError)
 	cfgPath := fs.String("config", "/etc/flowweight/controller.toml", "configuration file")

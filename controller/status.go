@@ -101,7 +101,7 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 			fmt.Fprintf(w, "  policy fallback: %s\n", s.PolicyFallback)
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "BACKEND\tSTATE\tCPU\tOWN CPU\tMEM\tCONNS\tIN FLIGHT\tLS\tC\tAL\tHEADROOM\tLEARNED\tREPORT AGE\tBASE\tWEIGHT\tSHARE\tSLOTS\tREALISED\tSIGNALS\t")
+		fmt.Fprintln(tw, "BACKEND\tSTATE\tCPU\tOWN CPU\tMEM\tCONNS\tLIVE CONNS\tIN FLIGHT\tLS\tC\tAL\tHEADROOM\tLEARNED\tREPORT AGE\tBASE\tWEIGHT\tSHARE\tSLOTS\tREALISED\tSIGNALS\t")
 		for _, b := range s.Backends {
 			age := "never"
 			if b.LastReportAge >= 0 {
@@ -117,6 +117,10 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 				state += ",slow" // late health answers while busy: kept, at a reduced share
 			}
 			own, headroom, inflight := "—", "—", "—" // absent, not zero
+			live := "—"                              // no count reported yet
+			if b.Connections != nil && b.ConnectionsAge != nil {
+				live = fmt.Sprintf("%.0f (%s, %.1fs)", *b.Connections, b.ConnectionsSource, *b.ConnectionsAge)
+			}
 			if b.InFlight != nil {
 				inflight = fmt.Sprintf("%.0f", *b.InFlight)
 			}
@@ -126,8 +130,8 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 			if e.Used != "" && e.Avail > 0 {
 				headroom = fmt.Sprintf("%.3f", e.Headroom)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%.1f%%\t%.0f\t%s\t%.3f\t%.2f\t%.3f\t%s\t%.2f\t%s\t%d\t%d\t%.1f%%\t%d\t%.1f%%\t%s\t\n",
-				b.Name, state, 100*b.CPU, own, 100*b.Mem, b.Conns, inflight, e.LS, e.C, e.AL, headroom, e.Learned, age, b.BaseWeight, b.AppliedWeight, 100*share,
+			fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%.1f%%\t%.0f\t%s\t%s\t%.3f\t%.2f\t%.3f\t%s\t%.2f\t%s\t%d\t%d\t%.1f%%\t%d\t%.1f%%\t%s\t\n",
+				b.Name, state, 100*b.CPU, own, 100*b.Mem, b.Conns, live, inflight, e.LS, e.C, e.AL, headroom, e.Learned, age, b.BaseWeight, b.AppliedWeight, 100*share,
 				b.Slots, 100*b.RealisedShare, b.Signals)
 		}
 		tw.Flush()

@@ -1,17 +1,11 @@
 package main
 
 import (
-	"errors"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 
-	"flowweight/controller/api"
-	"flowweight/controller/config"
 	"flowweight/controller/view"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 type oneService struct{}
@@ -22,31 +16,19 @@ func (oneService) Services() []view.ServiceView {
 func (oneService) History() map[string][]view.Point { return nil }
 func (oneService) Events() []view.Event             { return nil }
 func (oneService) Drain(string, bool) error         { return view.ErrNoBackend }
-func (oneService) HA() view.HAView                  { return view.HAView{Role: "single"} }
-func (oneService) SwitchViews() []view.SwitchView   { return nil }
-func (oneService) Switches() []uint64               { return nil }
+func (oneService) Drained(string) (view.DrainedView, error) {
+	return view.DrainedView{}, view.ErrNoBackend
+}
+func (oneService) HA() view.HAView                { return view.HAView{Role: "single"} }
+func (oneService) SwitchViews() []view.SwitchView { return nil }
+func (oneService) Switches() []uint64             { return nil }
 
 // TestStatusThroughTheGuardedAPI: `controller status` passes the API's Host check, both
 // with the IP:port form of its default -api and with localhost.
 func TestStatusThroughTheGuardedAPI(t *testing.T) {
-	srv, err := api.NewServer(oneService{}, prometheus.NewRegistry(), api.Options{Limits: api.LimitsFrom(config.Default().API)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	defer func() {
-		srv.Close()
-		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	for _, base := range []string{"http://" + ln.Addr().String(), "http://localhost:" + port} {
+	base := serveAPI(t, oneService{}, "")
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
+	for _, base := range []string{base, "http://localhost:" + port} {
 		if rc := statusCommand([]string{"-api", base}); rc != 0 {
 			t.Fatalf("status -api %s: exit %d", base, rc)
 		}
@@ -114,5 +96,30 @@ func TestPrintStatusSignals(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "policy fallback: headroom needs") {
 		t.Errorf("no fallback line:\n%s", out.String())
+	}
+}
+
+// TestPrintStatusLiveConnections: the LIVE CONNS column shows the latest count with its
+// source and age, and a dash (not 0) where none was reported.
+func TestPrintStatusLiveConnections(t *testing.T) {
+	n, age := 50.0, 0.4
+	svc := view.ServiceView{Name: "web", Total: 1000, Backends: []view.BackendView{
+		{Name: "counted", Conns: 31.7, Connections: &n, ConnectionsSource: "snmp", ConnectionsAge: &age},
+		{Name: "silent", State: "up", InFlight: &age},
+	}}
+	var out strings.Builder
+	printStatus(&out, []view.ServiceView{svc})
+	lines := map[string]string{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			lines[f[0]] = l
+		}
+	}
+	if !strings.Contains(lines["BACKEND"], "LIVE CONNS") || !strings.Contains(lines["counted"], "50 (snmp, 0.4s)") {
+		t.Errorf("counted backend:\n%s", out.String())
+	}
+	// silent up CPU OWN MEM CONNS LIVE: the seventh field.
+	if f := strings.Fields(lines["silent"]); len(f) < 8 || f[6] != "—" || f[7] != "0" {
+		t.Errorf("backend with no count: %q, want a dash in LIVE CONNS", lines["silent"])
 	}
 }

@@ -30,6 +30,9 @@ type Balancer interface {
 	// Drain fails with an error wrapping view.ErrNoBackend for an unknown name, and with
 	// another when the change could not be made (HA: etcd did not take it).
 	Drain(name string, drained bool) error
+	// Drained says whether the backend is safe to stop (view.Decide); it fails with an error
+	// wrapping view.ErrNoBackend for an unknown name.
+	Drained(name string) (view.DrainedView, error)
 	Switches() []uint64
 	SwitchViews() []view.SwitchView
 	HA() view.HAView
@@ -104,6 +107,7 @@ func routes(s *Server, gatherer prometheus.Gatherer) http.Handler {
 	mux.HandleFunc("GET /api/v1/ha", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.HA()) })
 	mux.HandleFunc("POST /api/v1/backends/{name}/drain", s.drain(true))
 	mux.HandleFunc("POST /api/v1/backends/{name}/undrain", s.drain(false))
+	mux.HandleFunc("GET /api/v1/backends/{name}/drained", s.drained)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		data, _ := static.ReadFile("dashboard.html")
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -135,10 +139,8 @@ func (s *Server) drain(drained bool) http.HandlerFunc {
 			http.Error(w, "refused: a valid bearer token (Authorization: Bearer TOKEN, from api.token_file) is required to change backends", http.StatusUnauthorized)
 			return
 		}
-		name := r.PathValue("name")
-		if !config.ValidName(name) {
-			w.Header().Set("Connection", "close")
-			http.Error(w, fmt.Sprintf("backend name %s is not 1-64 characters of A-Z a-z 0-9 . _ -", quote(name)), http.StatusBadRequest)
+		name, ok := backendName(w, r)
+		if !ok {
 			return
 		}
 		if err := emptyBody(r.Body); err != nil {
@@ -162,6 +164,41 @@ func (s *Server) drain(drained bool) http.HandlerFunc {
 		s.log.Info("backend drain changed through the API", "backend", name, "drained", drained, "remote", r.RemoteAddr)
 		writeJSON(w, map[string]any{"backend": name, "drained": drained})
 	}
+}
+
+// drained answers whether a backend is safe to stop: 200 with the view only when it is, 503
+// with the view (its reason) when it is not, 404 for an unknown backend. Like every GET it
+// needs no token, so a preStop hook or a systemd ExecStop= can poll it with curl -f.
+func (s *Server) drained(w http.ResponseWriter, r *http.Request) {
+	name, ok := backendName(w, r)
+	if !ok {
+		return
+	}
+	v, err := s.b.Drained(name)
+	if errors.Is(err, view.ErrNoBackend) {
+		http.Error(w, "no backend named "+quote(name), http.StatusNotFound)
+		return
+	} else if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if !v.Safe {
+		writeJSONStatus(w, http.StatusServiceUnavailable, v)
+		return
+	}
+	writeJSON(w, v)
+}
+
+// backendName is the request's {name}, checked for shape first so that a huge or strange path
+// segment is refused (400) without being looked up or echoed.
+func backendName(w http.ResponseWriter, r *http.Request) (string, bool) {
+	name := r.PathValue("name")
+	if !config.ValidName(name) {
+		w.Header().Set("Connection", "close")
+		http.Error(w, fmt.Sprintf("backend name %s is not 1-64 characters of A-Z a-z 0-9 . _ -", quote(name)), http.StatusBadRequest)
+		return "", false
+	}
+	return name, true
 }
 
 // emptyBody reads the whole body (bounded by MaxBytesReader) and accepts only nothing,
@@ -203,9 +240,12 @@ func authorized(r *http.Request, token string) bool {
 	return subtle.ConstantTimeCompare([]byte(h[0][7:]), []byte(token)) == 1
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
+func writeJSON(w http.ResponseWriter, v any) { writeJSONStatus(w, http.StatusOK, v) }
+
+func writeJSONStatus(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)

@@ -287,4 +287,19 @@ func TestMetricsParse(t *testing.T) {
 	if v := fams["flowweight_push_reports_accepted_total"].GetMetric()[0].GetCounter().GetValue(); v < 2 {
 		t.Errorf("accepted reports %v", v)
 	}
+	// The live count as reported (3 each), with its source, and its age.
+	live := map[string]float64{}
+	for _, m := range fams["flowweight_backend_live_connections"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		live[labels["backend"]+"/"+labels["source"]] = m.GetGauge().GetValue()
+	}
+	if live["small/probe"] != 3 || live["big/probe"] != 3 || len(live) != 2 {
+		t.Errorf("flowweight_backend_live_connections %v, want 3 for small and big from the probe", live)
+	}
+	if f := fams["flowweight_backend_live_connections_age_seconds"]; f == nil || len(f.GetMetric()) != 2 || f.GetMetric()[0].GetGauge().GetValue() < 0 {
+		t.Errorf("flowweight_backend_live_connections_age_seconds: %v", f)
+	}
 }

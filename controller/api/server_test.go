@@ -48,6 +48,15 @@ func (f *fake) Drain(name string, drained bool) error {
 	f.drains = append(f.drains, fmt.Sprint(name, drained))
 	return nil
 }
+func (f *fake) Drained(name string) (view.DrainedView, error) {
+	switch name {
+	case "small":
+		return view.DrainedView{Backend: name, Safe: true, OperatorDrained: true}, nil
+	case "big":
+		return view.DrainedView{Backend: name, Holding: []view.Hold{{Kind: "connections", Text: "3 connections (probe, 0.5s ago)"}}, Reason: "3 connections (probe, 0.5s ago)"}, nil
+	}
+	return view.DrainedView{}, view.ErrNoBackend
+}
 func (f *fake) HA() view.HAView { return view.HAView{Role: "single"} }
 func (f *fake) count() int      { f.mu.Lock(); defer f.mu.Unlock(); return len(f.drains) }
 

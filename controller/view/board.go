@@ -214,6 +214,10 @@ func (b *Board) servicesView() []ServiceView {
 				}
 				bv.ProbeDrain, bv.OperatorDrain, bv.Slow = st.ProbeDrain, st.OperatorDrain, st.Slow
 				signalsView(bv, st)
+				if c := connectionsOf(st, bv.Source); c != nil {
+					n, age := c.N, now.Sub(c.At).Seconds()
+					bv.Connections, bv.ConnectionsSource, bv.ConnectionsAge = &n, c.Source, &age
+				}
 				switch {
 				case st.LastHealth.OK:
 					bv.Health = "ok"

@@ -6,7 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // listener's counters, the election and the shares. Each reads what was published, never
 // the balancer.
 func (b *Board) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{pushCollector{b}, ofCollector{b}, haCollector{b}, shareCollector{b}}
+	return []prometheus.Collector{pushCollector{b}, ofCollector{b}, haCollector{b}, shareCollector{b}, connsCollector{b}}
 }
 
 // pushCollector exposes the push server's counters at scrape time.
@@ -79,4 +79,34 @@ func (c haCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(haTermDesc, prometheus.GaugeValue, float64(v.Term))
 	ch <- prometheus.MustNewConstMetric(haLeaseDesc, prometheus.GaugeValue, v.LeaseRemaining)
 	ch <- prometheus.MustNewConstMetric(haInfoDesc, prometheus.GaugeValue, 1, v.Role, v.Leader)
+}
+
+// connsCollector exports each backend's latest connection count as reported (not smoothed,
+// unlike flowweight_backend_connections) and its age: what a drain waits to see reach 0.
+// Absent until the backend reports a count.
+type connsCollector struct{ b *Board }
+
+var (
+	liveConnsDesc = prometheus.NewDesc("flowweight_backend_live_connections",
+		"Established connections on the backend's service ports in its latest sample, not smoothed, by source (probe or snmp); absent until reported.",
+		[]string{"service", "backend", "source"}, nil)
+	liveConnsAgeDesc = prometheus.NewDesc("flowweight_backend_live_connections_age_seconds",
+		"Age of flowweight_backend_live_connections: seconds since the backend's latest count.", []string{"service", "backend"}, nil)
+)
+
+func (c connsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- liveConnsDesc
+	ch <- liveConnsAgeDesc
+}
+
+func (c connsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.b.servicesView() {
+		for _, be := range s.Backends {
+			if be.Connections == nil {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(liveConnsDesc, prometheus.GaugeValue, *be.Connections, s.Name, be.Name, be.ConnectionsSource)
+			ch <- prometheus.MustNewConstMetric(liveConnsAgeDesc, prometheus.GaugeValue, *be.ConnectionsAge, s.Name, be.Name)
+		}
+	}
 }

@@ -38,7 +38,7 @@ type BackendView struct {
 	StateSince    time.Time `json:"state_since"`
 	CPU           float64   `json:"cpu"`
 	Mem           float64   `json:"mem"`
-	Conns         float64   `json:"conns"`
+	Conns         float64   `json:"conns"` // smoothed: the weighting's input
 	CPUCount      float64   `json:"cpu_count"`
 	MemBytes      float64   `json:"mem_bytes"`
 	LastReportAge float64   `json:"last_report_age_seconds"` // -1 when none yet
@@ -54,11 +54,17 @@ type BackendView struct {
 	// BaseWeight is the slow loop's weight (every update_period, from smoothed load); while
 	// the fast loop runs (Followed), AppliedWeight is it corrected by InFlight, the backend's
 	// work in flight as last read (nil: no fresh count, so it kept its base share).
-	BaseWeight      uint16              `json:"base_weight"`
-	Followed        bool                `json:"followed"`
-	InFlight        *float64            `json:"in_flight"`
-	Explanation     weights.Explanation `json:"explanation"`
-	LearnedCapacity float64             `json:"learned_capacity"`
+	BaseWeight uint16   `json:"base_weight"`
+	Followed   bool     `json:"followed"`
+	InFlight   *float64 `json:"in_flight"`
+	// Connections is the latest connection count as reported, not smoothed (null: none
+	// yet), from ConnectionsSource ("probe" or "snmp"), ConnectionsAge seconds ago: what a
+	// drain waits to see reach 0.
+	Connections       *float64            `json:"connections"`
+	ConnectionsSource string              `json:"connections_source,omitempty"`
+	ConnectionsAge    *float64            `json:"connections_age_seconds,omitempty"`
+	Explanation       weights.Explanation `json:"explanation"`
+	LearnedCapacity   float64             `json:"learned_capacity"`
 	// Share is the backend's share of new connections by the applied weights, 0..1.
 	Share float64 `json:"share"`
 	// Slots are the slots of the switch's table that send to the backend, and RealisedShare

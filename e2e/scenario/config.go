@@ -20,8 +20,13 @@ func ControllerTOML(o Options, sock, keyFile string, capacities []float64, mode 
 		"unix:"+sock, dur(o.UpdatePeriod), dur(o.ReadbackPeriod))
 	i := controllerIndex(o, sock)
 	// Writes without a token are refused by default; the lab's API listens inside the "ctl"
-	// namespace, reached only by this process and the lab's operator, who drain through it.
-	fmt.Fprintf(&b, "[api]\nlisten = %q\nallow_unauthenticated_writes = true\n\n", apiAddrOf(i))
+	// namespace, reached only by this process and the lab's operator, who drain through it,
+	// with the token when the scenario asks for one.
+	if o.APIToken {
+		fmt.Fprintf(&b, "[api]\nlisten = %q\ntoken_file = %q\n\n", apiAddrOf(i), o.tokenFile())
+	} else {
+		fmt.Fprintf(&b, "[api]\nlisten = %q\nallow_unauthenticated_writes = true\n\n", apiAddrOf(i))
+	}
 	fmt.Fprintf(&b, "[collector]\npush_listen = %q\nkey_file = %q\nstale_after = %s\nfail_threshold = %d\nrise_threshold = %d\n\n",
 		pushAddrOf(o, i), keyFile, dur(o.StaleAfter), o.FailThreshold, o.RiseThreshold)
 	w := map[string]string{"warmup": dur(o.Warmup), "dead_band": fmt.Sprint(o.DeadBand), "in_flight_period": dur(o.InFlight)}

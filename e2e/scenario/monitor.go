@@ -19,7 +19,7 @@ import (
 // no flow monitor, and the controller still negotiates 1.3).
 type FlowMonitor struct {
 	proc *lab.Proc
-	out  *lockedBuffer
+	out  *LockedBuffer
 }
 
 // FlowEvent is one change the monitor reported.
@@ -28,18 +28,20 @@ type FlowEvent struct {
 	Flow  string // the rest of the line: "table=2 cookie=0x... ip,nw_dst=... actions=..."
 }
 
-type lockedBuffer struct {
+// LockedBuffer is a bytes.Buffer that a running command (or goroutine) writes while a test
+// reads it.
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *LockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
@@ -50,7 +52,7 @@ func (s *Scenario) MonitorFlows() (*FlowMonitor, error) {
 	if !s.Opts.FlowMonitor {
 		return nil, errors.New("scenario: MonitorFlows needs Options.FlowMonitor (OpenFlow 1.4 on the bridge)")
 	}
-	out := &lockedBuffer{}
+	out := &LockedBuffer{}
 	cmd := exec.Command("ovs-ofctl", "-O", "OpenFlow14", "monitor", "unix:"+s.Bridge.Mgmt(), "watch:")
 	// ovs-ofctl opens its own control socket in OVS_RUNDIR.
 	cmd.Env = append(os.Environ(), "OVS_RUNDIR="+s.OVS.RunDir)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -126,7 +127,18 @@ func (s *Scenario) APIPost(path string) error { return s.APIPostOf(0, path) }
 
 // APIPostOf is APIPost to controller i.
 func (s *Scenario) APIPostOf(i int, path string) error {
-	res, err := s.apiClient().Post("http://"+apiAddrOf(i)+path, "application/json", nil)
+	req, err := http.NewRequest(http.MethodPost, "http://"+apiAddrOf(i)+path, nil)
+	if err != nil {
+		return fmt.Errorf("scenario: api POST %s: %w", path, err)
+	}
+	if s.TokenFile != "" {
+		tok, err := os.ReadFile(s.TokenFile)
+		if err != nil {
+			return fmt.Errorf("scenario: api POST %s: %w", path, err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
+	res, err := s.apiClient().Do(req)
 	if err != nil {
 		return fmt.Errorf("scenario: api POST %s: %w", path, err)
 	}

@@ -121,6 +121,10 @@ type Options struct {
 	// UDPPort, when not 0, is the UDP port each backendd answers datagrams on with
 	// "NAME PAYLOAD" (backendd -udp-port).
 	UDPPort int
+	// APIToken makes the controller's API need a bearer token for writes (api.token_file,
+	// a random token the scenario writes to TokenFile) instead of allowing them without one;
+	// APIPost sends it. Default false: the lab's writes need no token.
+	APIToken bool
 	// IPv6 gives every host, the VIP and the backends addresses in fd00:77:0:Net::/64
 	// (host numbers as in IPv4: the VIP is ::64, be1 ::b) instead of 10.77.Net.0/24, so the
 	// client resolves the VIP by neighbour discovery and the probes push to the
@@ -270,6 +274,8 @@ type Scenario struct {
 	Socket string
 	// KeyFile is the push key shared by the probes and the controller.
 	KeyFile string
+	// TokenFile is the API's bearer token with Options.APIToken ("" without).
+	TokenFile string
 	// ConfigPath is controller.toml.
 	ConfigPath string
 
@@ -324,6 +330,12 @@ func (s *Scenario) build() error {
 	o := &s.Opts
 	if err := writeKey(s.KeyFile); err != nil {
 		return err
+	}
+	if o.APIToken {
+		s.TokenFile = o.tokenFile()
+		if err := writeKey(s.TokenFile); err != nil { // 64 hex digits, mode 0600: a good token
+			return err
+		}
 	}
 	var err error
 	if s.OVS, err = s.Lab.StartOVS(); err != nil {
@@ -400,7 +412,10 @@ func (s *Scenario) build() error {
 	return s.WaitReady(60 * time.Second)
 }
 
-// writeKey writes a random 32-byte push key with mode 0600.
+// tokenFile is where the API's token goes with APIToken.
+func (o *Options) tokenFile() string { return filepath.Join(o.Dir, "api.token") }
+
+// writeKey writes a random 32-byte push key (or API token) as hex with mode 0600.
 func writeKey(path string) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {

@@ -533,3 +533,33 @@ func TestAllGrew(t *testing.T) {
 		}
 	}
 }
+
+// TestAPITokenConfig: with APIToken the API needs the scenario's token for writes (and the
+// file loads as the controller reads it); without, writes need none, as before.
+func TestAPITokenConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, withToken := range []bool{false, true} {
+		o := Options{Dir: dir, APIToken: withToken}
+		if err := o.fill(); err != nil {
+			t.Fatal(err)
+		}
+		if withToken {
+			if err := writeKey(o.tokenFile()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		text := ControllerTOML(o, "/run/ovs/controller.sock", "/x/push.key", o.Capacities, o.Mode)
+		cfg, err := ctlconfig.Parse("scenario.toml", []byte(text))
+		if err != nil {
+			t.Fatalf("controller rejects the config: %v\n%s", err, text)
+		}
+		if withToken != (cfg.API.TokenFile == o.tokenFile()) || withToken == cfg.API.AllowUnauthenticatedWrites {
+			t.Fatalf("APIToken %v: token_file %q, allow_unauthenticated_writes %v", withToken, cfg.API.TokenFile, cfg.API.AllowUnauthenticatedWrites)
+		}
+		if withToken {
+			if _, err := ctlconfig.ReadToken(cfg.API.TokenFile); err != nil {
+				t.Fatalf("the scenario's token does not load: %v", err)
+			}
+		}
+	}
+}
