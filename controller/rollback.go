@@ -107,6 +107,7 @@ type rollback struct {
 	changes         string // config.Summary from running to target
 	removes         bool   // the target removes something (a confirmation goes with it)
 	file            string // cfgPath with its symlinks resolved: what is written
+	recorded        bool   // cfgPath is the history's, not the operator's -config
 	before          []byte // the file's content before (nil: there was none)
 	like            os.FileInfo
 	wroteConfirm    bool
@@ -174,9 +175,21 @@ func (rb *rollback) prepare(want uint64) error {
 
 // checkPath makes -config the file the running configuration was read from, and refuses
 // another: a rollback written to a file the controller does not read would only time out.
+//
+// Without -config the path is the history's. The history belongs to the controller's user,
+// and the command usually runs as root, so the path is trusted only as far as checkFile
+// checks it: an absolute path to an existing file that holds the running version's content.
+// Creating a file, or overwriting other content (-force), needs the operator to name the
+// file; otherwise whoever can write the state directory could make root write any path.
 func (rb *rollback) checkPath() error {
 	if rb.cfgPath == "" {
-		rb.cfgPath = rb.running.File
+		if !filepath.IsAbs(rb.running.File) {
+			return fmt.Errorf("the running version %d records no absolute configuration path (%q); name the file with -config", rb.running.Number, rb.running.File)
+		}
+		if rb.force {
+			return fmt.Errorf("-force overwrites only a file named with -config (the running configuration, version %d, was read from %s)", rb.running.Number, rb.running.File)
+		}
+		rb.cfgPath, rb.recorded = rb.running.File, true
 		return nil
 	}
 	abs, err := filepath.Abs(rb.cfgPath)
@@ -194,9 +207,12 @@ func (rb *rollback) checkPath() error {
 // ..data, stays a link) and refuses to overwrite content that was never applied.
 func (rb *rollback) checkFile() error {
 	file, err := filepath.EvalSymlinks(rb.cfgPath)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) && !rb.recorded {
 		rb.file = rb.cfgPath // nothing to lose: written as a new file
 		return nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s, where the history says the running configuration was read from, does not exist: name the file to write with -config", rb.cfgPath)
 	}
 	if err != nil {
 		return err
