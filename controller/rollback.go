@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,7 +64,8 @@ func rollbackCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		want = n
 	}
-	rb := &rollback{cfgPath: *cfgPath, statePath: *statePath, allow: *allow, force: *force, out: stdout, errOut: stderr}
+	rb := &rollback{cfgPath: *cfgPath, statePath: *statePath, allow: *allow, force: *force, out: stdout, errOut: stderr, unlock: func() {}}
+	defer func() { rb.unlock() }()
 	if err := rb.prepare(want); err != nil {
 		fmt.Fprintln(stderr, "rollback:", err)
 		return 1
@@ -111,6 +113,7 @@ type rollback struct {
 	before          []byte // the file's content before (nil: there was none)
 	like            os.FileInfo
 	wroteConfirm    bool
+	unlock          func() // releases the history's lock (lockDir)
 }
 
 // prepare finds the versions and checks the target as the running controller's reload would,
@@ -121,6 +124,13 @@ func (rb *rollback) prepare(want uint64) error {
 		return err
 	}
 	rb.store = store
+	unlock, err := lockDir(store.Dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err == nil {
+		rb.unlock = unlock
+	}
 	kept, err := listHistory(store, rb.errOut)
 	if err != nil {
 		return err
@@ -246,7 +256,7 @@ func (rb *rollback) write() error {
 		err = state.WriteFileAtomic(history.RequestFor(rb.statePath), req, 0o644)
 	}
 	if err == nil {
-		err = rb.replace([]byte(rb.target.Content))
+		err = rb.replaceIf(rb.before, []byte(rb.target.Content))
 	}
 	if err != nil {
 		rb.cleanup()
@@ -267,6 +277,35 @@ func (rb *rollback) replace(content []byte) error {
 		return fmt.Errorf("%w (a read-only configuration, such as a ConfigMap: roll back its source instead; `flowweight-controller history -show %d` prints the version)", err, rb.target.Number)
 	}
 	return err
+}
+
+// replaceIf replaces the file with content only if it still holds was (nil: no file), read
+// just before: an operator's edit, or another tool's, since the command last looked is never
+// overwritten. (A write between this read and the rename can still be lost: no lock covers
+// an editor.)
+func (rb *rollback) replaceIf(was, content []byte) error {
+	if err := rb.stillHolds(was); err != nil {
+		return err
+	}
+	return rb.replace(content)
+}
+
+// stillHolds checks that the file holds was (nil: that there is no file).
+func (rb *rollback) stillHolds(was []byte) error {
+	now, err := regfile.Read(rb.file, config.MaxFileSize)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && was == nil:
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s was removed since the rollback read it; left as it is", rb.file)
+	case err != nil:
+		return err
+	case was == nil:
+		return fmt.Errorf("%s was created since the rollback looked (sha256 %.12s); left as it is", rb.file, sha256Hex(now))
+	case !bytes.Equal(now, was):
+		return fmt.Errorf("%s changed since the rollback read it (sha256 %.12s, not %.12s: an edit, or another rollback); left as it is", rb.file, sha256Hex(now), sha256Hex(was))
+	}
+	return nil
 }
 
 // await waits for the controller to record the target's content as a new version, or to
@@ -292,12 +331,14 @@ func (rb *rollback) await(wait time.Duration) (history.Entry, error) {
 	}
 }
 
-// restore puts the configuration file back as it was and removes what write left.
+// restore puts the configuration file back as it was and removes what write left; only if
+// the file still holds what the rollback wrote, so an edit made while it waited stays.
 func (rb *rollback) restore() error {
+	target := []byte(rb.target.Content)
 	var err error
 	if rb.before != nil {
-		err = rb.replace(rb.before)
-	} else {
+		err = rb.replaceIf(target, rb.before)
+	} else if err = rb.stillHolds(target); err == nil {
 		err = os.Remove(rb.file)
 	}
 	rb.cleanup()
