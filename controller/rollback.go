@@ -75,7 +75,7 @@ func rollbackCommand(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stdout, "rolling back to version %d (applied %s by %s, sha256 %s): %s\n",
-		rb.target.Number, rb.target.Time.UTC().Format(time.RFC3339), rb.target.Source, rb.target.Short(), rb.changes)
+		rb.target.Number, rb.target.Time.UTC().Format(time.RFC3339), rb.target.Source, rb.target.Short(), printable(rb.changes, false))
 	if err := rb.write(); err != nil {
 		fmt.Fprintln(stderr, "rollback:", err)
 		return 1
@@ -320,7 +320,7 @@ func (rb *rollback) await(wait time.Duration) (history.Entry, error) {
 		}
 		if data, err := regfile.Read(history.RequestFor(rb.statePath), history.MaxRequestSize); err == nil {
 			if r, err := history.DecodeRequest(data); err == nil && r.Refused != "" && r.SHA256 == rb.target.SHA256 {
-				return history.Entry{}, fmt.Errorf("the controller refused version %d: %s", rb.target.Number, r.Refused)
+				return history.Entry{}, fmt.Errorf("the controller refused version %d: %s", rb.target.Number, printable(r.Refused, true))
 			}
 		}
 		if time.Now().After(deadline) {

@@ -3,6 +3,7 @@ package history
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -217,6 +218,27 @@ func TestParseName(t *testing.T) {
 	} {
 		if got, ok := parseName(name); ok != (want != 0) || (ok && got != want) {
 			t.Errorf("parseName(%q) = %d, %v; want %d", name, got, ok, want)
+		}
+	}
+}
+
+// TestDecodeRefusesControlCharacters: a version's source and file are printed as they are on
+// root's terminal by `history` and `rollback`; one holding an escape sequence or a line break
+// is refused, naming the field.
+func TestDecodeRefusesControlCharacters(t *testing.T) {
+	for _, tt := range []struct{ source, file, want string }{
+		{"SIGHUP\x1b[2J", "/etc/c.toml", "source:"},
+		{"start\nVERSION 9 forged", "/etc/c.toml", "source:"},
+		{"start", "/etc/c\u009b1m.toml", "file:"},
+		{"start", "/etc/c\x7f.toml", "file:"},
+	} {
+		e := NewEntry(1, []byte("[controller]\n"), tt.source, tt.file, time.Unix(1, 0))
+		data, err := json.Marshal(&e) // as a hostile writer would, past Encode's checks
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Decode(data); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("source %q, file %q: err = %v, want one about %q", tt.source, tt.file, err, tt.want)
 		}
 	}
 }
