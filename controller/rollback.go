@@ -313,10 +313,8 @@ func (rb *rollback) stillHolds(was []byte) error {
 func (rb *rollback) await(wait time.Duration) (history.Entry, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		if kept, _, err := rb.store.List(); err == nil && len(kept) > 0 {
-			if e := kept[len(kept)-1]; e.Number > rb.running.Number && e.SHA256 == rb.target.SHA256 {
-				return e, nil
-			}
+		if e, _, err := rb.store.Newest(); err == nil && e.Number > rb.running.Number && e.SHA256 == rb.target.SHA256 {
+			return e, nil
 		}
 		if data, err := regfile.Read(history.RequestFor(rb.statePath), history.MaxRequestSize); err == nil {
 			if r, err := history.DecodeRequest(data); err == nil && r.Refused != "" && r.SHA256 == rb.target.SHA256 {
