@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 type lab struct {
 	dir, path, state, key string
 	hist                  *configHistory
+	seen                  atomic.Pointer[[]byte] // the configuration the watcher last delivered (watch)
 }
 
 func newLab(t *testing.T) *lab {
@@ -188,7 +190,7 @@ func (l *lab) watch(t *testing.T) *balancer.Balancer {
 	c := &configWatch{b: b, also: refuser{}, path: l.path, confirm: confirmPath(l.path, l.state), log: slog.New(slog.DiscardHandler), hist: l.hist, applied: sha(data), running: data}
 	c.last = c.applied
 	w, err := cfgwatch.New(cfgwatch.Config{Paths: []string{l.path, c.confirm}, Baseline: [][]byte{data, nil},
-		Debounce: 10 * time.Millisecond, OnChange: c.onChange})
+		Debounce: 10 * time.Millisecond, OnChange: func(s cfgwatch.Snapshot) { c.onChange(s); l.seen.Store(&s.Files[0].Data) }})
 	if err != nil {
 		t.Fatal(err)
 	}
