@@ -61,7 +61,6 @@ func (c *configWatch) onChange(s cfgwatch.Snapshot) {
 		return
 	}
 	sum := sha256.Sum256(cf.Data)
-	fmt.Fprintf(os.Stderr, "DEBUG onChange %x last=%x applied=%x retry=%v\n", sum[:4], c.last[:4], c.applied[:4], c.hist.retry(cf.Data))
 	allow := false
 	if mf.Data != nil {
 		conf, err := config.ParseConfirmation(mf.Data)
