@@ -136,6 +136,15 @@ func (rb *rollback) prepare(want uint64) error {
 		return err
 	}
 	rb.running = kept[len(kept)-1]
+	// The running configuration is the newest version: if that one is damaged, the newest
+	// readable one is not it, and the checks (the removal guard, the file's content) would be
+	// made against the wrong configuration.
+	if _, hi, err := store.Newest(); err != nil || hi != rb.running.Number {
+		if err == nil {
+			err = fmt.Errorf("version %d", hi)
+		}
+		return fmt.Errorf("the newest version, the running configuration, cannot be read (%v); nothing written. A reload records a new one: fix or remove the file, then SIGHUP the controller", err)
+	}
 	if err := rb.checkPath(); err != nil {
 		return err
 	}

@@ -124,6 +124,10 @@ func TestRollbackRefused(t *testing.T) {
 			os.WriteFile(p, bytes.Replace(b, []byte("capacity = 2"), []byte("capacity = 9"), 1), 0o600)
 		}, []string{"1"}, 1, []string{"version 1", "00000001.json", "does not match the content"}},
 		{"no state file", nil, []string{"-state", ""}, 1, []string{"keeps no history"}},
+		{"a damaged running version, with -force", func(t *testing.T, l *lab) {
+			l.applied(t, l.toml(t), l.toml(t, capB("2")...), l.toml(t, capB("3")...))
+			os.WriteFile(filepath.Join(history.DirFor(l.state), "00000003.json"), []byte("{"), 0o600)
+		}, []string{"-force"}, 1, []string{"the newest version, the running configuration, cannot be read", "00000003.json"}},
 		{"another file than the controller's", nil, []string{"-config", "/etc/other.toml"}, 1,
 			[]string{"-config /etc/other.toml: the running configuration (version 2) was read from", "controller.toml"}},
 	} {
