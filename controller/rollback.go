@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -74,6 +76,10 @@ func rollbackCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "version %d has the running configuration's content (version %d); nothing to do\n", rb.target.Number, rb.running.Number)
 		return 0
 	}
+	// From here an interrupt (Ctrl-C, SIGTERM) ends the wait as a timeout does: the file is put
+	// back, rather than left holding a version the controller may refuse.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	fmt.Fprintf(stdout, "rolling back to version %d (applied %s by %s, sha256 %s): %s\n",
 		rb.target.Number, rb.target.Time.UTC().Format(time.RFC3339), rb.target.Source, rb.target.Short(), printable(rb.changes, false))
 	if err := rb.write(); err != nil {
@@ -84,7 +90,7 @@ func rollbackCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "wrote version %d to %s; the controller applies it when it sees the change (or at its next start)\n", rb.target.Number, rb.file)
 		return 0
 	}
-	e, err := rb.await(*wait)
+	e, err := rb.await(ctx, *wait)
 	if err != nil {
 		fmt.Fprintln(stderr, "rollback:", err)
 		if rerr := rb.restore(); rerr != nil {
@@ -319,8 +325,10 @@ func (rb *rollback) stillHolds(was []byte) error {
 
 // await waits for the controller to record the target's content as a new version, or to
 // refuse it.
-func (rb *rollback) await(wait time.Duration) (history.Entry, error) {
+func (rb *rollback) await(ctx context.Context, wait time.Duration) (history.Entry, error) {
 	deadline := time.Now().Add(wait)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		if e, _, err := rb.store.Newest(); err == nil && e.Number > rb.running.Number && e.SHA256 == rb.target.SHA256 {
 			return e, nil
@@ -334,7 +342,11 @@ func (rb *rollback) await(wait time.Duration) (history.Entry, error) {
 			return history.Entry{}, fmt.Errorf("the controller did not apply version %d within %v (is it running, with -state %s? one that polls its file with -config-poll needs two periods: raise -wait)",
 				rb.target.Number, wait, rb.statePath)
 		}
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return history.Entry{}, fmt.Errorf("interrupted while waiting for the controller to apply version %d", rb.target.Number)
+		case <-tick.C:
+		}
 	}
 }
 
