@@ -76,9 +76,10 @@ func rollbackCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "version %d has the running configuration's content (version %d); nothing to do\n", rb.target.Number, rb.running.Number)
 		return 0
 	}
-	// From here an interrupt (Ctrl-C, SIGTERM) ends the wait as a timeout does: the file is put
-	// back, rather than left holding a version the controller may refuse.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// From here an interrupt (Ctrl-C, SIGTERM, or SIGHUP when the operator's session drops)
+	// ends the wait as a timeout does: the file is put back, rather than left holding a
+	// version the controller may refuse.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	fmt.Fprintf(stdout, "rolling back to version %d (applied %s by %s, sha256 %s): %s\n",
 		rb.target.Number, rb.target.Time.UTC().Format(time.RFC3339), rb.target.Source, rb.target.Short(), printable(rb.changes, false))

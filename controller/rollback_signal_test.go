@@ -12,10 +12,16 @@ import (
 )
 
 // TestRollbackInterruptedPutsTheFileBack: an interrupt while the command waits for the
-// controller (Ctrl-C, SIGTERM) puts the file back as a timeout does; it used to end the
+// controller (Ctrl-C, SIGTERM, SIGHUP of a dropped session) puts the file back as a timeout does; it used to end the
 // command and leave the file holding a version the controller had not applied, and might
 // refuse.
 func TestRollbackInterruptedPutsTheFileBack(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) { interruptRollback(t, sig) })
+	}
+}
+
+func interruptRollback(t *testing.T, sig syscall.Signal) {
 	l := newLab(t)
 	v1, v2 := l.toml(t), l.toml(t, capB("2")...)
 	l.applied(t, v1, v2)
@@ -35,7 +41,7 @@ func TestRollbackInterruptedPutsTheFileBack(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+	if err := syscall.Kill(os.Getpid(), sig); err != nil {
 		t.Fatal(err)
 	}
 	select {
