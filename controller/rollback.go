@@ -195,7 +195,13 @@ func (rb *rollback) prepare(want uint64) error {
 		return fmt.Errorf("version %d would remove %s%s; nothing written. If that is intended, run again with -allow-removal", rb.target.Number, r, why)
 	}
 	rb.removes = r.Any()
-	rb.changes = config.Summary(cur, next)
+	// The summary compares the versions as written, as `history` does: next holds what its
+	// files gave (passphrases), cur does not, and every such key would show as changed.
+	written, err := config.Parse(rb.cfgPath, []byte(rb.target.Content))
+	if err != nil {
+		return fmt.Errorf("version %d does not parse: %w", rb.target.Number, err)
+	}
+	rb.changes = config.Summary(cur, written)
 	return nil
 }
 
