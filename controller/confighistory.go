@@ -78,6 +78,19 @@ func (h *configHistory) refused(content []byte, why error) {
 	}
 }
 
+// retry reports whether content, refused when last tried, is asked for again by a rollback
+// that has not been answered yet: the command retried after fixing what the refusal named (a
+// key file's owner, say) gets a fresh answer instead of waiting out its -wait for a reload
+// the watcher skipped as "the same refused content again". A request answered (Refused set)
+// asks for nothing more, so a refusal is never retried in a loop.
+func (h *configHistory) retry(content []byte) bool {
+	if h == nil {
+		return false
+	}
+	r := h.pending(content)
+	return r != nil && r.Refused == ""
+}
+
 // pending is the rollback request for content, nil when there is none (or it asks for other
 // content, or has expired, or cannot be read).
 func (h *configHistory) pending(content []byte) *history.Request {

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -116,6 +118,33 @@ func scanQuery(q string) (queryRefs, error) {
 				j++
 			}
 			i = j + 1
+		case c == '{': // a selector without a name before it: {__name__="x"} names one
+			end := strings.IndexByte(q[i:], '}')
+			if end < 0 {
+				return refs, fmt.Errorf("unclosed { in %q", q)
+			}
+			name, matched := "", []string(nil)
+			for m := range strings.SplitSeq(q[i+1:i+end], ",") {
+				l, v, ok := strings.Cut(m, "=")
+				l = strings.TrimRight(strings.TrimSpace(l), "!")
+				if !ok || !identRE.MatchString(l) || identRE.FindString(l) != l {
+					return refs, fmt.Errorf("matcher %q in %q", m, q)
+				}
+				if l != "__name__" {
+					matched = append(matched, l)
+					continue
+				}
+				v = strings.TrimSpace(v)
+				if strings.HasPrefix(v, "~") || len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+					return refs, fmt.Errorf("%q: __name__ must be matched exactly (=\"name\"), so the check can follow it", q)
+				}
+				name = v[1 : len(v)-1]
+			}
+			if name == "" {
+				return refs, fmt.Errorf("%q: a selector without a metric name matches every metric's series", q)
+			}
+			refs.metrics[name] = append(refs.metrics[name], matched...)
+			i += end + 1
 		case c == '[': // a range or subquery duration
 			j := strings.IndexByte(q[i:], ']')
 			if j < 0 {
@@ -202,7 +231,13 @@ func dashboardQueries(t *testing.T, path string) map[string]string {
 		t.Fatal(err)
 	}
 	var d struct {
-		Panels     []panel `json:"panels"`
+		Panels      []panel `json:"panels"`
+		Annotations struct {
+			List []struct {
+				Name string `json:"name"`
+				Expr string `json:"expr"`
+			} `json:"list"`
+		} `json:"annotations"`
 		Templating struct {
 			List []struct {
 				Name  string          `json:"name"`
@@ -241,6 +276,11 @@ func dashboardQueries(t *testing.T, path string) map[string]string {
 		}
 	}
 	walk(d.Panels)
+	for i, a := range d.Annotations.List {
+		if a.Expr != "" {
+			out[fmt.Sprintf("annotation %d %s", i, a.Name)] = a.Expr
+		}
+	}
 	for _, v := range d.Templating.List {
 		if v.Type != "query" {
 			continue
@@ -329,6 +369,7 @@ func TestDashboardCheckRefuses(t *testing.T) {
 		"flowweight_barrier_rtt_seconds":    nil,
 	}
 	good := []string{
+		`{__name__="flowweight_backend_weight_applied",service="web"}`,
 		`flowweight_backend_weight_applied{service=~"$service",instance=~"$instance"}`,
 		`histogram_quantile(0.99, sum by (le) (rate(flowweight_barrier_rtt_seconds_bucket[$__rate_interval])))`,
 		`avg by (service, backend) (flowweight_backend_weight_applied) > 0`,
@@ -344,7 +385,11 @@ func TestDashboardCheckRefuses(t *testing.T) {
 		`sum by (dpid) (flowweight_backend_weight_applied)`,              // grouping by a label none has
 		`rate(flowweight_barrier_rtt_seconds_bucket{le="0.1"}[5m]) + up`, // a metric not ours
 		`vector(1)`, // no metric at all
-		`flowweight_backend_weight_applied{service="web"`, // unclosed
+		`flowweight_backend_weight_applied{service="web"`,          // unclosed
+		`{__name__="flowweight_backend_weight_aplied"}`,            // a typo, in a selector without a name before it
+		`{__name__="flowweight_backend_weight_applied",svc="web"}`, // a label it does not have, likewise
+		`{__name__=~"flowweight_.*"}`,                              // a name the check cannot follow
+		`sum({service="web"})`,                                     // no name at all: every metric's series
 	}
 	for _, q := range bad {
 		if err := checkQuery(exp, q, nil); err == nil {
@@ -356,5 +401,24 @@ func TestDashboardCheckRefuses(t *testing.T) {
 	}
 	if err := checkQuery(exp, `flowweight_backend_weight_applied`, []string{"dpid"}); err == nil {
 		t.Error("label_values on a label the metric does not have accepted")
+	}
+}
+
+// TestDashboardQueriesFindsEveryQuery: the queries are found wherever a dashboard keeps them:
+// nested panels, template variables and annotations (which the check once skipped, so an
+// annotation naming a renamed metric passed).
+func TestDashboardQueriesFindsEveryQuery(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.json")
+	d := `{"panels": [{"id": 1, "type": "row", "title": "r", "panels": [{"id": 2, "type": "timeseries", "title": "p", "targets": [{"expr": "a", "refId": "A"}]}]}],
+	"annotations": {"list": [{"name": "reloads", "expr": "changes(flowweight_config_reloads_totl[5m]) > 0"}]},
+	"templating": {"list": [{"name": "v", "type": "query", "query": {"query": "label_values(b, service)"}}]}}`
+	if err := os.WriteFile(path, []byte(d), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := dashboardQueries(t, path)
+	want := map[string]string{"panel p A": "a", "variable v": "label_values(b, service)",
+		"annotation 0 reloads": "changes(flowweight_config_reloads_totl[5m]) > 0"}
+	if !maps.Equal(got, want) {
+		t.Errorf("queries found: %v\nwant %v", got, want)
 	}
 }

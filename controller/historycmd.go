@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 
 	"flowweight/controller/config"
 	"flowweight/controller/history"
@@ -68,7 +69,7 @@ func historyCommand(args []string, stdout, stderr io.Writer) int {
 	for i, e := range kept {
 		changes := "(oldest kept)"
 		if i > 0 {
-			changes = summarize(kept[i-1], e)
+			changes = printable(summarize(kept[i-1], e), false)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", e.Number, e.Time.UTC().Format("2006-01-02 15:04:05"), e.Short(), e.Source, changes)
 	}
@@ -98,7 +99,7 @@ func listHistory(store history.Store, w io.Writer) ([]history.Entry, error) {
 		return nil, err
 	}
 	for _, p := range bad {
-		fmt.Fprintf(w, "warning: version %d skipped: %v\n", p.Number, p)
+		fmt.Fprintf(w, "warning: version %d skipped: %s\n", p.Number, printable(p.Error(), false))
 	}
 	if len(kept) == 0 {
 		return nil, fmt.Errorf("%s: no readable version", store.Dir)
@@ -131,6 +132,29 @@ func summarize(prev, next history.Entry) string {
 // oneLine is an error's text on one line.
 func oneLine(err error) string {
 	return clip(strings.Join(strings.Fields(err.Error()), " "), 200)
+}
+
+// printable is s with every control character but, when lines is true, newline and tab
+// escaped (\x1b): what `history` and `rollback` print comes from files the controller's user
+// writes (a version that failed to decode is quoted in its error), and the command runs on
+// root's terminal, where an escape sequence could rewrite what it shows.
+func printable(s string, lines bool) string {
+	if strings.IndexFunc(s, unicode.IsControl) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case lines && (r == '\n' || r == '\t'):
+			b.WriteRune(r)
+		case unicode.IsControl(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // parseVersion reads a version number: a positive decimal integer.

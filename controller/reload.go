@@ -77,7 +77,7 @@ func (c *configWatch) onChange(s cfgwatch.Snapshot) {
 			allow = true
 		}
 	}
-	if !forced && (sum == c.applied || (sum == c.last && !allow)) {
+	if !forced && (sum == c.applied || (sum == c.last && !allow && !c.hist.retry(cf.Data))) {
 		return // nothing new to try: a confirmation removed, or the same refused content again
 	}
 	c.last = sum

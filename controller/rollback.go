@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -63,7 +66,8 @@ func rollbackCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		want = n
 	}
-	rb := &rollback{cfgPath: *cfgPath, statePath: *statePath, allow: *allow, force: *force, out: stdout, errOut: stderr}
+	rb := &rollback{cfgPath: *cfgPath, statePath: *statePath, allow: *allow, force: *force, out: stdout, errOut: stderr, unlock: func() {}}
+	defer func() { rb.unlock() }()
 	if err := rb.prepare(want); err != nil {
 		fmt.Fprintln(stderr, "rollback:", err)
 		return 1
@@ -72,8 +76,13 @@ func rollbackCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "version %d has the running configuration's content (version %d); nothing to do\n", rb.target.Number, rb.running.Number)
 		return 0
 	}
+	// From here an interrupt (Ctrl-C, SIGTERM, or SIGHUP when the operator's session drops)
+	// ends the wait as a timeout does: the file is put back, rather than left holding a
+	// version the controller may refuse.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
 	fmt.Fprintf(stdout, "rolling back to version %d (applied %s by %s, sha256 %s): %s\n",
-		rb.target.Number, rb.target.Time.UTC().Format(time.RFC3339), rb.target.Source, rb.target.Short(), rb.changes)
+		rb.target.Number, rb.target.Time.UTC().Format(time.RFC3339), rb.target.Source, rb.target.Short(), printable(rb.changes, false))
 	if err := rb.write(); err != nil {
 		fmt.Fprintln(stderr, "rollback:", err)
 		return 1
@@ -82,7 +91,7 @@ func rollbackCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "wrote version %d to %s; the controller applies it when it sees the change (or at its next start)\n", rb.target.Number, rb.file)
 		return 0
 	}
-	e, err := rb.await(*wait)
+	e, err := rb.await(ctx, *wait)
 	if err != nil {
 		fmt.Fprintln(stderr, "rollback:", err)
 		if rerr := rb.restore(); rerr != nil {
@@ -107,9 +116,11 @@ type rollback struct {
 	changes         string // config.Summary from running to target
 	removes         bool   // the target removes something (a confirmation goes with it)
 	file            string // cfgPath with its symlinks resolved: what is written
+	recorded        bool   // cfgPath is the history's, not the operator's -config
 	before          []byte // the file's content before (nil: there was none)
 	like            os.FileInfo
 	wroteConfirm    bool
+	unlock          func() // releases the history's lock (lockDir)
 }
 
 // prepare finds the versions and checks the target as the running controller's reload would,
@@ -120,11 +131,27 @@ func (rb *rollback) prepare(want uint64) error {
 		return err
 	}
 	rb.store = store
+	unlock, err := lockDir(store.Dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err == nil {
+		rb.unlock = unlock
+	}
 	kept, err := listHistory(store, rb.errOut)
 	if err != nil {
 		return err
 	}
 	rb.running = kept[len(kept)-1]
+	// The running configuration is the newest version: if that one is damaged, the newest
+	// readable one is not it, and the checks (the removal guard, the file's content) would be
+	// made against the wrong configuration.
+	if _, hi, err := store.Newest(); err != nil || hi != rb.running.Number {
+		if err == nil {
+			err = fmt.Errorf("version %d", hi)
+		}
+		return fmt.Errorf("the newest version, the running configuration, cannot be read (%v); nothing written. A reload records a new one: fix or remove the file, then SIGHUP the controller", err)
+	}
 	if err := rb.checkPath(); err != nil {
 		return err
 	}
@@ -168,15 +195,33 @@ func (rb *rollback) prepare(want uint64) error {
 		return fmt.Errorf("version %d would remove %s%s; nothing written. If that is intended, run again with -allow-removal", rb.target.Number, r, why)
 	}
 	rb.removes = r.Any()
-	rb.changes = config.Summary(cur, next)
+	// The summary compares the versions as written, as `history` does: next holds what its
+	// files gave (passphrases), cur does not, and every such key would show as changed.
+	written, err := config.Parse(rb.cfgPath, []byte(rb.target.Content))
+	if err != nil {
+		return fmt.Errorf("version %d does not parse: %w", rb.target.Number, err)
+	}
+	rb.changes = config.Summary(cur, written)
 	return nil
 }
 
 // checkPath makes -config the file the running configuration was read from, and refuses
 // another: a rollback written to a file the controller does not read would only time out.
+//
+// Without -config the path is the history's. The history belongs to the controller's user,
+// and the command usually runs as root, so the path is trusted only as far as checkFile
+// checks it: an absolute path to an existing file that holds the running version's content.
+// Creating a file, or overwriting other content (-force), needs the operator to name the
+// file; otherwise whoever can write the state directory could make root write any path.
 func (rb *rollback) checkPath() error {
 	if rb.cfgPath == "" {
-		rb.cfgPath = rb.running.File
+		if !filepath.IsAbs(rb.running.File) {
+			return fmt.Errorf("the running version %d records no absolute configuration path (%q); name the file with -config", rb.running.Number, rb.running.File)
+		}
+		if rb.force {
+			return fmt.Errorf("-force overwrites only a file named with -config (the running configuration, version %d, was read from %s)", rb.running.Number, rb.running.File)
+		}
+		rb.cfgPath, rb.recorded = rb.running.File, true
 		return nil
 	}
 	abs, err := filepath.Abs(rb.cfgPath)
@@ -194,9 +239,12 @@ func (rb *rollback) checkPath() error {
 // ..data, stays a link) and refuses to overwrite content that was never applied.
 func (rb *rollback) checkFile() error {
 	file, err := filepath.EvalSymlinks(rb.cfgPath)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) && !rb.recorded {
 		rb.file = rb.cfgPath // nothing to lose: written as a new file
 		return nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s, where the history says the running configuration was read from, does not exist: name the file to write with -config", rb.cfgPath)
 	}
 	if err != nil {
 		return err
@@ -230,7 +278,7 @@ func (rb *rollback) write() error {
 		err = state.WriteFileAtomic(history.RequestFor(rb.statePath), req, 0o644)
 	}
 	if err == nil {
-		err = rb.replace([]byte(rb.target.Content))
+		err = rb.replaceIf(rb.before, []byte(rb.target.Content))
 	}
 	if err != nil {
 		rb.cleanup()
@@ -253,35 +301,70 @@ func (rb *rollback) replace(content []byte) error {
 	return err
 }
 
+// replaceIf replaces the file with content only if it still holds was (nil: no file), read
+// just before: an operator's edit, or another tool's, since the command last looked is never
+// overwritten. (A write between this read and the rename can still be lost: no lock covers
+// an editor.)
+func (rb *rollback) replaceIf(was, content []byte) error {
+	if err := rb.stillHolds(was); err != nil {
+		return err
+	}
+	return rb.replace(content)
+}
+
+// stillHolds checks that the file holds was (nil: that there is no file).
+func (rb *rollback) stillHolds(was []byte) error {
+	now, err := regfile.Read(rb.file, config.MaxFileSize)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && was == nil:
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s was removed since the rollback read it; left as it is", rb.file)
+	case err != nil:
+		return err
+	case was == nil:
+		return fmt.Errorf("%s was created since the rollback looked (sha256 %.12s); left as it is", rb.file, sha256Hex(now))
+	case !bytes.Equal(now, was):
+		return fmt.Errorf("%s changed since the rollback read it (sha256 %.12s, not %.12s: an edit, or another rollback); left as it is", rb.file, sha256Hex(now), sha256Hex(was))
+	}
+	return nil
+}
+
 // await waits for the controller to record the target's content as a new version, or to
 // refuse it.
-func (rb *rollback) await(wait time.Duration) (history.Entry, error) {
+func (rb *rollback) await(ctx context.Context, wait time.Duration) (history.Entry, error) {
 	deadline := time.Now().Add(wait)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	for {
-		if kept, _, err := rb.store.List(); err == nil && len(kept) > 0 {
-			if e := kept[len(kept)-1]; e.Number > rb.running.Number && e.SHA256 == rb.target.SHA256 {
-				return e, nil
-			}
+		if e, _, err := rb.store.Newest(); err == nil && e.Number > rb.running.Number && e.SHA256 == rb.target.SHA256 {
+			return e, nil
 		}
 		if data, err := regfile.Read(history.RequestFor(rb.statePath), history.MaxRequestSize); err == nil {
 			if r, err := history.DecodeRequest(data); err == nil && r.Refused != "" && r.SHA256 == rb.target.SHA256 {
-				return history.Entry{}, fmt.Errorf("the controller refused version %d: %s", rb.target.Number, r.Refused)
+				return history.Entry{}, fmt.Errorf("the controller refused version %d: %s", rb.target.Number, printable(r.Refused, true))
 			}
 		}
 		if time.Now().After(deadline) {
 			return history.Entry{}, fmt.Errorf("the controller did not apply version %d within %v (is it running, with -state %s? one that polls its file with -config-poll needs two periods: raise -wait)",
 				rb.target.Number, wait, rb.statePath)
 		}
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return history.Entry{}, fmt.Errorf("interrupted while waiting for the controller to apply version %d", rb.target.Number)
+		case <-tick.C:
+		}
 	}
 }
 
-// restore puts the configuration file back as it was and removes what write left.
+// restore puts the configuration file back as it was and removes what write left; only if
+// the file still holds what the rollback wrote, so an edit made while it waited stays.
 func (rb *rollback) restore() error {
+	target := []byte(rb.target.Content)
 	var err error
 	if rb.before != nil {
-		err = rb.replace(rb.before)
-	} else {
+		err = rb.replaceIf(target, rb.before)
+	} else if err = rb.stillHolds(target); err == nil {
 		err = os.Remove(rb.file)
 	}
 	rb.cleanup()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 type lab struct {
 	dir, path, state, key string
 	hist                  *configHistory
+	seen                  atomic.Pointer[[]byte] // the configuration the watcher last delivered (watch)
 }
 
 func newLab(t *testing.T) *lab {
@@ -122,6 +124,10 @@ func TestRollbackRefused(t *testing.T) {
 			os.WriteFile(p, bytes.Replace(b, []byte("capacity = 2"), []byte("capacity = 9"), 1), 0o600)
 		}, []string{"1"}, 1, []string{"version 1", "00000001.json", "does not match the content"}},
 		{"no state file", nil, []string{"-state", ""}, 1, []string{"keeps no history"}},
+		{"a damaged running version, with -force", func(t *testing.T, l *lab) {
+			l.applied(t, l.toml(t), l.toml(t, capB("2")...), l.toml(t, capB("3")...))
+			os.WriteFile(filepath.Join(history.DirFor(l.state), "00000003.json"), []byte("{"), 0o600)
+		}, []string{"-force"}, 1, []string{"the newest version, the running configuration, cannot be read", "00000003.json"}},
 		{"another file than the controller's", nil, []string{"-config", "/etc/other.toml"}, 1,
 			[]string{"-config /etc/other.toml: the running configuration (version 2) was read from", "controller.toml"}},
 	} {
@@ -188,7 +194,7 @@ func (l *lab) watch(t *testing.T) *balancer.Balancer {
 	c := &configWatch{b: b, also: refuser{}, path: l.path, confirm: confirmPath(l.path, l.state), log: slog.New(slog.DiscardHandler), hist: l.hist, applied: sha(data), running: data}
 	c.last = c.applied
 	w, err := cfgwatch.New(cfgwatch.Config{Paths: []string{l.path, c.confirm}, Baseline: [][]byte{data, nil},
-		Debounce: 10 * time.Millisecond, OnChange: c.onChange})
+		Debounce: 10 * time.Millisecond, OnChange: func(s cfgwatch.Snapshot) { c.onChange(s); l.seen.Store(&s.Files[0].Data) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -55,11 +57,13 @@ func (e *Entry) Validate() error {
 	if e.Time.IsZero() {
 		errs = append(errs, errors.New("time: missing"))
 	}
-	if e.Source == "" || len(e.Source) > maxMeta || !utf8.ValidString(e.Source) {
-		errs = append(errs, errors.New("source: missing, too long or not UTF-8"))
+	// Source and file are printed as they are by `history` and `rollback`, usually on root's
+	// terminal: a control character (an escape sequence, a newline) could rewrite what it shows.
+	if e.Source == "" || len(e.Source) > maxMeta || !utf8.ValidString(e.Source) || hasControl(e.Source) {
+		errs = append(errs, errors.New("source: missing, too long, not UTF-8 or holding a control character"))
 	}
-	if len(e.File) > maxMeta || !utf8.ValidString(e.File) {
-		errs = append(errs, errors.New("file: too long or not UTF-8"))
+	if len(e.File) > maxMeta || !utf8.ValidString(e.File) || hasControl(e.File) {
+		errs = append(errs, errors.New("file: too long, not UTF-8 or holding a control character"))
 	}
 	if !utf8.ValidString(e.Content) {
 		errs = append(errs, errors.New("content: not UTF-8"))
@@ -111,6 +115,11 @@ func decode[T any](data []byte, max int, validate func(*T) error) (*T, error) {
 		return nil, err
 	}
 	return &v, nil
+}
+
+// hasControl reports whether s holds a control character (C0, DEL or C1).
+func hasControl(s string) bool {
+	return strings.IndexFunc(s, unicode.IsControl) >= 0
 }
 
 // Short is the hash's first 12 hex digits, as listings show it.

@@ -147,17 +147,20 @@ func (s Store) Record(content []byte, source, file string, now time.Time, keep i
 	if err := os.Mkdir(s.Dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return Entry{}, false, fmt.Errorf("configuration history: %w", err)
 	}
-	kept, _, err := s.List()
-	if err != nil {
-		return Entry{}, false, err
+	newest, hi, err := s.Newest()
+	if err != nil && !errors.Is(err, errNoVersion) {
+		if hi == 0 {
+			return Entry{}, false, err // the directory itself
+		}
+		newest = Entry{} // a damaged newest version: the new one is written after it
 	}
 	next, err := s.nextNumber()
 	if err != nil {
 		return Entry{}, false, err
 	}
 	e = NewEntry(next, content, source, file, now)
-	if len(kept) > 0 && kept[len(kept)-1].SHA256 == e.SHA256 && kept[len(kept)-1].Number == next-1 {
-		return kept[len(kept)-1], false, nil
+	if newest.Number != 0 && newest.SHA256 == e.SHA256 && newest.Number == next-1 {
+		return newest, false, nil
 	}
 	data, err := Encode(&e)
 	if err != nil {
@@ -167,6 +170,34 @@ func (s Store) Record(content []byte, source, file string, now time.Time, keep i
 		return Entry{}, false, fmt.Errorf("configuration history: %w", err)
 	}
 	return e, true, s.prune(keep)
+}
+
+// errNoVersion is Newest's error for a directory holding no version file.
+var errNoVersion = errors.New("no version recorded")
+
+// Newest reads only the highest-numbered version file, and returns it with that number: what
+// a reload's Record and a waiting rollback need, without reading every version kept (up to
+// config_history of them, each up to 40 MiB). hi is 0 when the directory could not be read or
+// holds no version file; with hi > 0 and an error, that file is damaged.
+func (s Store) Newest() (e Entry, hi uint64, err error) {
+	des, err := os.ReadDir(s.Dir)
+	if err != nil {
+		return Entry{}, 0, fmt.Errorf("configuration history: %w", err)
+	}
+	for _, de := range des {
+		if n, ok := parseName(de.Name()); ok && n > hi {
+			hi = n
+		}
+	}
+	if hi == 0 {
+		return Entry{}, 0, fmt.Errorf("configuration history %s: %w", s.Dir, errNoVersion)
+	}
+	path := filepath.Join(s.Dir, fileName(hi))
+	e, err = s.read(path, hi)
+	if err != nil {
+		return Entry{}, hi, Problem{Number: hi, Path: path, Err: err}
+	}
+	return e, hi, nil
 }
 
 // nextNumber is one more than the highest version file's number, readable or not: a corrupt

@@ -3,10 +3,13 @@ package history
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -218,5 +221,52 @@ func TestParseName(t *testing.T) {
 		if got, ok := parseName(name); ok != (want != 0) || (ok && got != want) {
 			t.Errorf("parseName(%q) = %d, %v; want %d", name, got, ok, want)
 		}
+	}
+}
+
+// TestDecodeRefusesControlCharacters: a version's source and file are printed as they are on
+// root's terminal by `history` and `rollback`; one holding an escape sequence or a line break
+// is refused, naming the field.
+func TestDecodeRefusesControlCharacters(t *testing.T) {
+	for _, tt := range []struct{ source, file, want string }{
+		{"SIGHUP\x1b[2J", "/etc/c.toml", "source:"},
+		{"start\nVERSION 9 forged", "/etc/c.toml", "source:"},
+		{"start", "/etc/c\u009b1m.toml", "file:"},
+		{"start", "/etc/c\x7f.toml", "file:"},
+	} {
+		e := NewEntry(1, []byte("[controller]\n"), tt.source, tt.file, time.Unix(1, 0))
+		data, err := json.Marshal(&e) // as a hostile writer would, past Encode's checks
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Decode(data); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("source %q, file %q: err = %v, want one about %q", tt.source, tt.file, err, tt.want)
+		}
+	}
+}
+
+// TestRecordReadsOnlyTheNewest: a reload's Record needs only the newest version (is this
+// content new?), so its cost does not grow with the versions kept: with 20 versions of 1 MiB
+// kept it allocates about 21 MiB (reading, decoding and encoding one version each take a few
+// times its size), not 195 MiB as when it read and decoded all 20 at every reload (and a
+// waiting rollback did so ten times a second).
+func TestRecordReadsOnlyTheNewest(t *testing.T) {
+	s := Store{Dir: filepath.Join(t.TempDir(), "h")}
+	const size, n = 1 << 20, 20
+	body := strings.Repeat("# padding line of a large configuration\n", size/40)
+	for i := range n {
+		if _, _, err := s.Record([]byte(fmt.Sprintf("%s# %d\n", body, i)), "file changed", "/etc/c.toml", t0, 50); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	e, added, err := s.Record([]byte(body+"# new\n"), "file changed", "/etc/c.toml", t0, 50)
+	runtime.ReadMemStats(&after)
+	if err != nil || !added || e.Number != n+1 {
+		t.Fatalf("Record = %d, %v, %v", e.Number, added, err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 40*size {
+		t.Errorf("Record allocated %d MiB with %d versions of 1 MiB kept; want at most 40 MiB", got>>20, n)
 	}
 }

@@ -3,3 +3,5 @@
 package regfile
 
 const nonblock = 0
+
+const nofollow = 0

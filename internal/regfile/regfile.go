@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // ErrNotRegular is wrapped by the error for a path that is not a regular file.
@@ -17,9 +18,15 @@ var ErrTooLarge = errors.New("file too large")
 // Open opens path for reading without blocking and returns it with its status, taken from
 // the opened file (not the name, so a rename in between cannot swap what was checked). It
 // refuses anything but a regular file. Errors are *fs.PathError naming path.
-func Open(path string) (*os.File, fs.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|nonblock, 0)
+func Open(path string) (*os.File, fs.FileInfo, error) { return open(path, 0) }
+
+// open is Open with extra open flags.
+func open(path string, flags int) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|nonblock|flags, 0)
 	if err != nil {
+		if flags&nofollow != 0 && nofollow != 0 && errors.Is(err, syscall.ELOOP) {
+			return nil, nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w: it is a symbolic link", ErrNotRegular)}
+		}
 		return nil, nil, err
 	}
 	fi, err := f.Stat()
@@ -60,8 +67,17 @@ func Read(path string, max int64) ([]byte, error) {
 
 // ReadInfo is Read that also returns the opened file's status, for callers that check its
 // owner or mode.
-func ReadInfo(path string, max int64) ([]byte, fs.FileInfo, error) {
-	f, fi, err := Open(path)
+func ReadInfo(path string, max int64) ([]byte, fs.FileInfo, error) { return readInfo(path, max, 0) }
+
+// ReadInfoNoFollow is ReadInfo that refuses a symbolic link at path (ErrNotRegular), for a file
+// that is only ever written by rename and lives in a directory someone less trusted than the
+// reader can write: a link planted there would make the reader open whatever it points to.
+func ReadInfoNoFollow(path string, max int64) ([]byte, fs.FileInfo, error) {
+	return readInfo(path, max, nofollow)
+}
+
+func readInfo(path string, max int64, flags int) ([]byte, fs.FileInfo, error) {
+	f, fi, err := open(path, flags)
 	if err != nil {
 		return nil, nil, err
 	}

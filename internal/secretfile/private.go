@@ -2,6 +2,7 @@ package secretfile
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -15,7 +16,7 @@ import (
 // nobody else can rename over a file they do not own). A file anyone could write or replace
 // would be instructions from anyone. Errors name the path.
 func ReadPrivate(path string, max int64) ([]byte, error) {
-	data, err := readOwned(path, max, -1)
+	data, err := readOwned(regfile.ReadInfo, path, max, -1)
 	if err != nil {
 		return nil, err
 	}
@@ -27,8 +28,8 @@ func ReadPrivate(path string, max int64) ([]byte, error) {
 
 // readOwned reads the regular file at path, at most max bytes, refusing it unless it passes
 // Read's mode checks and belongs to this process's user, root or the uid also (-1: none).
-func readOwned(path string, max int64, also int) ([]byte, error) {
-	data, fi, err := regfile.ReadInfo(path, max)
+func readOwned(read func(string, int64) ([]byte, fs.FileInfo, error), path string, max int64, also int) ([]byte, error) {
+	data, fi, err := read(path, max)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +48,7 @@ func readOwned(path string, max int64, also int) ([]byte, error) {
 // StateDirectory= gives the service's user /var/lib/NAME and the operator runs `controller
 // history` as root. STATE must be owned by this user, root or SUB's owner and be writable by
 // nobody else (no sticky exception), so no one else could have made SUB; SUB must not be
-// writable by group or others. Errors name the path.
+// writable by group or others; FILE must not be a symbolic link. Errors name the path.
 func ReadStateDirFile(path string, max int64) ([]byte, error) {
 	sub := filepath.Dir(path)
 	sfi, err := os.Stat(sub)
@@ -65,7 +66,10 @@ func ReadStateDirFile(path string, max int64) ([]byte, error) {
 	if m := sfi.Mode(); m.Perm()&0o022 != 0 {
 		return nil, fmt.Errorf("directory %s: writable by group or others (mode %04o): anyone could replace the file; chmod go-w it", sub, m.Perm())
 	}
-	return readOwned(path, max, trusted)
+	// The file itself must not be a symbolic link: written only by rename, a link there was
+	// planted, and would have root open whatever it names (a root-owned private file passes
+	// every check above, and its decode errors would quote it).
+	return readOwned(regfile.ReadInfoNoFollow, path, max, trusted)
 }
 
 // CheckDir refuses a directory that others can change: not owned by this process's user or

@@ -55,3 +55,32 @@ func TestReadStateDirFile(t *testing.T) {
 		})
 	}
 }
+
+// TestReadStateDirFileRefusesLinks: a version file is only ever written by rename, so a
+// symbolic link in its place was planted by whoever can write the state directory (the
+// service's user); followed by root, it would read a root-owned private file elsewhere, which
+// passes every owner and mode check. It is refused, naming the path, for a link to a file as
+// to anything else.
+func TestReadStateDirFileRefusesLinks(t *testing.T) {
+	base := t.TempDir()
+	state := filepath.Join(base, "state")
+	sub := filepath.Join(state, "sub")
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(base, "secret")
+	if err := os.WriteFile(secret, []byte("private"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{secret, filepath.Join(base, "missing"), sub} {
+		path := filepath.Join(sub, "f")
+		os.Remove(path)
+		if err := os.Symlink(target, path); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadStateDirFile(path, 64)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "symbolic link") {
+			t.Errorf("link to %s: got %q, %v; want refused as a symbolic link, naming %s", target, got, err, path)
+		}
+	}
+}
