@@ -82,9 +82,10 @@ type Config struct {
 	// address, or an IPv6 /64). It binds only when the table is full: then a connection from
 	// a source under its share closes the oldest handshake of the source holding the most, if
 	// that one is over its share, so one host's idle connections cannot keep other hosts'
-	// switches out, while one host's many bridges still connect at once. Unix-socket peers
-	// have only MaxHandshakes. Default MaxHandshakes/8, at least 1 (8 of the default 64, so
-	// eight hosts at least always find a slot); at most MaxHandshakes.
+	// switches out, while one host's many bridges still connect at once. When no source is
+	// over its share, a newcomer takes the slot of the oldest handshake once it has idled
+	// past staleHandshake (250 ms). Unix-socket peers have only MaxHandshakes. Default
+	// MaxHandshakes/8, at least 1 (8 of the default 64); at most MaxHandshakes.
 	MaxHandshakesPerSource int
 	// MaxSwitches bounds connected datapaths; further datapath ids are refused. Default 256.
 	// It also sizes the table of first-claim certificate bindings: 4×MaxSwitches.

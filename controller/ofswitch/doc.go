@@ -34,8 +34,9 @@
 //     more are closed at accept. When the table is full, a source under its share
 //     (Config.MaxHandshakesPerSource; an IPv6 /64 counts as one source) takes the slot of
 //     the oldest handshake of a source over it, so one host cannot hold every slot while one
-//     host's many bridges still connect at once. Config.MaxSwitches bounds the connected
-//     datapath ids.
+//     host's many bridges still connect at once; when no source is over its share, a newcomer
+//     takes the slot of the oldest handshake idle past 250 ms. Config.MaxSwitches bounds the
+//     connected datapath ids.
 //
 // # Controller roles
 //

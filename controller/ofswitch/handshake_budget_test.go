@@ -1,11 +1,14 @@
 package ofswitch
 
 import (
-	"flowweight/internal/testutil"
+	"fmt"
 	"maps"
 	"net"
 	"net/netip"
 	"testing"
+	"time"
+
+	"flowweight/internal/testutil"
 )
 
 // dialFrom opens a TCP connection to srv from the loopback address src (all of 127.0.0.0/8
@@ -107,4 +110,38 @@ func TestSourceKey(t *testing.T) {
 		}
 	}
 	_ = netip.Addr{}
+}
+
+// TestManySourcesAtTheirShareDoNotHoldTheTable: eight sources holding their share each (2 of
+// 16) fill the table with no source over its share. Before the fix, a switch from a ninth
+// address was closed at accept for as long as they kept it up (the review found it); now, once
+// the oldest of them has idled past staleHandshake, a newcomer takes its slot.
+func TestManySourcesAtTheirShareDoNotHoldTheTable(t *testing.T) {
+	h := newRecHandler()
+	srv, clk := testServer(t, Config{MaxHandshakes: 16}, h)
+	for i := range 8 {
+		src := fmt.Sprintf("127.0.0.%d", 10+i)
+		if got := shakesFrom(t, srv, src, 2); got[src] != 2 {
+			t.Fatalf("%s holds %v, want its share of 2", src, got)
+		}
+	}
+	// At once, the ninth source finds no slot: nobody is over its share, nothing has idled.
+	if got := shakesFrom(t, srv, "127.0.0.3", 1); got["127.0.0.3"] != 0 {
+		t.Fatalf("a ninth source admitted into a full table of fresh handshakes: %v", got)
+	}
+	clk.Advance(staleHandshake + time.Millisecond)
+	f := newFake(t, 0x700)
+	f.dial = func(net.Addr) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.3")}}
+		return d.Dial("tcp", srv.Addr().String())
+	}
+	f.connect(srv.Addr())
+	if ev := h.wait(t, "connected"); ev.sw.DatapathID() != 0x700 {
+		t.Fatalf("connected %v, want the switch from the ninth address", ev.sw)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if n := srv.shakeSrc["127.0.0.10"]; n != 1 {
+		t.Errorf("the first source holds %d handshakes, want 1: its oldest, idle past %v, made room", n, staleHandshake)
+	}
 }

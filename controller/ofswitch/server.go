@@ -198,11 +198,20 @@ func (s *Server) Serve(ctx context.Context) error {
 	return serveErr
 }
 
-// shake is a connection in the handshake: its sourceKey, and when it was admitted.
+// shake is a connection in the handshake: its sourceKey, and when it was admitted (in order,
+// and on the server's clock).
 type shake struct {
 	src string
 	seq uint64
+	at  time.Time
 }
+
+// staleHandshake is how long a connection may sit in a full handshake table before a newcomer
+// may take its place. Switches on a LAN finish HELLO and FEATURES in milliseconds, TLS over a
+// WAN in a few round trips; a connection that idles longer while others wait holds a slot it
+// does not use. Holding the table against newcomers then takes more than 64 new connections
+// every 250 ms, not 64 idle ones.
+const staleHandshake = 250 * time.Millisecond
 
 // startShake admits an accepted connection into the handshake, or closes it at once (before
 // any goroutine or buffer: a connection flood costs an accept and a close) when
@@ -216,24 +225,30 @@ type shake struct {
 // minute instead of a second. When the table is full, a connection from a source under its
 // share closes the oldest handshake of the source holding the most, if that source is over
 // its share: one host's idle connections, each held for up to HandshakeTimeout, cannot keep
-// the switches of other hosts out, and a busy host loses only a handshake it retries.
+// the switches of other hosts out, and a busy host loses only a handshake it retries. When no
+// source is over its share (many sources, each at it), any newcomer takes the slot of the
+// oldest handshake if it has idled longer than staleHandshake.
 func (s *Server) startShake(c net.Conn) bool {
 	src := sourceKey(c.RemoteAddr())
 	s.mu.Lock()
 	total, mine := len(s.shaking), s.shakeSrc[src]
 	var victim net.Conn
 	var victimSrc string
+	now := s.now()
 	ok := total < s.cfg.MaxHandshakes
 	if !ok && src != "" && mine < s.cfg.MaxHandshakesPerSource {
 		victim, victimSrc = s.oldestOfLargestLocked()
-		if victim != nil {
-			s.endShakeLocked(victim)
-			ok = true
-		}
+	}
+	if !ok && victim == nil {
+		victim, victimSrc = s.staleLocked(now)
+	}
+	if victim != nil {
+		s.endShakeLocked(victim)
+		ok = true
 	}
 	if ok {
 		s.shakeSeq++
-		s.shaking[c] = shake{src: src, seq: s.shakeSeq}
+		s.shaking[c] = shake{src: src, seq: s.shakeSeq, at: now}
 		if src != "" {
 			s.shakeSrc[src]++
 		}
@@ -241,7 +256,7 @@ func (s *Server) startShake(c net.Conn) bool {
 	s.mu.Unlock()
 	if victim != nil {
 		victim.Close()
-		s.fault(FaultTooManyHandshakes, victimSrc, "", "handshake closed: its source is over its share of the handshake slots, and another source needed one",
+		s.fault(FaultTooManyHandshakes, victimSrc, "", "handshake closed to make room: its source is over its share of the slots, or it idled past "+staleHandshake.String(),
 			"remote", victim.RemoteAddr().String(), "source", victimSrc, "limit_per_source", s.cfg.MaxHandshakesPerSource,
 			"for", c.RemoteAddr().String())
 	}
@@ -280,6 +295,23 @@ func (s *Server) oldestOfLargestLocked() (net.Conn, string) {
 		}
 	}
 	return oldest, top
+}
+
+// staleLocked is the oldest handshake if it has been in the table longer than staleHandshake
+// at now; s.mu is held. A scan of at most MaxHandshakes entries, and only when the table is
+// full and no source is over its share.
+func (s *Server) staleLocked(now time.Time) (net.Conn, string) {
+	var oldest net.Conn
+	var sh shake
+	for c, x := range s.shaking {
+		if oldest == nil || x.seq < sh.seq {
+			oldest, sh = c, x
+		}
+	}
+	if oldest == nil || now.Sub(sh.at) <= staleHandshake {
+		return nil, ""
+	}
+	return oldest, sh.src
 }
 
 // endShakeLocked takes c out of the handshake accounting; s.mu is held.
