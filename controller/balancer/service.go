@@ -44,6 +44,9 @@ type service struct {
 	// seedNoted that the start-up source was logged (seed.go).
 	seedFrom, seedWhy string
 	seedNoted         bool
+	// shadow is the service's shadow_policy, computed beside the live weights and never
+	// applied (shadow.go); nil without one.
+	shadow *shadow
 }
 
 // adoptSeed starts the service from the weights the switch holds, as if this controller had
@@ -105,6 +108,7 @@ func newService(cfg *config.Config, s *config.Service, i int, old *service) *ser
 		svc.books[j].thr = weights.NewEWMA(svc.tuning.Alpha)
 	}
 	svc.in = make([]weights.Backend, len(s.Backends))
+	svc.shadow = newShadow(s, svc.tuning, old)
 	if old != nil {
 		// Keep what was learned for backends that remain, so a reload does not reset capacity
 		// learning or warm shares.
@@ -152,6 +156,9 @@ func (s *service) compute(states map[string]*collector.State, periodic bool) (ap
 		s.in[j] = in
 	}
 	weights.Compute(s.in, s.tuning, &s.result)
+	if s.shadow != nil {
+		s.shadow.compute(s.in, periodic)
+	}
 	apply = (s.applied == nil || weights.Worth(s.applied, &s.result, s.tuning)) && !s.hold
 	for j := range s.books {
 		e := &s.result.Backends[j]
