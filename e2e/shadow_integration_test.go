@@ -51,6 +51,7 @@ func TestShadowPolicyNeverApplied(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("/metrics: flowweight_backend_weight_shadow %v", series)
 		for _, b := range v.Backends {
 			if series[b.Name] != float64(*b.ShadowWeight) {
 				t.Errorf("/metrics: flowweight_backend_weight_shadow %v, want %s = %d as the API shows", series, b.Name, *b.ShadowWeight)
