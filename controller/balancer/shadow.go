@@ -15,16 +15,15 @@ import (
 // applies: the comparison would flatter the live side.
 type shadow struct {
 	tuning weights.Tuning
-	books  []shadowBook // one per backend, in config order
+	// books are its own learned capacity and previous shares, one per backend in config
+	// order (their throughput fields are unused: it reads the live side's measurement).
+	books  []book
 	in     []weights.Backend
 	result weights.Result
 	// held is what the switch would hold if the shadow were live: its result whenever that
 	// was worth a rewrite (weights.Worth), like the live applied weights; nil before the first.
 	held []uint16
 }
-
-// shadowBook is the shadow's own counterpart of book's learned capacity and previous share.
-type shadowBook struct{ learned, prevShare float64 }
 
 // newShadow returns the service's shadow, nil without shadow_policy. It keeps old's state
 // for the backends that remain when old ran the same shadow policy (a reload that changes
@@ -33,24 +32,18 @@ func newShadow(s *config.Service, live weights.Tuning, old *service) *shadow {
 	if s.ShadowPolicy == "" {
 		return nil
 	}
-	sh := &shadow{tuning: live, books: make([]shadowBook, len(s.Backends)), in: make([]weights.Backend, len(s.Backends))}
+	sh := &shadow{tuning: live, books: make([]book, len(s.Backends)), in: make([]weights.Backend, len(s.Backends))}
 	sh.tuning.Policy = s.ShadowPolicy
 	if old == nil || old.shadow == nil || old.shadow.tuning.Policy != s.ShadowPolicy {
 		return sh
 	}
-	prev := map[string]int{}
-	for j, be := range old.cfg.Backends {
-		prev[be.Name] = j
-	}
 	if old.shadow.held != nil {
 		sh.held = make([]uint16, len(s.Backends))
 	}
-	for j, be := range s.Backends {
-		if k, ok := prev[be.Name]; ok {
-			sh.books[j] = old.shadow.books[k]
-			if sh.held != nil {
-				sh.held[j] = old.shadow.held[k]
-			}
+	for j, k := range remaining(old.cfg.Backends, s.Backends) {
+		sh.books[j] = old.shadow.books[k]
+		if sh.held != nil {
+			sh.held[j] = old.shadow.held[k]
 		}
 	}
 	return sh
@@ -71,15 +64,7 @@ func (sh *shadow) compute(live []weights.Backend, periodic bool) {
 	}
 	weights.Compute(sh.in, sh.tuning, &sh.result)
 	apply := sh.held == nil || weights.Worth(sh.held, &sh.result, sh.tuning)
-	for j := range sh.books {
-		e := &sh.result.Backends[j]
-		if periodic {
-			sh.books[j].learned = e.Learned
-		}
-		if periodic || apply {
-			sh.books[j].prevShare = e.Full
-		}
-	}
+	advance(sh.books, &sh.result, periodic, apply)
 	if apply {
 		sh.held = sh.result.Weights(sh.held[:0])
 	}

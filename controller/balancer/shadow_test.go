@@ -215,3 +215,43 @@ func TestShadowReloadLifecycle(t *testing.T) {
 		}
 	}
 }
+
+// TestShadowStateAcrossReload: a reload that keeps the shadow policy keeps its learned
+// capacity, previous shares and weights for the backends that remain (by name, in the new
+// order); a changed shadow policy, or none before, starts afresh.
+func TestShadowStateAcrossReload(t *testing.T) {
+	oldCfg := config.Service{Name: "web", ShadowPolicy: "dynamic", Backends: []config.Backend{{Name: "a"}, {Name: "b"}, {Name: "c"}}}
+	old := &service{cfg: oldCfg, shadow: &shadow{tuning: weights.Tuning{Policy: "dynamic"},
+		books: []book{{learned: 1.1, prevShare: 0.2}, {learned: 1.2, prevShare: 0.3}, {learned: 1.3, prevShare: 0.5}},
+		held:  []uint16{200, 300, 500}}}
+	next := []config.Backend{{Name: "c"}, {Name: "d"}, {Name: "a"}} // b removed, d added, reordered
+	cases := []struct {
+		name    string
+		shadow  string
+		old     *service
+		learned []float64
+		held    []uint16
+	}{
+		{"same policy", "dynamic", old, []float64{1.3, 0, 1.1}, []uint16{500, 0, 200}},
+		{"changed policy", "equal", old, []float64{0, 0, 0}, nil},
+		{"none before", "dynamic", &service{cfg: oldCfg}, []float64{0, 0, 0}, nil},
+		{"new service", "dynamic", nil, []float64{0, 0, 0}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sh := newShadow(&config.Service{Name: "web", ShadowPolicy: weights.PolicyName(c.shadow), Backends: next}, weights.Tuning{Policy: "static"}, c.old)
+			if sh.tuning.Policy != weights.PolicyName(c.shadow) {
+				t.Fatalf("tuning policy %q", sh.tuning.Policy)
+			}
+			if got := bookField(&service{books: sh.books}, func(k book) float64 { return k.learned }); !slices.Equal(got, c.learned) {
+				t.Errorf("learned %v, want %v", got, c.learned)
+			}
+			if !slices.Equal(sh.held, c.held) {
+				t.Errorf("held %v, want %v", sh.held, c.held)
+			}
+		})
+	}
+	if newShadow(&config.Service{Name: "web", Backends: next}, weights.Tuning{}, old) != nil {
+		t.Error("a service without shadow_policy got a shadow")
+	}
+}
