@@ -85,6 +85,7 @@ func printHA(w io.Writer, v view.HAView) {
 }
 
 func printStatus(w io.Writer, services []view.ServiceView) {
+	shadows := slices.ContainsFunc(services, func(s view.ServiceView) bool { return s.ShadowPolicy != "" })
 	for _, s := range services {
 		panic := ""
 		if s.Panic {
@@ -100,8 +101,15 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 		if s.PolicyFallback != "" {
 			fmt.Fprintf(w, "  policy fallback: %s\n", s.PolicyFallback)
 		}
+		if s.ShadowPolicy != "" {
+			fmt.Fprintf(w, "  shadow policy: %s (computed beside the live weights, never applied)\n", s.ShadowPolicy)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "BACKEND\tSTATE\tCPU\tOWN CPU\tMEM\tCONNS\tLIVE CONNS\tIN FLIGHT\tLS\tC\tAL\tHEADROOM\tLEARNED\tREPORT AGE\tBASE\tWEIGHT\tSHARE\tSLOTS\tREALISED\tSIGNALS\t")
+		header := "BACKEND\tSTATE\tCPU\tOWN CPU\tMEM\tCONNS\tLIVE CONNS\tIN FLIGHT\tLS\tC\tAL\tHEADROOM\tLEARNED\tREPORT AGE\tBASE\tWEIGHT\tSHARE\tSLOTS\tREALISED\tSIGNALS\t"
+		if shadows {
+			header += "SHADOW\t"
+		}
+		fmt.Fprintln(tw, header)
 		for _, b := range s.Backends {
 			age := "never"
 			if b.LastReportAge >= 0 {
@@ -130,11 +138,24 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 			if e.Used != "" && e.Avail > 0 {
 				headroom = fmt.Sprintf("%.3f", e.Headroom)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%.1f%%\t%.0f\t%s\t%s\t%.3f\t%.2f\t%.3f\t%s\t%.2f\t%s\t%d\t%d\t%.1f%%\t%d\t%.1f%%\t%s\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%.1f%%\t%.0f\t%s\t%s\t%.3f\t%.2f\t%.3f\t%s\t%.2f\t%s\t%d\t%d\t%.1f%%\t%d\t%.1f%%\t%s\t",
 				b.Name, state, 100*b.CPU, own, 100*b.Mem, b.Conns, live, inflight, e.LS, e.C, e.AL, headroom, e.Learned, age, b.BaseWeight, b.AppliedWeight, 100*share,
 				b.Slots, 100*b.RealisedShare, b.Signals)
+			if shadows {
+				fmt.Fprintf(tw, "%s\t", shadowColumn(b))
+			}
+			fmt.Fprintln(tw)
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
 	}
+}
+
+// shadowColumn is a backend's shadow weight and share ("—": its service has no shadow
+// policy, or it has not been computed yet).
+func shadowColumn(b view.BackendView) string {
+	if b.ShadowWeight == nil || b.ShadowShare == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%d (%.1f%%)", *b.ShadowWeight, 100**b.ShadowShare)
 }

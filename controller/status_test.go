@@ -123,3 +123,47 @@ func TestPrintStatusLiveConnections(t *testing.T) {
 		t.Errorf("backend with no count: %q, want a dash in LIVE CONNS", lines["silent"])
 	}
 }
+
+// TestPrintStatusShadow: a SHADOW column appears when any service has a shadow policy, with
+// each backend's shadow weight and share (a dash in a service without one), and not at all
+// when none has.
+func TestPrintStatusShadow(t *testing.T) {
+	w, share := uint16(500), 0.5
+	shadowed := view.ServiceView{Name: "web", Total: 1000, Policy: "static", ShadowPolicy: "equal", Backends: []view.BackendView{
+		{Name: "a", AppliedWeight: 750, ShadowWeight: &w, ShadowShare: &share},
+	}}
+	plain := view.ServiceView{Name: "api", Total: 1000, Backends: []view.BackendView{{Name: "p", AppliedWeight: 1000}}}
+	cases := []struct {
+		name     string
+		services []view.ServiceView
+		want     map[string]string // first field of a line -> its last field
+		absent   []string
+	}{
+		{"with a shadow", []view.ServiceView{shadowed, plain}, map[string]string{"BACKEND": "SHADOW", "a": "(50.0%)", "p": "—"}, nil},
+		{"without", []view.ServiceView{plain}, map[string]string{"BACKEND": "SIGNALS"}, []string{"SHADOW", "shadow policy"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out strings.Builder
+			printStatus(&out, c.services)
+			for _, l := range strings.Split(out.String(), "\n") {
+				f := strings.Fields(l)
+				if len(f) == 0 {
+					continue
+				}
+				if want, ok := c.want[f[0]]; ok && f[len(f)-1] != want {
+					t.Errorf("line %q ends in %q, want %q", l, f[len(f)-1], want)
+				}
+			}
+			for _, a := range c.absent {
+				if strings.Contains(out.String(), a) {
+					t.Errorf("output shows %q:\n%s", a, out.String())
+				}
+			}
+			if c.services[0].ShadowPolicy != "" && !strings.Contains(out.String(), "shadow policy: equal (computed beside the live weights, never applied)") ||
+				!strings.Contains(out.String(), "500 (50.0%)") && c.services[0].ShadowPolicy != "" {
+				t.Errorf("no shadow line or value:\n%s", out.String())
+			}
+		})
+	}
+}

@@ -143,6 +143,26 @@ func stableSync(t *testing.T, s *scenario.Scenario, timeout time.Duration) map[s
 	return last
 }
 
+// waitWarmedUp waits until no backend of the service is warming up: the warm-up ramp moves
+// weights by less than the dead band at a time, so weights "settled" during it are not.
+func waitWarmedUp(t *testing.T, s *scenario.Scenario, timeout time.Duration) {
+	t.Helper()
+	if _, err := waitFor(timeout, func() error {
+		v, err := s.Service()
+		if err != nil {
+			return err
+		}
+		for _, b := range v.Backends {
+			if w := b.Explanation.Warmup; w != 0 && w < 1 {
+				return fmt.Errorf("%s warming up (%.2f)", b.Name, w)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // figure logs a measured figure in a form docs/e2e.md quotes ("figure: NAME = VALUE").
 func figure(t *testing.T, name string, format string, args ...any) {
 	t.Helper()

@@ -49,20 +49,7 @@ func TestRollbackRestoresSwitch(t *testing.T) {
 		return w, flows
 	}
 	// Out of warm-up first: its ramp moves weights by less than the dead band at a time.
-	if _, err := waitFor(30*time.Second, func() error {
-		v, err := s.Service()
-		if err != nil {
-			return err
-		}
-		for _, b := range v.Backends {
-			if w := b.Explanation.Warmup; w != 0 && w < 1 {
-				return fmt.Errorf("%s warming up (%.2f)", b.Name, w)
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	waitWarmedUp(t, s, 30*time.Second)
 	before, flowsBefore := settled("before")
 	if len(before) != 3 || before["be1"] == 0 {
 		t.Fatalf("the switch holds %v before the reload, want three weighted backends", before)

@@ -20,7 +20,9 @@
 // ha.go); a Store keeps the state document (the state file, or etcd: store.go) and the keeper
 // decides what to write and when (persist.go); drains owns operator drains (drains.go). After
 // every update the loop publishes an immutable snapshot on a view.Board (publish.go), which
-// the API and the metrics collectors read without this package's lock.
+// the API and the metrics collectors read without this package's lock. A service's
+// shadow_policy is computed in the same update from the same inputs, with state of its own,
+// and published beside the live weights; it never reaches the intent (shadow.go).
 //
 // The arithmetic lives in weights, the flow layout in dataplane, the bytes in ofswitch and
 // ofwire, everything about one switch in switchsync, the read side in controller/view; this

@@ -26,6 +26,9 @@ func snapshotOf(services []*service, in *intent.Intent) *view.Snapshot {
 		if s.followed != nil {
 			vs.Followed, vs.InFlight = true, slices.Clone(s.inflight)
 		}
+		if s.shadow != nil {
+			vs.Shadow, vs.ShadowWeights = string(s.shadow.tuning.Policy), slices.Clone(s.shadow.held)
+		}
 	}
 	return snap
 }

@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"iter"
 	"math"
 
 	"flowweight/collector"
@@ -44,6 +45,9 @@ type service struct {
 	// seedNoted that the start-up source was logged (seed.go).
 	seedFrom, seedWhy string
 	seedNoted         bool
+	// shadow is the service's shadow_policy, computed beside the live weights and never
+	// applied (shadow.go); nil without one.
+	shadow *shadow
 }
 
 // adoptSeed starts the service from the weights the switch holds, as if this controller had
@@ -105,26 +109,37 @@ func newService(cfg *config.Config, s *config.Service, i int, old *service) *ser
 		svc.books[j].thr = weights.NewEWMA(svc.tuning.Alpha)
 	}
 	svc.in = make([]weights.Backend, len(s.Backends))
+	svc.shadow = newShadow(s, svc.tuning, old)
 	if old != nil {
 		// Keep what was learned for backends that remain, so a reload does not reset capacity
 		// learning or warm shares.
-		prev := map[string]int{}
-		for j, be := range old.cfg.Backends {
-			prev[be.Name] = j
-		}
 		if len(old.applied) > 0 {
 			svc.applied = make([]uint16, len(s.Backends))
 		}
-		for j, be := range s.Backends {
-			if k, ok := prev[be.Name]; ok {
-				svc.books[j] = old.books[k]
-				if svc.applied != nil {
-					svc.applied[j] = old.applied[k]
-				}
+		for j, k := range remaining(old.cfg.Backends, s.Backends) {
+			svc.books[j] = old.books[k]
+			if svc.applied != nil {
+				svc.applied[j] = old.applied[k]
 			}
 		}
 	}
 	return svc
+}
+
+// remaining yields, for each backend of next that was in prev (by name), its index in next
+// and in prev: what a reload carries over.
+func remaining(prev, next []config.Backend) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		at := make(map[string]int, len(prev))
+		for k, be := range prev {
+			at[be.Name] = k
+		}
+		for j, be := range next {
+			if k, ok := at[be.Name]; ok && !yield(j, k) {
+				return
+			}
+		}
+	}
 }
 
 // compute runs weights.Compute for the service from the pool's snapshot (indexed by name) and
@@ -152,15 +167,24 @@ func (s *service) compute(states map[string]*collector.State, periodic bool) (ap
 		s.in[j] = in
 	}
 	weights.Compute(s.in, s.tuning, &s.result)
+	if s.shadow != nil {
+		s.shadow.compute(s.in, periodic)
+	}
 	apply = (s.applied == nil || weights.Worth(s.applied, &s.result, s.tuning)) && !s.hold
-	for j := range s.books {
-		e := &s.result.Backends[j]
+	advance(s.books, &s.result, periodic, apply)
+	return apply
+}
+
+// advance moves books on after a computation r: the learned capacity at a period only, the
+// share damping and the step limit start from at a period or a write (service.compute).
+func advance(books []book, r *weights.Result, periodic, apply bool) {
+	for j := range books {
+		e := &r.Backends[j]
 		if periodic {
-			s.books[j].learned = e.Learned
+			books[j].learned = e.Learned
 		}
 		if periodic || apply {
-			s.books[j].prevShare = e.Full
+			books[j].prevShare = e.Full
 		}
 	}
-	return apply
 }

@@ -130,6 +130,11 @@ type Service struct {
 	GroupID  int                `toml:"group_id"` // OpenFlow group id, unique, 1..0xffffff00
 	Zone     int                `toml:"zone"`     // conntrack zone; default = group_id (must fit 16 bits)
 	Policy   weights.PolicyName `toml:"policy"`   // overrides weighting.policy for this service
+	// ShadowPolicy names a second policy computed at every update from the same inputs and
+	// shown beside the live weights (API, status, metrics), never applied: a new policy is
+	// watched on real traffic before it is trusted (docs/weights.md, "Shadow policy").
+	// Empty (default): none. It may not be the service's effective policy.
+	ShadowPolicy weights.PolicyName `toml:"shadow_policy"`
 	// Datapaths places the service on these switches only (datapath ids as ovs-ofctl shows
 	// them: 16 hex digits, or 0x-prefixed hex); empty places it on every connected switch.
 	Datapaths []string  `toml:"datapaths"`

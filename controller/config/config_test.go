@@ -136,6 +136,11 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"fast health interval long", edit(`key_file = "/k"`, "key_file = \"/k\"\npoll_interval = \"1s\"\nhealth_fast_interval = \"2s\""), []string{"collector.health_fast_interval", "longer than poll_interval 1s"}},
 		{"bad mode", edit(`group_id = 7`, "group_id = 7\nmode = \"magic\""), []string{`service "web".mode`, `"magic"`}},
 		{"bad policy", edit(`group_id = 7`, "group_id = 7\npolicy = \"fastest\""), []string{`service "web".policy`}},
+		{"bad shadow policy", edit(`group_id = 7`, "group_id = 7\nshadow_policy = \"fastest\""), []string{`service "web".shadow_policy`, `"fastest" is not one of`}},
+		{"shadow policy is the service's policy", edit(`group_id = 7`, "group_id = 7\npolicy = \"static\"\nshadow_policy = \"static\""), []string{`service "web".shadow_policy`, `"static" is the service's live policy`}},
+		{"shadow policy is the global policy", "[weighting]\npolicy = \"equal\"\n" + edit(`group_id = 7`, "group_id = 7\nshadow_policy = \"equal\""), []string{`service "web".shadow_policy`, `"equal" is the service's live policy`}},
+		{"shadow policy is the default policy", edit(`group_id = 7`, "group_id = 7\nshadow_policy = \"headroom\""), []string{`service "web".shadow_policy`, `"headroom" is the service's live policy`}},
+		{"shadow policy wrong type", edit(`group_id = 7`, "group_id = 7\nshadow_policy = 1"), []string{"service.shadow_policy", "incompatible types"}},
 		{"vip on backend", edit(`ip = "10.0.0.1"`, `ip = "10.0.0.100"`), []string{`backend "a".ip`, "balances nothing"}},
 		{"bad mac", edit(`name = "a"`, "name = \"a\"\n  mac = \"zz:00\""), []string{`backend "a".mac`}},
 		{"missing key file", strings.Replace(good, "[collector]\nkey_file = \"/k\"", "", 1), []string{"collector.secret_file", "required", "controller key"}},
@@ -378,4 +383,26 @@ func FuzzParseToken(f *testing.F) {
 			t.Fatalf("token %q accepted", s)
 		}
 	})
+}
+
+// TestShadowPolicyAccepted: every policy other than the live one is a valid shadow, and the
+// file keeps it as written.
+func TestShadowPolicyAccepted(t *testing.T) {
+	for _, c := range []struct{ live, shadow string }{
+		{"", "equal"}, {"static", "equal"}, {"equal", "headroom"}, {"dynamic", "least_conn"}, {"headroom", "dynamic"}, {"least_conn", "static"},
+	} {
+		t.Run(c.live+"/"+c.shadow, func(t *testing.T) {
+			add := "group_id = 7\nshadow_policy = \"" + c.shadow + "\""
+			if c.live != "" {
+				add += "\npolicy = \"" + c.live + "\""
+			}
+			cfg, err := Parse("t.toml", []byte(edit(`group_id = 7`, add)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(cfg.Services[0].ShadowPolicy); got != c.shadow {
+				t.Fatalf("shadow_policy = %q, want %q", got, c.shadow)
+			}
+		})
+	}
 }

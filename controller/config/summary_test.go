@@ -26,6 +26,7 @@ func TestSummary(t *testing.T) {
 		{"capacity", good, edit(`ip = "10.0.0.2"`, "ip = \"10.0.0.2\"\ncapacity = 2"), "web: capacity b 1→2"},
 		{"backend added and removed", good, edit("name = \"b\"", "name = \"d\""), "web: +d, -b"},
 		{"service key", good, edit("port = 80", "port = 81"), "web: port 80→81, port a 80→81"},
+		{"shadow policy added", good, edit("group_id = 7", "group_id = 7\nshadow_policy = \"equal\""), "web: shadow_policy \"\"→equal"},
 		{"placement", good, edit("group_id = 7", "group_id = 7\ndatapaths = [\"0x1\", \"0x2\"]"), "web: datapaths []→[0x1 0x2]"},
 		{"global keys", good, "[weighting]\nalpha = 0.5\n" + edit(`key_file = "/k"`, "key_file = \"/k\"\nstale_after = \"5s\""),
 			"collector.stale_after 15s→5s; weighting.alpha 0.3→0.5"},

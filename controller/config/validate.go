@@ -181,6 +181,7 @@ func (c *Config) validateServices(p *configs.Problems) (needKey []string) {
 		if s.Policy != "" {
 			p.Add(key+".policy", s.Policy.Validate())
 		}
+		c.validateShadow(p, key, s)
 		seen := map[uint64]int{}
 		s.datapaths = nil
 		for j, d := range s.Datapaths {

@@ -42,6 +42,10 @@ type Service struct {
 	Throughput   []float64
 	Followed     bool
 	InFlight     []weights.InFlight
+	// Shadow is the service's shadow_policy ("" without one) and ShadowWeights the weights
+	// it would have the switches hold (nil before its first computation): shown, never applied.
+	Shadow        string
+	ShadowWeights []uint16
 }
 
 // Registry is the connected switches' syncers by datapath id, as the balancer last changed
@@ -200,6 +204,7 @@ func (b *Board) servicesView() []ServiceView {
 		v := *s.Base
 		v.Policy, v.PolicyFallback, v.Panic, v.Total = s.Policy, s.Fallback, s.Panic, s.Total
 		v.Backends = slices.Clone(s.Base.Backends)
+		shadowView(&v, s)
 		for j := range v.Backends {
 			bv := &v.Backends[j]
 			bv.State, bv.LastReportAge = "unknown", -1

@@ -16,10 +16,14 @@ type ServiceView struct {
 	Policy  string `json:"policy"`
 	// PolicyFallback says why the headroom policy ran as 1/AL (a backend without the
 	// service's own CPU); empty when it did not.
-	PolicyFallback string        `json:"policy_fallback,omitempty"`
-	Panic          bool          `json:"panic"`
-	Total          int           `json:"total"`
-	Backends       []BackendView `json:"backends"`
+	PolicyFallback string `json:"policy_fallback,omitempty"`
+	// ShadowPolicy is the service's shadow_policy: computed beside the live policy from the
+	// same inputs and never applied (each backend's ShadowWeight and ShadowShare); omitted
+	// without one.
+	ShadowPolicy string        `json:"shadow_policy,omitempty"`
+	Panic        bool          `json:"panic"`
+	Total        int           `json:"total"`
+	Backends     []BackendView `json:"backends"`
 	// SlotTable is the number of slots of the service's select-group table on the first
 	// connected switch (docs/dataplane.md, "Exact shares"); 0 while no switch is connected.
 	SlotTable int `json:"slot_table"`
@@ -67,6 +71,11 @@ type BackendView struct {
 	LearnedCapacity   float64             `json:"learned_capacity"`
 	// Share is the backend's share of new connections by the applied weights, 0..1.
 	Share float64 `json:"share"`
+	// ShadowWeight and ShadowShare are the weight and share the service's shadow policy
+	// would give the backend (compare with BaseWeight: the shadow has no fast loop); omitted
+	// without a shadow policy or before its first computation. Never applied.
+	ShadowWeight *uint16  `json:"shadow_weight,omitempty"`
+	ShadowShare  *float64 `json:"shadow_share,omitempty"`
 	// Slots are the slots of the switch's table that send to the backend, and RealisedShare
 	// is Slots / SlotTable: what the switch really does with new connections.
 	Slots         int     `json:"slots"`

@@ -45,6 +45,9 @@ func ControllerTOML(o Options, sock, keyFile string, capacities []float64, mode 
 	if o.AffinityTimeout > 0 {
 		fmt.Fprintf(&b, "affinity_timeout = %s\n", dur(o.AffinityTimeout))
 	}
+	for _, k := range slices.Sorted(maps.Keys(o.ServiceKeys)) {
+		fmt.Fprintf(&b, "%s = %s\n", k, o.ServiceKeys[k])
+	}
 	for i := range o.Quotas {
 		if o.Hosts {
 			fmt.Fprintf(&b, "\n  [[service.backend]]\n  host = \"be%d\"\n  port = %d\n", i+1, BackendPort)

@@ -25,10 +25,12 @@ type Service struct {
 	Policy  string `json:"policy"`
 	// PolicyFallback says why the headroom policy ran as 1/AL in the latest update (a live
 	// backend's report without service_cpu); empty when it did not.
-	PolicyFallback string        `json:"policy_fallback"`
-	Panic          bool          `json:"panic"`
-	Total          int           `json:"total"`
-	Backends       []BackendView `json:"backends"`
+	PolicyFallback string `json:"policy_fallback"`
+	// ShadowPolicy is the service's shadow_policy, empty without one.
+	ShadowPolicy string        `json:"shadow_policy"`
+	Panic        bool          `json:"panic"`
+	Total        int           `json:"total"`
+	Backends     []BackendView `json:"backends"`
 }
 
 // BackendView is one backend as the API reports it.
@@ -55,6 +57,10 @@ type BackendView struct {
 	// "none"); ServiceCPU is the service's own CPU, a fraction of CPUCount, nil when absent.
 	Signals    string   `json:"signals"`
 	ServiceCPU *float64 `json:"service_cpu"`
+	// ShadowWeight and ShadowShare are what the shadow policy would give the backend (nil
+	// without one): shown, never applied.
+	ShadowWeight *uint16  `json:"shadow_weight"`
+	ShadowShare  *float64 `json:"shadow_share"`
 }
 
 // Explanation is the controller's account of one weight.

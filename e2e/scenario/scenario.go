@@ -93,6 +93,9 @@ type Options struct {
 	InFlight time.Duration
 	// Weighting holds extra [weighting] keys as raw TOML values, e.g. {"policy": `"static"`}.
 	Weighting map[string]string
+	// ServiceKeys holds extra keys of service "web" as raw TOML values, e.g.
+	// {"shadow_policy": `"equal"`}.
+	ServiceKeys map[string]string
 	// ExtraTOML is appended to controller.toml verbatim (new tables only).
 	ExtraTOML string
 	// FlowMonitor allows OpenFlow 1.4 on the bridge besides 1.3, so that MonitorFlows can
