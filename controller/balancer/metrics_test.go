@@ -253,6 +253,21 @@ func gaugeValues(t *testing.T, m *Metrics, family string) map[string]float64 {
 	return out
 }
 
+// computeAndObserve computes b's first service from the pool's state, as a periodic update
+// would, and records it in m.
+func computeAndObserve(b *Balancer, m *Metrics) {
+	snap := b.pool.Snapshot(nil)
+	states := map[string]*collector.State{}
+	for i := range snap {
+		states[snap[i].Name] = &snap[i]
+	}
+	s := b.services[0]
+	s.compute(states, true)
+	b.mu.Lock()
+	m.observeService(s)
+	b.mu.Unlock()
+}
+
 // TestConnectionsSeriesOnceReported: flowweight_backend_connections, what a drain watches
 // fall and the dashboard's in-flight panel shows, exists for a backend once it has reported,
 // with the count it reported.
@@ -263,18 +278,7 @@ func TestConnectionsSeriesOnceReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	observe := func() {
-		snap := b.pool.Snapshot(nil)
-		states := map[string]*collector.State{}
-		for i := range snap {
-			states[snap[i].Name] = &snap[i]
-		}
-		s := b.services[0]
-		s.compute(states, true)
-		b.mu.Lock()
-		m.observeService(s)
-		b.mu.Unlock()
-	}
+	observe := func() { computeAndObserve(b, m) }
 	observe()
 	if c := gaugeValues(t, m, "flowweight_backend_connections"); len(c) != 0 {
 		t.Fatalf("connections series before any report: %v", c)
@@ -305,16 +309,7 @@ func TestHeadroomSeriesOnlyWhileMeasured(t *testing.T) {
 			}
 			b.pool.Accept(r, netip.AddrPort{})
 		}
-		snap := b.pool.Snapshot(nil)
-		states := map[string]*collector.State{}
-		for i := range snap {
-			states[snap[i].Name] = &snap[i]
-		}
-		s := b.services[0]
-		s.compute(states, true)
-		b.mu.Lock()
-		m.observeService(s)
-		b.mu.Unlock()
+		computeAndObserve(b, m)
 	}
 	update(false)
 	if f := gauges("flowweight_service_policy_fallback_backends"); f["web"] != 1 {
