@@ -115,10 +115,16 @@ func servicePorts(cfg config.Config) *sample.PortSet {
 
 // inFlightCounter counts the service ports' connections at every call (the full reports'
 // counter may reuse a count for conns_interval): for in-flight reports, and for a report whose
-// health check timed out. Nil when there are no service ports to count.
+// health check timed out. It is exact, or (in_flight_count "calibrated") the namespace's
+// running count corrected by an exact count every second (sample.InFlight). Nil when there
+// are no service ports to count.
 func inFlightCounter(cfg config.Config) sample.Sampler {
 	if len(cfg.ServicePorts) == 0 {
 		return nil
 	}
-	return sample.NewConns(servicePorts(cfg))
+	exact := sample.NewConns(servicePorts(cfg))
+	if cfg.InFlightCount == config.InFlightExact {
+		return exact
+	}
+	return &sample.InFlight{Exact: exact}
 }

@@ -29,6 +29,12 @@ const (
 	ScopeCgroup = "cgroup"
 )
 
+// The ways in-flight reports count (in_flight_count).
+const (
+	InFlightCalibrated = "calibrated"
+	InFlightExact      = "exact"
+)
+
 // Bounds used by Validate. They are wide on purpose: they catch unit mistakes (an integer
 // interval is read as nanoseconds) rather than encode taste.
 const (
@@ -105,6 +111,13 @@ type Config struct {
 	// default: under load, with many sockets in the hash, the counts cost far more (three
 	// probes used about half a core in the lab at 80 % load).
 	InFlightInterval time.Duration `toml:"in_flight_interval"`
+	// InFlightCount is how the in-flight reports count: "calibrated" (the default) reads the
+	// network namespace's running count of established connections (/proc/net/snmp
+	// CurrEstab, a 2 KiB read, about 1 % of an exact count's cost) and subtracts the
+	// namespace's other connections, measured by an exact count every interval; it falls back
+	// to exact counts by itself when those other connections churn (docs/probe.md,
+	// "In-flight reports"). "exact" counts the service ports every time.
+	InFlightCount string `toml:"in_flight_count"`
 	// NIC is the interface whose throughput is reported, e.g. "eth0". Empty: not reported.
 	// Default: empty.
 	NIC string `toml:"nic"`
@@ -233,6 +246,7 @@ func unfilled() Config {
 		KeyFile:       "/etc/flowweight/probe.key",
 		Interval:      5 * time.Second,
 		ConnsInterval: 5 * time.Second,
+		InFlightCount: InFlightCalibrated,
 		Jitter:        0.1,
 		Scope:         ScopeHost,
 		Health: Health{
@@ -314,6 +328,11 @@ func (c Config) Validate() error {
 		p.Addf("in_flight_interval", "%v: want \"0s\" (off) or at least %v", c.InFlightInterval, MinInFlightInterval)
 	case c.InFlightInterval >= c.Interval && c.Interval > 0:
 		p.Addf("in_flight_interval", "%v is not below interval %v: in-flight reports go between full ones", c.InFlightInterval, c.Interval)
+	}
+	switch c.InFlightCount {
+	case "", InFlightCalibrated, InFlightExact:
+	default:
+		p.Addf("in_flight_count", "%q: want %q or %q", c.InFlightCount, InFlightCalibrated, InFlightExact)
 	}
 	if c.Jitter < 0 || c.Jitter > MaxJitter || c.Jitter != c.Jitter {
 		p.Addf("jitter", "%v is outside [0, %v]", c.Jitter, MaxJitter)
