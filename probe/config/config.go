@@ -103,13 +103,11 @@ type Config struct {
 	ConnsInterval time.Duration `toml:"conns_interval"`
 	// InFlightInterval is how often, between full reports, the probe counts the service
 	// ports' connections again and sends them alone in an in-flight report: the work in
-	// flight the controller's fast loop follows (weighting.in_flight_period). Each costs one
-	// count, a walk of the kernel's TCP hash: about 1.6 ms of CPU on a machine with a
-	// 262,144-bucket hash, so 3 % of a core at the default (docs/probe.md, "In-flight
-	// reports"). Needs service_ports. "0s" (the default) switches them off; otherwise 10ms
-	// up to below interval, "50ms" with the controller's in_flight_period "50ms". Off by
-	// default: under load, with many sockets in the hash, the counts cost far more (three
-	// probes used about half a core in the lab at 80 % load).
+	// flight the controller's fast loop follows (weighting.in_flight_period). Each costs a
+	// read of /proc/net/snmp, or an exact count with in_flight_count "exact" (docs/probe.md,
+	// "In-flight reports"). Needs service_ports. "0s" (the default) switches them off;
+	// otherwise 10ms up to below interval, "50ms" with the controller's in_flight_period
+	// "50ms".
 	InFlightInterval time.Duration `toml:"in_flight_interval"`
 	// InFlightCount is how the in-flight reports count: "calibrated" (the default) reads the
 	// network namespace's running count of established connections (/proc/net/snmp
