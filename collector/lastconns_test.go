@@ -33,6 +33,14 @@ func TestLastConnsIsTheRawCount(t *testing.T) {
 		}, 3},
 		{"snmp poll of 7", func() { p.Observe("a", Sample{Conns: 7, MemUtil: 0.1}) }, 7},
 		{"a NaN count changes nothing", func() { p.Observe("a", Sample{Conns: math.NaN(), MemUtil: 0.1}) }, 7},
+		{"snmp poll of 0", func() { p.Observe("a", Sample{Conns: 5, MemUtil: 0.1}) }, 5},
+		// A probe that could not count sends 0 marked as not a count: the last real count
+		// stays, and ages, so a drain waits for a count or for stale_after.
+		{"full report whose count is stale", func() {
+			r := rep("a", true)
+			r.Seq, r.Conns, r.Signals = 4, 0, report.SignalConnsStale
+			p.Accept(r, from)
+		}, 5},
 		{"snmp poll of 0", func() { p.Observe("a", Sample{Conns: 0, MemUtil: 0.1}) }, 0},
 	}
 	for _, s := range steps {
@@ -42,7 +50,8 @@ func TestLastConnsIsTheRawCount(t *testing.T) {
 		if st.LastConns != s.want {
 			t.Fatalf("%s: LastConns %v, want %v (smoothed Conns %v)", s.name, st.LastConns, s.want, st.Conns)
 		}
-		if s.name != "a NaN count changes nothing" && !st.LastConnsAt.Equal(c.Now()) {
+		kept := s.name == "a NaN count changes nothing" || s.name == "full report whose count is stale"
+		if !kept && !st.LastConnsAt.Equal(c.Now()) {
 			t.Fatalf("%s: LastConnsAt %v, want now %v", s.name, st.LastConnsAt, c.Now())
 		}
 	}

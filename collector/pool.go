@@ -99,6 +99,10 @@ type Signals struct {
 	HasThrottled bool
 	// HasHealthLatency says Health.Latency is a measured check time.
 	HasHealthLatency bool
+	// ConnsStale says Sample.Conns is not a count (report.SignalConnsStale): the source could
+	// not count for a while and sent 0. It is smoothed as before, but never becomes
+	// LastConns, so a drain cannot take it for no connections.
+	ConnsStale bool
 }
 
 // SignalsOf takes the optional signals of a push report (version 1 carries at most the
@@ -107,7 +111,7 @@ func SignalsOf(r *report.Report) Signals {
 	has := func(s report.Signals) bool { return r.Signals&s != 0 }
 	sig := Signals{HasServiceCPU: has(report.SignalServiceCPU), HasPressure: has(report.SignalCPUPressure),
 		PressureCgroup: has(report.SignalPressureCgroup), HasThrottled: has(report.SignalThrottled),
-		HasHealthLatency: has(report.SignalHealthLatency)}
+		HasHealthLatency: has(report.SignalHealthLatency), ConnsStale: has(report.SignalConnsStale)}
 	if sig.HasServiceCPU {
 		sig.ServiceCPU = r.ServiceCPU
 	}
@@ -127,7 +131,7 @@ func (s Signals) Names() string {
 	for _, x := range []struct {
 		on   bool
 		name string
-	}{{s.HasServiceCPU, "service_cpu"}, {s.HasPressure, "cpu_pressure"}, {s.HasThrottled, "throttled"}, {s.HasHealthLatency, "health_latency"}} {
+	}{{s.HasServiceCPU, "service_cpu"}, {s.HasPressure, "cpu_pressure"}, {s.HasThrottled, "throttled"}, {s.HasHealthLatency, "health_latency"}, {s.ConnsStale, "conns_stale"}} {
 		if x.on {
 			names = append(names, x.name)
 		}
@@ -481,7 +485,7 @@ func (p *Pool) observe(b *backend, now time.Time, s Sample) {
 	b.st.Mem = b.mem.Add(fraction.Clamp(s.MemUtil))
 	b.st.Net = b.net.Add(fraction.Clamp(s.NetUtil))
 	b.st.Conns = b.conns.Add(max(s.Conns, 0))
-	if !math.IsNaN(s.Conns) && !math.IsInf(s.Conns, 0) {
+	if !math.IsNaN(s.Conns) && !math.IsInf(s.Conns, 0) && !s.Signals.ConnsStale {
 		b.st.LastConns, b.st.LastConnsAt = max(s.Conns, 0), now
 	}
 	sig := s.Signals

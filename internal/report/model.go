@@ -46,11 +46,15 @@ const (
 	// report and is not a new sample (the collector takes Conns and the drain flag from it,
 	// and nothing else). Probes send them between full reports (docs/push-protocol.md).
 	SignalInFlight
+	// SignalConnsStale says Conns is not a count: the probe could not count the connections
+	// for more than its StaleAfter intervals and sends 0 in their place. A 0 that is not a
+	// count must not tell a drain that the backend is safe to stop (controller drain -wait).
+	SignalConnsStale
 
-	knownSignals = SignalCPUPressure | SignalPressureCgroup | SignalThrottled | SignalServiceCPU | SignalHealthLatency | SignalInFlight
+	knownSignals = SignalCPUPressure | SignalPressureCgroup | SignalThrottled | SignalServiceCPU | SignalHealthLatency | SignalInFlight | SignalConnsStale
 )
 
-var signalNames = [...]string{"cpu_pressure", "pressure_cgroup", "throttled", "service_cpu", "health_latency", "in_flight"}
+var signalNames = [...]string{"cpu_pressure", "pressure_cgroup", "throttled", "service_cpu", "health_latency", "in_flight", "conns_stale"}
 
 // String lists the bits of s by name, comma-separated ("cpu_pressure,throttled"), unknown
 // bits as one hex number; "none" for 0. The names are the ones docs/push-protocol.md uses.

@@ -15,10 +15,11 @@ func TestSignalsString(t *testing.T) {
 		{0, "none"},
 		{SignalCPUPressure, "cpu_pressure"},
 		{SignalCPUPressure | SignalThrottled, "cpu_pressure,throttled"},
-		{knownSignals, "cpu_pressure,pressure_cgroup,throttled,service_cpu,health_latency,in_flight"},
+		{knownSignals, "cpu_pressure,pressure_cgroup,throttled,service_cpu,health_latency,in_flight,conns_stale"},
 		{SignalServiceCPU | 1<<15, "service_cpu,0x8000"},
 		{SignalInFlight, "in_flight"},
-		{1 << 6, "0x40"},
+		{SignalConnsStale, "conns_stale"},
+		{1 << 7, "0x80"},
 	}
 	for _, tt := range tests {
 		if got := tt.s.String(); got != tt.want {
@@ -65,7 +66,7 @@ func TestValidate(t *testing.T) {
 		{"health_error", func(r *Report) { r.HealthError = strings.Repeat("e", MaxHealthErrorLen+1) }},
 		{"health_error", func(r *Report) { r.HealthError = "bad \xff utf-8" }},
 		{"version 3", func(r *Report) { r.Version = 3 }},
-		{"signals", func(r *Report) { r.Signals |= 1 << 6 }},
+		{"signals", func(r *Report) { r.Signals |= 1 << 7 }},
 		{"pressure_cgroup without cpu_pressure", func(r *Report) { r.Signals &^= SignalCPUPressure; r.CPUPressure = 0 }},
 		{"version 1 carries only health_latency", func(r *Report) { *r = sampleV1(); r.Signals |= SignalThrottled; r.Throttled = 0.5 }},
 		{"cpu_pressure 0.125 without signal cpu_pressure", func(r *Report) { r.Signals &^= SignalCPUPressure | SignalPressureCgroup }},

@@ -210,7 +210,7 @@ func (a *Agent) inFlightTick(ctx context.Context) {
 	}
 	r := a.last
 	r.Conns = v.Conns
-	r.Signals |= report.SignalInFlight
+	r.Signals = r.Signals&^report.SignalConnsStale | report.SignalInFlight
 	r.Flags &^= report.FlagDrain | report.FlagLeaving
 	if a.drained {
 		r.Flags |= report.FlagDrain

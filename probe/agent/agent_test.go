@@ -336,15 +336,17 @@ func TestSamplerFailures(t *testing.T) {
 	boom := errors.New("cpuacct.usage: no such file")
 	h.src.set(result{sample.Values{Known: sample.FieldCPUCount | sample.FieldMemBytes, CPUCount: 2.5, MemBytes: 4 << 30}, boom})
 	for i := 1; i <= StaleAfter; i++ {
-		if r := h.tick(); r.CPUUtil != 0.375 || r.MemUtil != 0.5 || r.Conns != 17 || r.NetUtil != 0.25 {
+		if r := h.tick(); r.CPUUtil != 0.375 || r.MemUtil != 0.5 || r.Conns != 17 || r.NetUtil != 0.25 || r.Signals&report.SignalConnsStale != 0 {
 			t.Errorf("interval %d after failure: %+v", i, r)
 		}
 	}
-	if r := h.tick(); r.CPUUtil != 1 || r.MemUtil != 1 || r.Conns != 0 || r.NetUtil != 0.25 || r.CPUCount != 2.5 {
+	// The 0 sent for a count too old is marked as not a count (a drain must not read it as
+	// no connections).
+	if r := h.tick(); r.CPUUtil != 1 || r.MemUtil != 1 || r.Conns != 0 || r.Signals&report.SignalConnsStale == 0 || r.NetUtil != 0.25 || r.CPUCount != 2.5 {
 		t.Errorf("stale: %+v", r)
 	}
 	h.src.set(result{full, nil})
-	if r := h.tick(); r.CPUUtil != 0.375 || r.MemUtil != 0.5 {
+	if r := h.tick(); r.CPUUtil != 0.375 || r.MemUtil != 0.5 || r.Signals&report.SignalConnsStale != 0 {
 		t.Errorf("recovered: %+v", r)
 	}
 	h.stop()

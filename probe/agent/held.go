@@ -43,6 +43,7 @@ func (h *held) fill(r *report.Report, now sample.Values, aged bool) bool {
 	}
 	if stale(4) {
 		r.Conns = 0
+		r.Signals |= report.SignalConnsStale // not a count: a drain must not read it as none
 	}
 	if stale(5) {
 		r.NetUtil = 0

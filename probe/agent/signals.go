@@ -13,7 +13,8 @@ import (
 // sent, because AppendSeal would refuse the whole report for it.
 func (a *Agent) fillSignals(r *report.Report, v sample.Values) {
 	r.Version = report.Version
-	r.Signals, r.CPUPressure, r.Throttled, r.ServiceCPU = 0, 0, 0, 0
+	r.Signals &= report.SignalConnsStale // held.fill's, about Conns
+	r.CPUPressure, r.Throttled, r.ServiceCPU = 0, 0, 0
 	for _, s := range [...]struct {
 		field sample.Field
 		bit   report.Signals
