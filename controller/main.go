@@ -40,27 +40,30 @@ const usage = `usage: controller [flags]            run the controller
 Flags:
 `
 
+// subcommands are the controller's commands besides running it, by their first argument; each
+// gets the arguments after its name and returns the exit status.
+var subcommands = map[string]func(args []string) int{
+	"status":   statusCommand,
+	"key":      func(args []string) int { return keyCommand(args, os.Stdout, os.Stderr) },
+	"reload":   reloadCommand,
+	"history":  func(args []string) int { return historyCommand(args, os.Stdout, os.Stderr) },
+	"rollback": func(args []string) int { return rollbackCommand(args, os.Stdout, os.Stderr) },
+	"drain":    func(args []string) int { return drainMain(args, true) },
+	"undrain":  func(args []string) int { return drainMain(args, false) },
+}
+
+// drainMain runs drain or undrain until done or interrupted (SIGINT, SIGTERM).
+func drainMain(args []string, drain bool) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return drainCommand(ctx, args, drain, os.Stdout, os.Stderr)
+}
+
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "status" {
-		os.Exit(statusCommand(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == "key" {
-		os.Exit(keyCommand(os.Args[2:], os.Stdout, os.Stderr))
-	}
-	if len(os.Args) > 1 && os.Args[1] == "reload" {
-		os.Exit(reloadCommand(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == "history" {
-		os.Exit(historyCommand(os.Args[2:], os.Stdout, os.Stderr))
-	}
-	if len(os.Args) > 1 && os.Args[1] == "rollback" {
-		os.Exit(rollbackCommand(os.Args[2:], os.Stdout, os.Stderr))
-	}
-	if len(os.Args) > 1 && (os.Args[1] == "drain" || os.Args[1] == "undrain") {
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		rc := drainCommand(ctx, os.Args[2:], os.Args[1] == "drain", os.Stdout, os.Stderr)
-		stop()
-		os.Exit(rc)
+	if len(os.Args) > 1 {
+		if cmd, ok := subcommands[os.Args[1]]; ok {
+			os.Exit(cmd(os.Args[2:]))
+		}
 	}
 	fs := flag.NewFlagSet("controller", flag.ExitOnError)
 	cfgPath := fs.String("config", "/etc/flowweight/controller.toml", "configuration file")
