@@ -109,3 +109,24 @@ func FollowInFlight(base []uint16, n []InFlight, out *Result) {
 		out.Backends[i] = Explanation{Weight: out.w[i].weight, Final: float64(out.w[i].weight) / float64(max(total, 1))}
 	}
 }
+
+// MovedBeyond reports whether next differs from prev (the weights last written, same order
+// and total) by more than band of the total for some backend, or a backend gained or lost all
+// weight: the fast loop's dead-band (Tuning.InFlightDeadBand). Lengths that differ count as
+// moved.
+func MovedBeyond(prev, next []uint16, band float64) bool {
+	if len(prev) != len(next) {
+		return true
+	}
+	total := 0
+	for _, w := range next {
+		total += int(w)
+	}
+	limit := band * float64(total)
+	for i, w := range next {
+		if (prev[i] == 0) != (w == 0) || math.Abs(float64(w)-float64(prev[i])) > limit {
+			return true
+		}
+	}
+	return false
+}

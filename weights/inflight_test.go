@@ -73,3 +73,26 @@ func TestFollowInFlightDoesNotAllocateWhenReused(t *testing.T) {
 		t.Fatalf("%v allocations per call", a)
 	}
 }
+
+func TestMovedBeyond(t *testing.T) {
+	tests := []struct {
+		name       string
+		prev, next []uint16
+		band       float64
+		want       bool
+	}{
+		{"same", []uint16{100, 300, 600}, []uint16{100, 300, 600}, 0, false},
+		{"any change with no band", []uint16{100, 300, 600}, []uint16{101, 299, 600}, 0, true},
+		{"inside the band", []uint16{100, 300, 600}, []uint16{120, 290, 590}, 0.02, false},
+		{"at the band's edge", []uint16{100, 300, 600}, []uint16{120, 280, 600}, 0.02, false},
+		{"beyond the band", []uint16{100, 300, 600}, []uint16{121, 279, 600}, 0.02, true},
+		{"losing all weight", []uint16{1, 399, 600}, []uint16{0, 400, 600}, 0.2, true},
+		{"gaining weight from 0", []uint16{0, 400, 600}, []uint16{1, 399, 600}, 0.2, true},
+		{"another length", []uint16{500, 500}, []uint16{300, 300, 400}, 0.5, true},
+	}
+	for _, tt := range tests {
+		if got := MovedBeyond(tt.prev, tt.next, tt.band); got != tt.want {
+			t.Errorf("%s: MovedBeyond = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -115,6 +115,13 @@ type Tuning struct {
 	// 1.21x, and a 1 s loop alone to 30x for least_conn (fwsim -table fastloop). Static and
 	// equal stay fixed splits.
 	InFlightPeriod time.Duration `toml:"in_flight_period"`
+	// InFlightDeadBand is the fast loop's dead-band, as a fraction of Total: its corrected
+	// weights are written only when some backend moved by more than this since the last
+	// written ones (or gained or lost all weight). Every write is a group rewrite, and Open
+	// vSwitch revalidates its datapath flows after each: at 50 ms with no band the lab's
+	// ovs-vswitchd used 0.10 cores more (docs/results/fast-loop.md). Default 0: every change
+	// is written; [0, 0.5].
+	InFlightDeadBand float64 `toml:"in_flight_dead_band"`
 }
 
 // DefaultTuning returns the defaults, drawn from the seeds: LS from CPU and memory with a
@@ -231,6 +238,9 @@ func (t Tuning) Validate() []error {
 	}
 	if !(t.MaxCapacityRatio >= 1 && t.MaxCapacityRatio <= 1000) {
 		bad("max_capacity_ratio", "%v outside [1,1000]", t.MaxCapacityRatio)
+	}
+	if !(t.InFlightDeadBand >= 0 && t.InFlightDeadBand <= 0.5) {
+		bad("in_flight_dead_band", "%v outside [0,0.5]", t.InFlightDeadBand)
 	}
 	if t.InFlightPeriod != 0 && (t.InFlightPeriod < MinInFlightPeriod || t.InFlightPeriod > MaxInFlightPeriod) {
 		bad("in_flight_period", "%v: want 0 (off) or %v..%v", t.InFlightPeriod, MinInFlightPeriod, MaxInFlightPeriod)

@@ -19,6 +19,7 @@ const (
 	labelFixed      = "fixed split = quotas (static)"
 	labelFWDefault  = "flowweight headroom (default)"
 	labelFWFast     = "flowweight headroom, fast loop 50 ms"
+	labelFWBanded   = "flowweight headroom, banded fast loop 50 ms"
 	labelFWLeast    = "flowweight least_conn"
 )
 
@@ -148,6 +149,7 @@ func (pl *peerLab) peerRuns() []policyRun {
 		{label: labelFixed, policy: "static", extra: map[string]string{"capacity": cpuOnly}, want: pl.quotas},
 		fastLoopOff(feedback(labelFWDefault, "headroom")),
 		feedback(labelFWFast, "headroom"),
+		banded(feedback(labelFWBanded, "headroom")),
 		fastLoopOff(feedback(labelFWLeast, "least_conn")),
 	}
 }
@@ -159,6 +161,15 @@ const fastLoopPeriod = 50 * time.Millisecond
 // default; the scenario turns it on for the probes' sake).
 func fastLoopOff(r policyRun) policyRun {
 	r.extra = map[string]string{"in_flight_period": `"0s"`}
+	return r
+}
+
+// fastLoopBand is the banded fast loop's weighting.in_flight_dead_band.
+const fastLoopBand = "0.05"
+
+// banded is r with the fast loop's dead-band at fastLoopBand.
+func banded(r policyRun) policyRun {
+	r.extra = map[string]string{"in_flight_dead_band": fastLoopBand}
 	return r
 }
 

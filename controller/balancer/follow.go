@@ -42,13 +42,16 @@ func (s *service) follows(standby bool) bool {
 }
 
 // follow recomputes the fast weights from n (one per backend, in config order) and reports
-// whether they changed.
+// whether they changed by more than the fast loop's dead-band (weighting.in_flight_dead_band)
+// since the last written ones.
 func (s *service) follow(n []weights.InFlight) bool {
 	s.inflight = append(s.inflight[:0], n...)
 	weights.FollowInFlight(s.applied, n, &s.fast)
 	next := s.fast.Weights(s.followNext[:0])
 	s.followNext = next
-	if s.followed != nil && slices.Equal(next, s.followed) {
+	// Back to the slow weights (the queues evened out, the counts aged) is always written.
+	if s.followed != nil && (slices.Equal(next, s.followed) ||
+		!slices.Equal(next, s.applied) && !weights.MovedBeyond(s.followed, next, s.tuning.InFlightDeadBand)) {
 		return false
 	}
 	s.followed = append(s.followed[:0:0], next...)

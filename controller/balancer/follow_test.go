@@ -3,6 +3,7 @@ package balancer
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -97,5 +98,66 @@ func TestFastLoopFollowsInFlight(t *testing.T) {
 		if s := b.services[0]; s.followed != nil {
 			t.Fatalf("%s followed: %v", tc.name, s.followed)
 		}
+	}
+}
+
+// TestFastLoopDeadBand: with weighting.in_flight_dead_band set, the fast loop hands the
+// switches new weights only when some backend moved by more than the band since the last
+// written ones, and always when they go back to the slow weights.
+func TestFastLoopDeadBand(t *testing.T) {
+	clk := testutil.NewClock(time.Unix(1e9, 0))
+	b, err := New(testConfig(t, "in_flight_period = \"50ms\"\nin_flight_dead_band = 0.1"), Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := func(id string, inflight int) *report.Report {
+		r := &report.Report{BackendID: id, Flags: report.FlagHealthOK, CPUUtil: 0.5, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30}
+		if inflight >= 0 {
+			r.Conns, r.Signals = uint32(inflight), report.SignalInFlight
+		}
+		return r
+	}
+	for range 2 { // past the 10 s warm-up of testConfig
+		b.pool.Accept(rep("a", -1), netip.AddrPort{})
+		b.pool.Accept(rep("b", -1), netip.AddrPort{})
+		clk.Advance(11 * time.Second)
+	}
+	b.pool.Accept(rep("a", -1), netip.AddrPort{})
+	b.pool.Accept(rep("b", -1), netip.AddrPort{})
+	b.started = clk.Now().Add(-time.Hour)
+	b.update(context.Background(), true)
+	s := b.services[0]
+	base := append([]uint16(nil), s.applied...)
+	written := func() []uint16 {
+		var w []uint16
+		for _, be := range b.latest.Load().Services[0].Backends {
+			w = append(w, be.Weight)
+		}
+		return w
+	}
+	steps := []struct {
+		name  string
+		a, b  int
+		moved bool // the switches got new weights
+	}{
+		{"a far busier: beyond the band", 3, 0, true},
+		{"a little busier still: inside the band", 4, 0, false},
+		{"even: back to the slow weights", 1, 1, true},
+		{"barely uneven: inside the band", 3, 2, false},
+	}
+	prev := written()
+	for _, st := range steps {
+		clk.Advance(50 * time.Millisecond)
+		b.pool.Accept(rep("a", st.a), netip.AddrPort{})
+		b.pool.Accept(rep("b", st.b), netip.AddrPort{})
+		b.followOnce(50 * time.Millisecond)
+		got := written()
+		if moved := !slices.Equal(got, prev); moved != st.moved {
+			t.Fatalf("%s: written %v -> %v (base %v): moved %v, want %v", st.name, prev, got, base, moved, st.moved)
+		}
+		if st.name == "even: back to the slow weights" && !slices.Equal(got, base) {
+			t.Fatalf("even queues: %v, want the slow weights %v", got, base)
+		}
+		prev = got
 	}
 }
