@@ -64,7 +64,7 @@ type Backend struct {
 	CPUPressure float64
 	HasPressure bool
 	// Slow says the backend's health checks time out while it is busy (the collector's
-	// "busy is not dead"): it keeps serving, at SlowShare of its policy's target share,
+	// "busy is not dead"): it keeps serving, at Tuning.SlowShare of its policy's target share,
 	// unless half or more of the live pool is slow too (then it is the pool's load).
 	Slow       bool
 	Learned    float64 // learned capacity factor from the previous Result; 0 means 1
@@ -103,7 +103,7 @@ type Explanation struct {
 	// Tuning.Pressure; absent when the report carried none.
 	Pressure float64 `json:"pressure,omitempty"`
 	Used     string  `json:"used,omitempty"`
-	// Slow is set when the target share was cut to SlowShare for late health answers.
+	// Slow is set when the target share was cut to Tuning.SlowShare for late health answers.
 	Slow bool `json:"slow,omitempty"`
 }
 
@@ -238,7 +238,7 @@ func Compute(in []Backend, t Tuning, out *Result) {
 		sumC += w[i].c
 	}
 	sumS := run.shares(in, w, t, sumC/float64(live))
-	sumS = slowdown(w, live, sumS)
+	sumS = slowdown(w, live, sumS, t.SlowShare)
 
 	sumD := damp(w, t, adaptive && t.Gain < 1, sumS)
 	stepLimit(w, t, out, sumD)

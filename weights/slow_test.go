@@ -28,3 +28,36 @@ func TestSlowShare(t *testing.T) {
 		})
 	}
 }
+
+// TestSlowShareOne: slow_share 1 never cuts, so a static split stays the split it was given
+// however late the health answers (the lab's fixed-split peer); 0.25 cuts harder.
+func TestSlowShareOne(t *testing.T) {
+	slow := func(b Backend) Backend { b.Slow = true; return b }
+	in := []Backend{slow(up("a", .5, 1)), up("b", .5, 1), up("c", .5, 2)}
+	for _, tc := range []struct {
+		share    float64
+		want     []uint16
+		wantSlow bool
+	}{
+		{1, []uint16{250, 250, 500}, false},
+		{0.25, []uint16{77, 308, 615}, true},
+		{0, []uint16{143, 286, 571}, true}, // a Tuning not from DefaultTuning: the default cut
+	} {
+		tu := cpuOnly()
+		tu.Policy, tu.SlowShare = PolicyStatic, tc.share
+		r := compute(in, tu)
+		for i, e := range r.Backends {
+			if e.Weight != tc.want[i] {
+				t.Fatalf("slow_share %v: weights %+v, want %v", tc.share, r.Backends, tc.want)
+			}
+		}
+		if r.Backends[0].Slow != tc.wantSlow {
+			t.Fatalf("slow_share %v: a marked slow %v", tc.share, r.Backends[0].Slow)
+		}
+	}
+	bad := DefaultTuning()
+	bad.SlowShare = 1.5
+	if err := bad.Validate(); err == nil {
+		t.Fatal("slow_share 1.5 accepted")
+	}
+}

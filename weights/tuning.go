@@ -122,6 +122,11 @@ type Tuning struct {
 	// ovs-vswitchd used 0.10 cores more (docs/results/fast-loop.md). Default 0: every change
 	// is written; [0, 0.5].
 	InFlightDeadBand float64 `toml:"in_flight_dead_band"`
+	// SlowShare is the fraction of its target share a slow backend keeps: one whose health
+	// checks time out while it is busy ("busy is not dead", docs/weights.md). Default 0.5;
+	// (0, 1]. 1 never cuts: a static split then stays the split it was given under any load,
+	// as a fixed split written with ovs-ofctl would (the lab's fixed-split peer).
+	SlowShare float64 `toml:"slow_share"`
 }
 
 // DefaultTuning returns the defaults, drawn from the seeds: LS from CPU and memory with a
@@ -148,6 +153,7 @@ func DefaultTuning() Tuning {
 		PlanLoad:         0.8,
 		PlanMargin:       0.25,
 		Pressure:         1,
+		SlowShare:        DefaultSlowShare,
 	}
 }
 
@@ -238,6 +244,9 @@ func (t Tuning) Validate() []error {
 	}
 	if !(t.MaxCapacityRatio >= 1 && t.MaxCapacityRatio <= 1000) {
 		bad("max_capacity_ratio", "%v outside [1,1000]", t.MaxCapacityRatio)
+	}
+	if !(t.SlowShare > 0 && t.SlowShare <= 1) {
+		bad("slow_share", "%v outside (0,1]", t.SlowShare)
 	}
 	if !(t.InFlightDeadBand >= 0 && t.InFlightDeadBand <= 0.5) {
 		bad("in_flight_dead_band", "%v outside [0,0.5]", t.InFlightDeadBand)

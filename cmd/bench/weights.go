@@ -138,6 +138,11 @@ func equalWeights(a, b map[string]uint16) bool {
 // factors, reloads the controller with SIGHUP and waits for the reload event.
 func setPolicy(s *scenario.Scenario, policy string, extra map[string]string, capacities []float64) error {
 	w := map[string]string{"policy": fmt.Sprintf("%q", policy)}
+	if policy == "static" {
+		// A fixed split, as ovs-ofctl would write it: no cut for late health answers
+		// (weighting.slow_share), which would move it under load.
+		w["slow_share"] = "1"
+	}
 	for k, v := range extra {
 		w[k] = v
 	}
