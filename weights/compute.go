@@ -238,7 +238,7 @@ func Compute(in []Backend, t Tuning, out *Result) {
 		sumC += w[i].c
 	}
 	sumS := run.shares(in, w, t, sumC/float64(live))
-	sumS = slowdown(w, live, sumS, t.SlowShare)
+	slowdown(in, w, live, sumS, t.SlowShare)
 
 	sumD := damp(w, t, adaptive && t.Gain < 1, sumS)
 	stepLimit(w, t, out, sumD)

@@ -1,5 +1,7 @@
 package weights
 
+import "flowweight/internal/fraction"
+
 // DefaultSlowShare is Tuning.SlowShare's default: the fraction of its policy's target share a
 // slow backend keeps (one whose health checks time out while it is busy). It is a bounded
 // cut, not an eviction: the backend still serves, and its late answers say its queue is
@@ -8,11 +10,22 @@ package weights
 // rise_threshold good checks).
 const DefaultSlowShare = 0.5
 
-// slowdown cuts the target of each slow live backend to share of itself and returns the
-// new sum of targets (share 1: no cut, and no backend is marked slow); it leaves the targets alone when half or more of the live backends
-// are slow, since a pool that is late everywhere is overloaded and moving share between its
-// members only moves the queue.
-func slowdown(w []work, live int, sumS, share float64) float64 {
+// slowAbsorb is the part of the other backends' spare CPU a slow backend's cut may fill.
+const slowAbsorb = 0.5
+
+// slowdown cuts the target of each slow live backend toward share of itself, and gives what
+// it takes to the backends that are not slow, by their spare CPU (capacity × (1 − CPU)), not
+// by their targets. The move is bounded by slowAbsorb of that spare: a cut that only moves the
+// queue onto backends with no room helps nobody. In the lab at 80–110 % load an unbounded cut
+// of the biggest backend (half of 57 %) handed the smallest one 1.7 times its capacity, which
+// was slow a second later, and the split swung by 20 points each way for as long as the load
+// lasted (docs/results/fast-loop.md). With no spare anywhere nothing moves.
+//
+// It leaves the targets alone when half or more of the live backends are slow, since a pool
+// that is late everywhere is overloaded and moving share between its members only moves the
+// queue; and with share 1, which never cuts. Slow backends whose cut is 0 are not marked.
+// The sum of the targets is unchanged.
+func slowdown(in []Backend, w []work, live int, sumS, share float64) {
 	if !(share > 0) { // a Tuning not built from DefaultTuning
 		share = DefaultSlowShare
 	}
@@ -22,17 +35,49 @@ func slowdown(w []work, live int, sumS, share float64) float64 {
 			slow++
 		}
 	}
-	if slow == 0 || 2*slow >= live || share >= 1 {
+	clear := func() {
 		for i := range w {
 			w[i].slow = false
 		}
-		return sumS
 	}
+	if slow == 0 || 2*slow >= live || share >= 1 || !(sumS > 0) {
+		clear()
+		return
+	}
+	var want, spare, demand float64
 	for i := range w {
-		if x := &w[i]; x.live && x.slow {
-			sumS -= x.target * (1 - share)
-			x.target *= share
+		x := &w[i]
+		if !x.live || !x.metrics {
+			continue
+		}
+		cpu := fraction.Clamp(in[i].CPU)
+		demand += x.c * cpu
+		if x.slow {
+			want += x.target * (1 - share)
+		} else {
+			spare += x.c * (1 - cpu)
 		}
 	}
-	return sumS
+	// Moving a fraction f of the traffic moves about f of the demand.
+	limit := sumS
+	if demand > 0 {
+		limit = sumS * slowAbsorb * spare / demand
+	}
+	move := min(want, limit)
+	if !(move > 0) || !(spare > 0) {
+		clear()
+		return
+	}
+	scale := move / want
+	for i := range w {
+		x := &w[i]
+		if !x.live || !x.metrics {
+			continue
+		}
+		if x.slow {
+			x.target -= x.target * (1 - share) * scale
+		} else {
+			x.target += move * x.c * (1 - fraction.Clamp(in[i].CPU)) / spare
+		}
+	}
 }

@@ -2,8 +2,10 @@ package weights
 
 import "testing"
 
-// TestSlowShare: a slow backend keeps SlowShare of its target while fewer than half of the
-// live pool are slow; a pool slow everywhere (overload) keeps its split.
+// TestSlowShare: a slow backend keeps slow_share of its target while fewer than half of the
+// live pool are slow and the others have room; what it gives goes to the others by their
+// spare CPU, at most half of that spare; a pool slow everywhere (overload), or with no room
+// elsewhere, keeps its split.
 func TestSlowShare(t *testing.T) {
 	static := func() Tuning { t := cpuOnly(); t.Policy = PolicyStatic; return t }()
 	slow := func(b Backend) Backend { b.Slow = true; return b }
@@ -14,9 +16,14 @@ func TestSlowShare(t *testing.T) {
 		wantSlow []bool
 	}{
 		{"none slow", []Backend{up("a", .5, 1), up("b", .5, 1), up("c", .5, 2)}, []uint16{250, 250, 500}, []bool{false, false, false}},
-		{"one of three slow: half its share", []Backend{slow(up("a", .5, 1)), up("b", .5, 1), up("c", .5, 2)}, []uint16{143, 286, 571}, []bool{true, false, false}},
+		{"one of three slow: half its share", []Backend{slow(up("a", .5, 1)), up("b", .5, 1), up("c", .5, 2)}, []uint16{125, 292, 583}, []bool{true, false, false}},
+		{"its share goes where the room is", []Backend{slow(up("a", .5, 1)), up("b", .9, 1), up("c", .5, 1)}, []uint16{175, 360, 465}, []bool{true, false, false}},
+		// Demand 0.5+0.95+0.95 = 2.4 cores of 3; spare 0.1 of which half may be filled: 0.05
+		// of 2.4 is 2 % of the traffic, not a's 17 %.
+		{"little room: a small cut", []Backend{slow(up("a", .5, 1)), up("b", .95, 1), up("c", .95, 1)}, []uint16{312, 344, 344}, []bool{true, false, false}},
+		{"no room: nothing moves", []Backend{slow(up("a", .5, 1)), up("b", 1, 1), up("c", 1, 1)}, []uint16{334, 333, 333}, []bool{false, false, false}},
 		{"two of three slow: the pool's load", []Backend{slow(up("a", .5, 1)), slow(up("b", .5, 1)), up("c", .5, 2)}, []uint16{250, 250, 500}, []bool{false, false, false}},
-		{"slow but down: not counted", []Backend{slow(up("a", .5, 1)), {Name: "b", Status: StatusDown, Slow: true}, up("c", .5, 1), up("d", .5, 1)}, []uint16{200, 0, 400, 400}, []bool{true, false, false, false}},
+		{"slow but down: not counted", []Backend{slow(up("a", .5, 1)), {Name: "b", Status: StatusDown, Slow: true}, up("c", .5, 1), up("d", .5, 1)}, []uint16{166, 0, 417, 417}, []bool{true, false, false, false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := compute(tc.in, static)
@@ -40,8 +47,8 @@ func TestSlowShareOne(t *testing.T) {
 		wantSlow bool
 	}{
 		{1, []uint16{250, 250, 500}, false},
-		{0.25, []uint16{77, 308, 615}, true},
-		{0, []uint16{143, 286, 571}, true}, // a Tuning not from DefaultTuning: the default cut
+		{0.25, []uint16{63, 312, 625}, true},
+		{0, []uint16{125, 292, 583}, true}, // a Tuning not from DefaultTuning: the default cut
 	} {
 		tu := cpuOnly()
 		tu.Policy, tu.SlowShare = PolicyStatic, tc.share
