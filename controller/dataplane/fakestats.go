@@ -56,3 +56,11 @@ func (f *FakeSwitch) GroupStatsReply() ([]byte, error) {
 	}
 	return ofwire.EncodeGroupStats(out)
 }
+
+// Recreate starts group id's counters and duration from zero, as someone deleting and adding
+// the same group again would.
+func (f *FakeSwitch) Recreate(id uint32) {
+	if g, ok := f.groups[id]; ok {
+		f.born(id, len(g.Buckets))
+	}
+}

@@ -158,7 +158,7 @@ func (f *FakeConn) wait(ctx context.Context) error {
 	}
 }
 
-// Multipart answers GROUP_DESC and our FLOW requests from the fake switch's tables.
+// Multipart answers GROUP_DESC, GROUP (counters) and our FLOW requests from the fake switch's tables.
 func (f *FakeConn) Multipart(ctx context.Context, typ ofp.MultipartType, _ io.WriterTo) ([]byte, error) {
 	if err := f.wait(ctx); err != nil {
 		return nil, err
@@ -170,6 +170,8 @@ func (f *FakeConn) Multipart(ctx context.Context, typ ofp.MultipartType, _ io.Wr
 		return f.sw.GroupDescReply()
 	case ofp.MultipartTypeFlow:
 		return f.sw.FlowStatsReply(dataplane.CookieMagic, dataplane.CookieMask)
+	case ofp.MultipartTypeGroup:
+		return f.sw.GroupStatsReply()
 	}
 	return nil, fmt.Errorf("fake switch: multipart type %d not served", typ)
 }

@@ -35,6 +35,9 @@ func UnitOf(mode dataplane.Mode) string {
 	return UnitConnections
 }
 
+// reasonRewritten is BucketDeltas' reason for a rewrite between two readings.
+const reasonRewritten = "group rewritten since the last reading"
+
 // GroupReading is one read of a group's bucket counters and what the syncer knew of the group
 // then.
 type GroupReading struct {
@@ -56,10 +59,10 @@ func BucketDeltas(prev, cur GroupReading) (d []uint64, why string, first bool) {
 	switch {
 	case prev.At.IsZero():
 		return nil, "", true
+	case cur.Epoch != prev.Epoch:
+		return nil, reasonRewritten, false
 	case !cur.At.After(prev.At):
 		return nil, fmt.Sprintf("reading at %s is not after the previous one at %s", cur.At.Format(time.RFC3339Nano), prev.At.Format(time.RFC3339Nano)), false
-	case cur.Epoch != prev.Epoch:
-		return nil, "group rewritten since the last reading", false
 	case len(cur.Buckets) != len(prev.Buckets):
 		return nil, fmt.Sprintf("bucket list changed from %d to %d buckets", len(prev.Buckets), len(cur.Buckets)), false
 	case cur.Age < prev.Age:
@@ -151,6 +154,9 @@ type Measured struct {
 	// Skipped counts the deltas discarded within the window.
 	Skipped  int
 	Backends map[string]MeasuredBackend
+	// Cumulative is every count accepted per backend since the syncer started (for a
+	// counter metric); deltas discarded are not in it.
+	Cumulative map[string]uint64
 }
 
 // MeasuredBackend is one backend's part of a Measured.

@@ -1,0 +1,142 @@
+package switchsync
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"flowweight/controller/dataplane"
+	"flowweight/internal/testutil"
+)
+
+// syncBuffer is a log sink safe for the syncer's goroutine and the test's.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestSyncerMeasuresShares drives a syncer against the fake switch's group counters: the
+// first reading is only a base; traffic between readings lands on the backends whose buckets
+// counted it; the counts before a reweight are read before the rewrite and kept, and the delta
+// across it is discarded; a group re-created behind the syncer's back (counters from zero)
+// discards its delta and logs why once; the window forgets what is older than MeasureWindow.
+func TestSyncerMeasuresShares(t *testing.T) {
+	t0 := time.Unix(10_000, 0)
+	var clock atomic.Int64
+	clock.Store(t0.UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	advance := func(d time.Duration) time.Time { return time.Unix(0, clock.Add(int64(d))) }
+	var logs syncBuffer
+	conn := NewFakeConn(1)
+	s := start(t, conn, Config{Now: now, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+
+	measuredAt := func(at time.Time) Measured {
+		t.Helper()
+		return testutil.Eventually(t, 20*time.Second, func() (Measured, bool) {
+			st := s.Status()
+			return st.Measured["web"], !st.MeasuredAt.Before(at)
+		}, "a reading at %s", at)
+	}
+	hit := func(counts ...uint64) {
+		t.Helper()
+		conn.Edit(func(sw *dataplane.FakeSwitch) {
+			for k, n := range counts {
+				if err := sw.Hit(5, k, n); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+	check := func(what string, m Measured, total uint64, counts map[string]uint64, skipped int) {
+		t.Helper()
+		if m.Total != total || m.Skipped != skipped || m.Unit != UnitConnections {
+			t.Fatalf("%s: total %d skipped %d unit %q, want %d, %d, connections (%+v)", what, m.Total, m.Skipped, m.Unit, total, skipped, m)
+		}
+		for name, n := range counts {
+			if b := m.Backends[name]; b.Count != n || (total > 0 && b.Share != float64(n)/float64(total)) {
+				t.Fatalf("%s: backend %s counted %d (share %.4f), want %d", what, name, b.Count, b.Share, n)
+			}
+		}
+	}
+
+	s.Offer(intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500)))
+	check("first reading", measuredAt(t0), 0, map[string]uint64{"a": 0, "b": 0}, 0)
+	if g := conn.State().Groups[0]; len(g.Buckets) != 3 {
+		t.Fatalf("want the 50/50 layout's three buckets (a, b, a's lent slot): %v", g)
+	}
+
+	hit(30, 20, 1)
+	at := advance(2 * time.Second)
+	s.Offer(intentOf(2, 1, time.Hour, web("web", 5, nil, 500, 500)))
+	m := measuredAt(at)
+	check("after traffic", m, 51, map[string]uint64{"a": 31, "b": 20}, 0)
+	if p := m.Backends["a"].Planned; p != 0.5 {
+		t.Fatalf("planned share of a %.4f, want 0.5", p)
+	}
+
+	// Reweight: the 10 counted since are read before the rewrite; the delta across it is
+	// discarded (the fake switch starts a modified group's counters from zero).
+	hit(10, 0, 0)
+	at = advance(2 * time.Second)
+	s.Offer(intentOf(3, 2, time.Hour, web("web", 5, nil, 800, 200)))
+	measuredAt(at)
+	// The reading before the rewrite and the base after it carry the same clock: wait for the
+	// write and the base.
+	testutil.Until(t, 20*time.Second, func() bool { st := s.Status(); return st.Seq == 3 && st.Measured["web"].Skipped == 1 },
+		"reweight applied and its delta discarded")
+	check("across a reweight", s.Status().Measured["web"], 61, map[string]uint64{"a": 41, "b": 20}, 1)
+
+	hit(0, 40, 0) // the 80/20 layout's buckets: a, b, a's lent slot
+	at = advance(2 * time.Second)
+	s.Offer(intentOf(4, 2, time.Hour, web("web", 5, nil, 800, 200)))
+	m = measuredAt(at)
+	check("after the reweight", m, 101, map[string]uint64{"a": 41, "b": 60}, 1)
+	in := intentOf(4, 2, time.Hour, web("web", 5, nil, 800, 200))
+	split, err := dataplane.SplitOf(Located(in, 1, locateAll)[0], conn.State().Groups[0], dataplane.OVSVersion{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 61 counted under 50/50, 40 under the 80/20 table (13 of 64 slots for b).
+	if p, want := m.Backends["b"].Planned, (61*0.5+40*split.Planned(1))/101; p != want || split.Planned(1) != 13.0/64 {
+		t.Fatalf("planned share of b over the window %.6f, want the count-weighted %.6f (b's table share %.4f)", p, want, split.Planned(1))
+	}
+	if c := m.Cumulative; c["a"] != 41 || c["b"] != 60 {
+		t.Fatalf("cumulative %v", c)
+	}
+
+	// Someone re-creates the group: its counters and duration start again from zero.
+	hit(5, 5, 0)
+	conn.Edit(func(sw *dataplane.FakeSwitch) { sw.Recreate(5) })
+	hit(1, 1, 0)
+	for i := range 2 {
+		at = advance(2 * time.Second)
+		s.Offer(intentOf(uint64(5+i), 2, time.Hour, web("web", 5, nil, 800, 200)))
+		measuredAt(at)
+	}
+	check("after a re-creation", s.Status().Measured["web"], 101, map[string]uint64{"a": 41, "b": 60}, 2)
+	if n := strings.Count(logs.String(), "re-created"); n != 1 {
+		t.Fatalf("the re-creation was logged %d times, want once:\n%s", n, logs.String())
+	}
+
+	// A minute later the window holds only the latest sample.
+	hit(3, 0, 0)
+	at = advance(MeasureWindow)
+	s.Offer(intentOf(7, 2, time.Hour, web("web", 5, nil, 800, 200)))
+	check("a window later", measuredAt(at), 3, map[string]uint64{"a": 3, "b": 0}, 0)
+}
