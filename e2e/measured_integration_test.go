@@ -18,8 +18,8 @@ import (
 // measuredBackend is the part of a backend's API view this test reads: its measured shares
 // per switch (docs/dataplane.md, "Measured shares").
 type measuredBackend struct {
-	Name          string `json:"name"`
-	Measured      []struct {
+	Name     string `json:"name"`
+	Measured []struct {
 		DPID                   string   `json:"dpid"`
 		Unit                   string   `json:"unit"`
 		MeasuredShare          *float64 `json:"measured_share"`
