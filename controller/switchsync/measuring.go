@@ -36,12 +36,14 @@ type measureState struct {
 	rebase bool
 }
 
+func newMeasureState() measureState {
+	return measureState{epochs: map[uint32]uint64{}, readings: map[uint32]GroupReading{}, windows: map[string]Window{},
+		totals: map[string]map[string]uint64{}, logged: map[uint32]string{}}
+}
+
 // rewritten notes that the groups whose value differs between before and after changed on
 // the switch (nil before: every group in after).
 func (m *measureState) rewritten(before, after dataplane.State) {
-	if m.epochs == nil {
-		m.epochs = map[uint32]uint64{}
-	}
 	old := make(map[uint32]dataplane.Group, len(before.Groups))
 	for _, g := range before.Groups {
 		old[g.ID] = g
@@ -102,9 +104,6 @@ func (s *Syncer) measure(ctx context.Context, in *intent.Intent) {
 		held[g.ID] = g
 	}
 	m := &s.meas
-	if m.readings == nil {
-		m.readings, m.windows, m.totals, m.logged = map[uint32]GroupReading{}, map[string]Window{}, map[string]map[string]uint64{}, map[uint32]string{}
-	}
 	out := make(map[string]Measured, len(s.st.Planned))
 	for _, svc := range s.st.Planned {
 		w, ok := m.windows[svc.Name]

@@ -3,6 +3,7 @@ package switchsync
 import (
 	"bytes"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"flowweight/controller/dataplane"
+	"flowweight/controller/ofwire"
 	"flowweight/internal/testutil"
 )
 
@@ -139,4 +141,52 @@ func TestSyncerMeasuresShares(t *testing.T) {
 	at = advance(MeasureWindow)
 	s.Offer(intentOf(7, 2, time.Hour, web("web", 5, nil, 800, 200)))
 	check("a window later", measuredAt(at), 3, map[string]uint64{"a": 3, "b": 0}, 0)
+}
+
+// TestSampleOfDiscards: a reading that cannot be compared with the group as held is discarded
+// with its reason, and the next reading starts a new base.
+func TestSampleOfDiscards(t *testing.T) {
+	in := intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500))
+	svc := Located(in, 1, locateAll)[0]
+	g := want(in, 1).Groups[0] // three buckets: a, b, a's lent slot
+	other := g
+	other.Buckets = append(slices.Clone(g.Buckets[:2]), dataplane.Bucket{Weight: 1, Actions: "\x00\x00\x00\x10"})
+	t0 := time.Unix(5000, 0)
+	stats := func(age uint32, n ...uint64) map[uint32]ofwire.GroupStats {
+		gs := ofwire.GroupStats{GroupID: 5, DurationSec: age}
+		for _, v := range n {
+			gs.Buckets = append(gs.Buckets, ofwire.BucketCounter{Packets: v})
+		}
+		return map[uint32]ofwire.GroupStats{5: gs}
+	}
+	cases := []struct {
+		name   string
+		held   dataplane.Group
+		first  map[uint32]ofwire.GroupStats
+		second map[uint32]ofwire.GroupStats
+		why    string // "" accepted
+	}{
+		{"accepted", g, stats(1, 1, 2, 3), stats(2, 2, 4, 6), ""},
+		{"group missing from the reply", g, stats(1, 1, 2, 3), map[uint32]ofwire.GroupStats{}, "missing from the switch's group counters"},
+		{"reply lags the layout", g, stats(1, 1, 2, 3), stats(2, 2, 4), "the reply lags the layout"},
+		{"counters reset", g, stats(1, 1, 2, 3), stats(2, 0, 0, 0), "went backwards"},
+		{"re-created", g, stats(9, 1, 2, 3), stats(1, 1, 2, 3), "re-created"},
+		{"bucket to no backend", other, stats(1, 1, 2, 3), stats(2, 2, 4, 6), "sends to no backend"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := New(Config{Conn: NewFakeConn(1)})
+			held := map[uint32]dataplane.Group{5: c.held}
+			if sm, why := s.sampleOf(svc, held, c.first, t0); sm != nil || (why != "" && c.held.Equal(g)) {
+				t.Fatalf("first reading: %v, %q; want only a base", sm, why)
+			}
+			sm, why := s.sampleOf(svc, held, c.second, t0.Add(time.Second))
+			if (c.why == "") != (why == "") || !strings.Contains(why, c.why) || (why == "") != (sm != nil) {
+				t.Fatalf("second reading: %v, %q; want reason %q", sm, why, c.why)
+			}
+			if sm != nil && (sm.Counts["a"] != 1+3 || sm.Counts["b"] != 2) {
+				t.Fatalf("counts %v, want a 4 (two buckets), b 2", sm.Counts)
+			}
+		})
+	}
 }

@@ -210,7 +210,7 @@ func New(cfg Config) *Syncer {
 		cfg.Up = nopUp{}
 	}
 	s := &Syncer{cfg: cfg, wake: make(chan struct{}, 1), resync: true, out: make(chan frameOut),
-		stopped: make(chan struct{})}
+		stopped: make(chan struct{}), meas: newMeasureState()}
 	if cfg.Conn != nil {
 		s.st.DPID = cfg.Conn.DatapathID()
 	}
