@@ -39,6 +39,7 @@ type FakeConn struct {
 	roleChanged chan struct{}
 	requests    int
 	lie         Lie
+	groupStats  int // OFPMP_GROUP requests answered
 
 	// What was written, for tests of who writes: the frames sent out, and the goroutine each
 	// write (Apply, PacketOut, RequestRole) came from.
@@ -171,6 +172,7 @@ func (f *FakeConn) Multipart(ctx context.Context, typ ofp.MultipartType, _ io.Wr
 	case ofp.MultipartTypeFlow:
 		return f.sw.FlowStatsReply(dataplane.CookieMagic, dataplane.CookieMask)
 	case ofp.MultipartTypeGroup:
+		f.groupStats++
 		return f.sw.GroupStatsReply()
 	}
 	return nil, fmt.Errorf("fake switch: multipart type %d not served", typ)
@@ -249,6 +251,13 @@ func (f *FakeConn) Takeover(gen uint64) {
 	case f.roleChanged <- struct{}{}:
 	default:
 	}
+}
+
+// GroupStatsReads counts the group counter requests answered.
+func (f *FakeConn) GroupStatsReads() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.groupStats
 }
 
 // RoleRequests counts role requests.

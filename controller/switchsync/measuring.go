@@ -15,8 +15,8 @@ import (
 
 // The syncer's side of the measured shares (measure.go is the computation): it reads its
 // switch's group counters (OFPMP_GROUP, every group in one request) at most once per
-// measureEvery, at an intent, and right before a write that rewrites a group, so no delta
-// straddles a rewrite; it publishes each service's window as Status.Measured.
+// measureEvery, at an intent, and around a write that rewrites a group (measureAroundWrite);
+// it publishes each service's window as Status.Measured.
 
 // measureEvery is the least time between two readings: the counters of Open vSwitch's
 // datapath flows reach the groups when its revalidators push them (about every 500 ms), so
@@ -31,8 +31,9 @@ type measureState struct {
 	windows  map[string]Window            // per service
 	totals   map[string]map[string]uint64 // per service per backend: every count accepted
 	logged   map[uint32]string            // per group: the discard reason last logged
-	// rebase: a group changed since the last reading, whose next reading is the base of the
-	// next delta and is taken at once, whatever measureEvery says.
+	// rebase: a reading was taken right before a write that rewrites groups, so the reading
+	// right after it (the base of the next delta) is taken at once, whatever measureEvery
+	// says.
 	rebase bool
 }
 
@@ -51,13 +52,11 @@ func (m *measureState) rewritten(before, after dataplane.State) {
 	for _, g := range after.Groups {
 		if o, ok := old[g.ID]; !ok || !o.Equal(g) {
 			m.epochs[g.ID]++
-			m.rebase = true
 		}
 		delete(old, g.ID)
 	}
 	for id := range old {
 		m.epochs[id]++
-		m.rebase = true
 	}
 }
 
@@ -72,9 +71,22 @@ func (s *Syncer) setCurrent(st dataplane.State) {
 	s.current = st
 }
 
-// measureDue reports whether a reading is due at an intent.
+// measureDue reports whether a reading is due: none yet, or measureEvery since the last.
 func (s *Syncer) measureDue() bool {
-	return s.meas.last.IsZero() || s.meas.rebase || s.cfg.Now().Sub(s.meas.last) >= measureEvery
+	return s.meas.last.IsZero() || s.cfg.Now().Sub(s.meas.last) >= measureEvery
+}
+
+// measureAroundWrite reads the counters before a write that rewrites groups, when a reading is
+// due, and asks for one right after it: a rewrite then loses no counts (the delta across it is
+// only the write's own round trip). Rewrites more often than measureEvery (the fast loop) cost
+// at most these two readings a second; the counts between a skipped reading and the write are
+// lost, and the reading after the write is the next base.
+func (s *Syncer) measureAroundWrite(ctx context.Context, in *intent.Intent, desired dataplane.State) {
+	if s.meas.last.IsZero() || !s.measureDue() || !groupsChange(desired, s.current) {
+		return
+	}
+	s.measure(ctx, in)
+	s.meas.rebase = true
 }
 
 // measure reads the group counters and folds them into each planned service's window. A

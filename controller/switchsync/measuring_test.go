@@ -190,3 +190,46 @@ func TestSampleOfDiscards(t *testing.T) {
 		})
 	}
 }
+
+// TestMeasuringBoundedUnderFastRewrites: rewrites faster than measureEvery (the fast loop)
+// read no counters between them; a rewrite after a second reads them right before and right
+// after the write, and keeps what was counted before it.
+func TestMeasuringBoundedUnderFastRewrites(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Unix(20_000, 0).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	conn := NewFakeConn(1)
+	s := start(t, conn, Config{Now: now})
+	s.Offer(intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500)))
+	testutil.Until(t, 20*time.Second, func() bool { return s.Status().Seq == 1 && !s.Status().MeasuredAt.IsZero() }, "first reading")
+	reads := conn.GroupStatsReads()
+	for seq := uint64(2); seq <= 21; seq++ {
+		s.Offer(intentOf(seq, seq, time.Hour, web("web", 5, nil, uint16(300+seq), 500)))
+		testutil.Until(t, 20*time.Second, func() bool { return s.Status().Seq == seq }, "reweight %d applied", seq)
+	}
+	if got := conn.GroupStatsReads(); got != reads {
+		t.Fatalf("20 rewrites within a second read the counters %d times, want none", got-reads)
+	}
+	conn.Edit(func(sw *dataplane.FakeSwitch) {
+		if err := sw.Hit(5, 1, 7); err != nil {
+			t.Error(err)
+		}
+	})
+	clock.Add(int64(measureEvery))
+	s.Offer(intentOf(22, 22, time.Hour, web("web", 5, nil, 900, 100)))
+	testutil.Until(t, 20*time.Second, func() bool { return s.Status().Seq == 22 && conn.GroupStatsReads() == reads+2 },
+		"a rewrite after a second: one reading before the write, one after")
+	// The base was the first reading (every rewrite since moved the epoch, but no reading
+	// saw it): that delta is discarded, the 7 counted are lost with it. The next ones count.
+	conn.Edit(func(sw *dataplane.FakeSwitch) {
+		if err := sw.Hit(5, 1, 5); err != nil {
+			t.Error(err)
+		}
+	})
+	clock.Add(int64(measureEvery))
+	s.Offer(intentOf(23, 22, time.Hour, web("web", 5, nil, 900, 100)))
+	testutil.Until(t, 20*time.Second, func() bool { return s.Status().Measured["web"].Backends["b"].Count == 5 }, "counted after the write")
+	if got := conn.GroupStatsReads(); got != reads+3 {
+		t.Fatalf("%d readings since the fast rewrites, want 3", got-reads)
+	}
+}

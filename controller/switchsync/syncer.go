@@ -292,7 +292,7 @@ func (s *Syncer) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if s.known && s.measureDue() {
+		if s.known && (s.meas.rebase || s.measureDue()) {
 			s.measure(ctx, in)
 		}
 		s.resolve(ctx, in) // this switch's ARP requests, after every intent taken
@@ -380,11 +380,10 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 		// switch already holds what it wants.
 		plan = [][]ofswitch.Message{{}}
 	}
-	if len(plan) > 0 && !s.meas.last.IsZero() && groupsChange(desired, s.current) {
-		// Close the counters' delta of the groups about to be rewritten, so no delta
-		// straddles a rewrite (measuring.go); before the lease check, which must stay next to
-		// the write.
-		s.measure(ctx, in)
+	if len(plan) > 0 {
+		// Close the counters' delta of the groups about to be rewritten (measuring.go); before
+		// the lease check, which must stay next to the write.
+		s.measureAroundWrite(ctx, in, desired)
 	}
 	if s.cfg.Lead != nil {
 		if t, ok := s.cfg.Lead.Leading(); !ok || t != term {
