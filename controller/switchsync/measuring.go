@@ -90,9 +90,12 @@ func (s *Syncer) measureAroundWrite(ctx context.Context, in *intent.Intent, desi
 }
 
 // measure reads the group counters and folds them into each planned service's window. A
-// failed read changes nothing: the next one compares with the last good reading.
+// failed read changes nothing but the time of the next attempt (a switch that does not answer
+// group stats is asked once per measureEvery, not at every intent): the next reading compares
+// with the last good one.
 func (s *Syncer) measure(ctx context.Context, in *intent.Intent) {
 	sw := s.cfg.Conn
+	s.meas.last, s.meas.rebase = s.cfg.Now(), false
 	cctx, cancel := context.WithTimeout(ctx, in.BarrierTimeout)
 	body, err := sw.Multipart(cctx, ofp.MultipartTypeGroup, ofwire.GroupStatsRequest{GroupID: ofwire.GroupAll})
 	cancel()
@@ -106,7 +109,6 @@ func (s *Syncer) measure(ctx context.Context, in *intent.Intent) {
 		return
 	}
 	now := s.cfg.Now()
-	s.meas.last, s.meas.rebase = now, false
 	byID := make(map[uint32]ofwire.GroupStats, len(stats))
 	for _, g := range stats {
 		byID[g.GroupID] = g
@@ -143,6 +145,12 @@ func (s *Syncer) measure(ctx context.Context, in *intent.Intent) {
 		meas := w.Measure(UnitOf(svc.Mode))
 		meas.Cumulative = cloneCounts(m.totals[svc.Name])
 		out[svc.Name] = meas
+	}
+	for name := range m.windows { // services no longer placed here: forget them
+		if _, ok := out[name]; !ok {
+			delete(m.windows, name)
+			delete(m.totals, name)
+		}
 	}
 	s.st.Measured, s.st.MeasuredAt = out, now
 	s.publish()
