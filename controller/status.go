@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"flowweight/controller/switchsync"
 	"flowweight/controller/view"
 )
 
@@ -105,7 +106,7 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 			fmt.Fprintf(w, "  shadow policy: %s (computed beside the live weights, never applied)\n", s.ShadowPolicy)
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		header := "BACKEND\tSTATE\tCPU\tOWN CPU\tMEM\tCONNS\tLIVE CONNS\tIN FLIGHT\tLS\tC\tAL\tHEADROOM\tLEARNED\tREPORT AGE\tBASE\tWEIGHT\tSHARE\tSLOTS\tREALISED\tSIGNALS\t"
+		header := "BACKEND\tSTATE\tCPU\tOWN CPU\tMEM\tCONNS\tLIVE CONNS\tIN FLIGHT\tLS\tC\tAL\tHEADROOM\tLEARNED\tREPORT AGE\tBASE\tWEIGHT\tSHARE\tSLOTS\tREALISED\tMEASURED\tSIGNALS\t"
 		if shadows {
 			header += "SHADOW\t"
 		}
@@ -138,9 +139,9 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 			if e.Used != "" && e.Avail > 0 {
 				headroom = fmt.Sprintf("%.3f", e.Headroom)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%.1f%%\t%.0f\t%s\t%s\t%.3f\t%.2f\t%.3f\t%s\t%.2f\t%s\t%d\t%d\t%.1f%%\t%d\t%.1f%%\t%s\t",
+			fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%.1f%%\t%.0f\t%s\t%s\t%.3f\t%.2f\t%.3f\t%s\t%.2f\t%s\t%d\t%d\t%.1f%%\t%d\t%.1f%%\t%s\t%s\t",
 				b.Name, state, 100*b.CPU, own, 100*b.Mem, b.Conns, live, inflight, e.LS, e.C, e.AL, headroom, e.Learned, age, b.BaseWeight, b.AppliedWeight, 100*share,
-				b.Slots, 100*b.RealisedShare, b.Signals)
+				b.Slots, 100*b.RealisedShare, measuredColumn(b), b.Signals)
 			if shadows {
 				fmt.Fprintf(tw, "%s\t", shadowColumn(b))
 			}
@@ -149,6 +150,22 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 		tw.Flush()
 		fmt.Fprintln(w)
 	}
+}
+
+// measuredColumn is the share of new connections the first switch's group counters measured
+// for the backend over the last minute (the switch REALISED is for), with the count it rests
+// on: "41.2% of 1234"; "pkts" in stateless mode, where the group counts packets; "—" before
+// anything was counted.
+func measuredColumn(b view.BackendView) string {
+	if len(b.Measured) == 0 || b.Measured[0].MeasuredShare == nil {
+		return "—"
+	}
+	m := b.Measured[0]
+	unit := ""
+	if m.Unit == switchsync.UnitPackets {
+		unit = " pkts"
+	}
+	return fmt.Sprintf("%.1f%% of %d%s", 100**m.MeasuredShare, m.Total, unit)
 }
 
 // shadowColumn is a backend's shadow weight and share ("—": its service has no shadow

@@ -40,16 +40,28 @@ func TestStatusThroughTheGuardedAPI(t *testing.T) {
 func TestPrintStatusShares(t *testing.T) {
 	svc := view.ServiceView{Name: "web", VIP: "10.0.0.100", Port: 80, Mode: "conntrack", GroupID: 5, Total: 1000,
 		SlotTable: 256, Backends: []view.BackendView{
-			{Name: "a", AppliedWeight: 700, Share: 0.7, Slots: 179, RealisedShare: 179.0 / 256},
+			{Name: "a", AppliedWeight: 700, Share: 0.7, Slots: 179, RealisedShare: 179.0 / 256,
+				Measured: []view.MeasuredView{{DPID: "0000000000000001", Unit: "connections", MeasuredShare: ptr(0.712), Total: 1000},
+					{DPID: "0000000000000002", Unit: "connections", MeasuredShare: ptr(0.5), Total: 2}}},
 			{Name: "b", AppliedWeight: 300, Share: 0.3, Slots: 77, RealisedShare: 77.0 / 256},
 		}}
 	var out strings.Builder
 	printStatus(&out, []view.ServiceView{svc})
 	got := out.String()
-	for _, want := range []string{"service web  10.0.0.100:80  mode=conntrack", "slots=256", "SLOTS", "REALISED", "179", "69.9%", "70.0%", "77", "30.1%"} {
+	for _, want := range []string{"service web  10.0.0.100:80  mode=conntrack", "slots=256", "SLOTS", "REALISED", "179", "69.9%", "70.0%", "77", "30.1%",
+		"MEASURED", "71.2% of 1000", "—"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("status output lacks %q:\n%s", want, got)
 		}
+	}
+	if strings.Contains(got, "50.0%") {
+		t.Errorf("MEASURED shows the second switch's measurement, not the first's (REALISED's):\n%s", got)
+	}
+	svc.Backends[0].Measured = []view.MeasuredView{{Unit: "packets", MeasuredShare: ptr(0.25), Total: 40}}
+	out.Reset()
+	printStatus(&out, []view.ServiceView{svc})
+	if !strings.Contains(out.String(), "25.0% of 40 pkts") {
+		t.Errorf("a stateless service's measured share must say it counts packets:\n%s", out.String())
 	}
 	svc.SlotTable = 0
 	out.Reset()
@@ -167,3 +179,5 @@ func TestPrintStatusShadow(t *testing.T) {
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

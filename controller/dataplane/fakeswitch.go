@@ -57,6 +57,8 @@ func (e *OFError) Unwrap() error { return e.Err }
 type FakeSwitch struct {
 	flows  map[flowKey]Flow
 	groups map[uint32]Group
+	// counters are the groups' bucket counters (fakestats.go).
+	counters
 	// Applied counts messages applied without error, for tests of plan sizes.
 	Applied int
 }
@@ -136,7 +138,9 @@ func (f *FakeSwitch) groupMod(gm ofwire.GroupMod, reject rejectFunc) error {
 			return reject(ErrTypeGroupModFailed, CodeUnknownGroup, "group %d does not exist", g.ID)
 		}
 		f.groups[g.ID] = g
+		f.born(g.ID, len(g.Buckets))
 	case ofp.GroupDelete:
+		f.died(g.ID)
 		// Deleting a group also deletes the flows that output to it, as in Open vSwitch.
 		delete(f.groups, g.ID)
 		for k, fl := range f.flows {

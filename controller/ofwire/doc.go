@@ -14,7 +14,9 @@
 //   - flows.go, groups.go, instructions.go, match.go: flow and group entries in wire form
 //     (Flow, Group, Bucket), FLOW_MOD and GROUP_MOD, the OFPMP_FLOW request, and the
 //     OFPMP_FLOW and OFPMP_GROUP_DESC replies read back from a switch; the ofp_match framing
-//     and the canonical (sorted) form of a match.
+//     and the canonical (sorted) form of a match; groupstats.go the OFPMP_GROUP counters
+//     (request for one group or OFPG_ALL, reply with the bucket counters) the measured shares
+//     are read from.
 //   - encode.go: byte-for-byte netrack's encodings of the standard actions, instructions and
 //     OXM fields, appended to one buffer (TestEncodersMatchTheLibrary and FuzzEncodeXM hold the
 //     two equal).
@@ -24,14 +26,16 @@
 //     as a bare 8-byte header and cannot read one back, so these implement ofp.Action
 //     themselves, and ParseActions reads a whole action list, Nicira or standard.
 //
-// The encoders here for messages a switch sends (EncodeGroupDesc, EncodeFlowStats,
+// The encoders here for messages a switch sends (EncodeGroupDesc, EncodeGroupStats, EncodeFlowStats,
 // PacketInBody, RoleBody, RoleStatusBody, DescBody) exist for fake switches and fuzz seeds,
 // so that every decoder is tested against an independent producer.
 //
 // Acceptance: golden bytes taken from Open vSwitch's own encoder. testdata/*.hex are
 // ovs-ofctl's action encodings (nx_golden_test.go; the integration tests
 // ofctl_integration_test.go and ofprint_integration_test.go compare with a live ovs-ofctl and
-// let `ovs-ofctl ofp-print` decode what we encode), and a PACKET_IN recorded from Open vSwitch
+// let `ovs-ofctl ofp-print` decode what we encode; groupstats_integration_test.go plays the
+// switch to `ovs-ofctl dump-group-stats` and compares the OFPMP_GROUP request it sends with
+// testdata/group_stats_request_*.hex), and a PACKET_IN recorded from Open vSwitch
 // 3.1 (packetin_golden_test.go). An NXAST_CT bucket produced by
 // `ovs-ofctl add-group … ct(commit,zone=7,nat(dst=10.0.0.1:9000),table=2)` is byte-identical
 // to CT{Flags: CTCommit, Zone: 7, Table: 2, Actions: {NAT{Flags: NATDst, …}}}

@@ -17,7 +17,8 @@
 //
 // What a syncer learns that the balancer needs (seeds for a restarted controller's weights,
 // throughput counters, the planned layout for the views) it publishes as an immutable Status;
-// the balancer reads it at its next update. All it tells the balancer directly goes through
+// the balancer reads it at its next update. Status.Measured is what its groups' bucket
+// counters measured (measuring.go reads them, measure.go is the pure computation). All it tells the balancer directly goes through
 // Upward: Kick (update soon) and Event (for the operator); it never reads the balancer's
 // state.
 //

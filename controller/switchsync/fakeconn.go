@@ -39,6 +39,7 @@ type FakeConn struct {
 	roleChanged chan struct{}
 	requests    int
 	lie         Lie
+	groupStats  int // OFPMP_GROUP requests answered
 
 	// What was written, for tests of who writes: the frames sent out, and the goroutine each
 	// write (Apply, PacketOut, RequestRole) came from.
@@ -158,7 +159,7 @@ func (f *FakeConn) wait(ctx context.Context) error {
 	}
 }
 
-// Multipart answers GROUP_DESC and our FLOW requests from the fake switch's tables.
+// Multipart answers GROUP_DESC, GROUP (counters) and our FLOW requests from the fake switch's tables.
 func (f *FakeConn) Multipart(ctx context.Context, typ ofp.MultipartType, _ io.WriterTo) ([]byte, error) {
 	if err := f.wait(ctx); err != nil {
 		return nil, err
@@ -170,6 +171,9 @@ func (f *FakeConn) Multipart(ctx context.Context, typ ofp.MultipartType, _ io.Wr
 		return f.sw.GroupDescReply()
 	case ofp.MultipartTypeFlow:
 		return f.sw.FlowStatsReply(dataplane.CookieMagic, dataplane.CookieMask)
+	case ofp.MultipartTypeGroup:
+		f.groupStats++
+		return f.sw.GroupStatsReply()
 	}
 	return nil, fmt.Errorf("fake switch: multipart type %d not served", typ)
 }
@@ -247,6 +251,13 @@ func (f *FakeConn) Takeover(gen uint64) {
 	case f.roleChanged <- struct{}{}:
 	default:
 	}
+}
+
+// GroupStatsReads counts the group counter requests answered.
+func (f *FakeConn) GroupStatsReads() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.groupStats
 }
 
 // RoleRequests counts role requests.

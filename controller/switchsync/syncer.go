@@ -145,6 +145,11 @@ type Status struct {
 	// Confirmed is when the switch first acknowledged a barrier from us as MASTER in Term
 	// (zero: not yet): the takeover is complete on this switch.
 	Confirmed time.Time
+	// Measured is, per service placed on the switch, what its group's bucket counters
+	// measured over the last MeasureWindow beside the planned shares, read at MeasuredAt
+	// (measuring.go; nil before the first reading).
+	Measured   map[string]Measured
+	MeasuredAt time.Time
 	// Contested says why this switch claimed, in the term we lead, that another controller
 	// is master ("": it did not): we do not write to it until its next read-back asks for
 	// MASTER again, or the election moves on.
@@ -185,6 +190,9 @@ type Syncer struct {
 	// request never carries less, since the switch refuses an older generation id.
 	newest uint64
 
+	// meas is the measured shares' state (measuring.go).
+	meas measureState
+
 	// affinity is the planner input last applied (nil: none since start), from which
 	// AffinityEnds tells which backends' learned affinities to delete.
 	affinity []dataplane.Service
@@ -202,7 +210,7 @@ func New(cfg Config) *Syncer {
 		cfg.Up = nopUp{}
 	}
 	s := &Syncer{cfg: cfg, wake: make(chan struct{}, 1), resync: true, out: make(chan frameOut),
-		stopped: make(chan struct{})}
+		stopped: make(chan struct{}), meas: newMeasureState()}
 	if cfg.Conn != nil {
 		s.st.DPID = cfg.Conn.DatapathID()
 	}
@@ -283,6 +291,9 @@ func (s *Syncer) Run(ctx context.Context) {
 		}
 		if ctx.Err() != nil {
 			return
+		}
+		if s.known && (s.meas.rebase || s.measureDue()) {
+			s.measure(ctx, in)
 		}
 		s.resolve(ctx, in) // this switch's ARP requests, after every intent taken
 		if p := in.ReadbackPeriod; p > 0 && (p != period || repair) {
@@ -369,6 +380,11 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 		// switch already holds what it wants.
 		plan = [][]ofswitch.Message{{}}
 	}
+	if len(plan) > 0 {
+		// Close the counters' delta of the groups about to be rewritten (measuring.go); before
+		// the lease check, which must stay next to the write.
+		s.measureAroundWrite(ctx, in, desired)
+	}
 	if s.cfg.Lead != nil {
 		if t, ok := s.cfg.Lead.Leading(); !ok || t != term {
 			s.resync = true
@@ -394,6 +410,7 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 	if err != nil {
 		// Part of the plan may have been applied: read back before planning again.
 		s.resync = true
+		s.meas.rewriteAll(s.current)
 		if s.cfg.Lead != nil && ofswitch.IsSlave(err) {
 			s.st.Role = "slave"
 			s.contest(term, ContestIsSlave, fmt.Sprintf("switch %s refused our write as from a slave", sw))
@@ -404,7 +421,8 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 		s.cfg.Logger.Error("rewrite failed; will resync", "dpid", sw.String(), "messages", n, "err", err)
 		return
 	}
-	s.current, s.planned = desired, in.Gen
+	s.setCurrent(desired)
+	s.planned = in.Gen
 	s.affinity = svcs
 	if m := s.cfg.Metrics.BarrierRTT; m != nil {
 		for _, d := range res.BarrierRTT {
@@ -491,7 +509,8 @@ func (s *Syncer) repair(ctx context.Context, in *intent.Intent) {
 // ARP learner: after a restart the learned table is empty, and planning without them would
 // delete every backend's forwarding flows until ARP answers again.
 func (s *Syncer) adopt(cur dataplane.State, in *intent.Intent) {
-	s.current, s.known, s.resync = cur, true, false
+	s.setCurrent(cur)
+	s.known, s.resync = true, false
 	s.planned = 0
 	s.st.Known = true
 	if s.cfg.Neighbours == nil {

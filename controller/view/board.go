@@ -179,10 +179,11 @@ func (b *Board) SwitchViews() []SwitchView {
 
 // Services returns the current view of every service: the last update's weights and
 // explanations, the backends' states as the pool holds them now, and the computed and
-// realised shares (shares.go).
+// realised shares (shares.go), and the shares the switches measured (measured.go).
 func (b *Board) Services() []ServiceView {
 	v := b.servicesView()
 	b.realisedView(v)
+	b.measuredView(v)
 	return v
 }
 

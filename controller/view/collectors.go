@@ -6,7 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // listener's counters, the election and the shares. Each reads what was published, never
 // the balancer.
 func (b *Board) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{pushCollector{b}, ofCollector{b}, haCollector{b}, shareCollector{b}, connsCollector{b}, shadowCollector{b}}
+	return []prometheus.Collector{pushCollector{b}, ofCollector{b}, haCollector{b}, shareCollector{b}, measuredCollector{b}, connsCollector{b}, shadowCollector{b}}
 }
 
 // pushCollector exposes the push server's counters at scrape time.

@@ -80,6 +80,10 @@ type BackendView struct {
 	// is Slots / SlotTable: what the switch really does with new connections.
 	Slots         int     `json:"slots"`
 	RealisedShare float64 `json:"realised_share"`
+	// Measured is, per connected switch, what the service's group on it really sent to the
+	// backend over the last minute, read from its bucket counters (measured.go; omitted
+	// before a switch's first two readings).
+	Measured []MeasuredView `json:"measured,omitempty"`
 	// Signals lists the optional signals of the backend's latest report ("service_cpu,
 	// cpu_pressure"; "none"), and the values of those present: absent is not zero.
 	Signals     string   `json:"signals"`
@@ -90,6 +94,31 @@ type BackendView struct {
 	Throttled     *float64 `json:"throttled,omitempty"`
 	// HealthLatency is the last health check's time in seconds, when measured.
 	HealthLatency *float64 `json:"health_latency_seconds,omitempty"`
+}
+
+// MeasuredView is one backend's measured share on one switch (docs/dataplane.md, "Measured
+// shares"). In conntrack mode a count is a new connection (the group sees only a connection's
+// first packets); in stateless mode every packet passes the group, so the count is of packets
+// (Unit) and MeasuredPackets carries it instead of MeasuredNewConnections.
+type MeasuredView struct {
+	DPID string `json:"dpid"`
+	Unit string `json:"unit"`
+	// MeasuredShare is the backend's part of every count in the window (null: nothing counted
+	// yet), PlannedShare the slot table's share for the same counts (weighted by them when
+	// the table changed within the window).
+	MeasuredShare *float64 `json:"measured_share"`
+	PlannedShare  float64  `json:"planned_share"`
+	// MeasuredNewConnections (conntrack) or MeasuredPackets (stateless) is the backend's
+	// count in the window, and Total the service's: with Total n, a fair split's measured
+	// share strays from the planned p by about SamplingError = sqrt(p(1-p)/n).
+	MeasuredNewConnections *uint64 `json:"measured_new_connections,omitempty"`
+	MeasuredPackets        *uint64 `json:"measured_packets,omitempty"`
+	Total                  uint64  `json:"total"`
+	SamplingError          float64 `json:"sampling_error"`
+	// WindowSeconds is the time the counts cover; SkippedDeltas counts the readings within
+	// it that were discarded (a group rewritten or re-created, counters gone backwards).
+	WindowSeconds float64 `json:"window_seconds"`
+	SkippedDeltas int     `json:"skipped_deltas"`
 }
 
 // SwitchView is one connected switch as its syncer last reported it: how far behind the

@@ -1,0 +1,235 @@
+package switchsync
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"flowweight/controller/dataplane"
+	"flowweight/controller/intent"
+	"flowweight/controller/ofwire"
+
+	"github.com/netrack/openflow/ofp"
+)
+
+// The syncer's side of the measured shares (measure.go is the computation): it reads its
+// switch's group counters (OFPMP_GROUP, every group in one request) at most once per
+// measureEvery, at an intent, and around a write that rewrites a group (measureAroundWrite);
+// it publishes each service's window as Status.Measured.
+
+// measureEvery is the least time between two readings: the counters of Open vSwitch's
+// datapath flows reach the groups when its revalidators push them (about every 500 ms), so
+// reading faster would mostly see the same numbers.
+const measureEvery = time.Second
+
+// measureState is what Run's goroutine keeps between readings.
+type measureState struct {
+	last     time.Time                    // the last reading (zero: none)
+	epochs   map[uint32]uint64            // per group: rewrites made or seen
+	readings map[uint32]GroupReading      // per group: the last reading
+	windows  map[string]Window            // per service
+	totals   map[string]map[string]uint64 // per service per backend: every count accepted
+	logged   map[uint32]string            // per group: the discard reason last logged
+	// rebase: a reading was taken right before a write that rewrites groups, so the reading
+	// right after it (the base of the next delta) is taken at once, whatever measureEvery
+	// says.
+	rebase bool
+}
+
+func newMeasureState() measureState {
+	return measureState{epochs: map[uint32]uint64{}, readings: map[uint32]GroupReading{}, windows: map[string]Window{},
+		totals: map[string]map[string]uint64{}, logged: map[uint32]string{}}
+}
+
+// rewritten notes that the groups whose value differs between before and after changed on
+// the switch (nil before: every group in after).
+func (m *measureState) rewritten(before, after dataplane.State) {
+	old := make(map[uint32]dataplane.Group, len(before.Groups))
+	for _, g := range before.Groups {
+		old[g.ID] = g
+	}
+	for _, g := range after.Groups {
+		if o, ok := old[g.ID]; !ok || !o.Equal(g) {
+			m.epochs[g.ID]++
+		}
+		delete(old, g.ID)
+	}
+	for id := range old {
+		m.epochs[id]++
+	}
+}
+
+// rewriteAll notes that any group may have changed (a write that failed part way).
+func (m *measureState) rewriteAll(st dataplane.State) {
+	m.rewritten(st, dataplane.State{})
+}
+
+// setCurrent records st as what the switch holds, noting the groups that changed.
+func (s *Syncer) setCurrent(st dataplane.State) {
+	s.meas.rewritten(s.current, st)
+	s.current = st
+}
+
+// measureDue reports whether a reading is due: none yet, or measureEvery since the last.
+func (s *Syncer) measureDue() bool {
+	return s.meas.last.IsZero() || s.cfg.Now().Sub(s.meas.last) >= measureEvery
+}
+
+// measureAroundWrite reads the counters before a write that rewrites groups, when a reading is
+// due, and asks for one right after it: a rewrite then loses no counts (the delta across it is
+// only the write's own round trip). Rewrites more often than measureEvery (the fast loop) cost
+// at most these two readings a second; the counts between a skipped reading and the write are
+// lost, and the reading after the write is the next base.
+func (s *Syncer) measureAroundWrite(ctx context.Context, in *intent.Intent, desired dataplane.State) {
+	if s.meas.last.IsZero() || !s.measureDue() || !groupsChange(desired, s.current) {
+		return
+	}
+	s.measure(ctx, in)
+	s.meas.rebase = true
+}
+
+// measure reads the group counters and folds them into each planned service's window. A
+// failed read changes nothing but the time of the next attempt (a switch that does not answer
+// group stats is asked once per measureEvery, not at every intent): the next reading compares
+// with the last good one.
+func (s *Syncer) measure(ctx context.Context, in *intent.Intent) {
+	sw := s.cfg.Conn
+	s.meas.last, s.meas.rebase = s.cfg.Now(), false
+	cctx, cancel := context.WithTimeout(ctx, in.BarrierTimeout)
+	body, err := sw.Multipart(cctx, ofp.MultipartTypeGroup, ofwire.GroupStatsRequest{GroupID: ofwire.GroupAll})
+	cancel()
+	if err != nil {
+		s.cfg.Logger.Debug("group counters unavailable", "dpid", sw.String(), "err", err)
+		return
+	}
+	stats, err := ofwire.DecodeGroupStats(body)
+	if err != nil {
+		s.cfg.Logger.Warn("group counters", "dpid", sw.String(), "err", err)
+		return
+	}
+	now := s.cfg.Now()
+	byID := make(map[uint32]ofwire.GroupStats, len(stats))
+	for _, g := range stats {
+		byID[g.GroupID] = g
+	}
+	held := make(map[uint32]dataplane.Group, len(s.current.Groups))
+	for _, g := range s.current.Groups {
+		held[g.ID] = g
+	}
+	m := &s.meas
+	out := make(map[string]Measured, len(s.st.Planned))
+	for _, svc := range s.st.Planned {
+		w, ok := m.windows[svc.Name]
+		if !ok {
+			w = Window{Span: MeasureWindow}
+		}
+		sample, why := s.sampleOf(svc, held, byID, now)
+		switch {
+		case why != "":
+			w = w.Skip(now)
+			s.discard(svc, why)
+		case sample != nil:
+			w = w.Add(*sample)
+			delete(m.logged, svc.GroupID)
+			tot := m.totals[svc.Name]
+			if tot == nil {
+				tot = map[string]uint64{}
+				m.totals[svc.Name] = tot
+			}
+			for name, n := range sample.Counts {
+				tot[name] += n
+			}
+		}
+		m.windows[svc.Name] = w
+		meas := w.Measure(UnitOf(svc.Mode))
+		meas.Cumulative = cloneCounts(m.totals[svc.Name])
+		out[svc.Name] = meas
+	}
+	for name := range m.windows { // services no longer placed here: forget them
+		if _, ok := out[name]; !ok {
+			delete(m.windows, name)
+			delete(m.totals, name)
+		}
+	}
+	s.st.Measured, s.st.MeasuredAt = out, now
+	s.publish()
+}
+
+// sampleOf turns the reading of svc's group into a sample: nil with no reason when there is
+// nothing to compare with yet, nil with a reason when the delta must be discarded.
+func (s *Syncer) sampleOf(svc dataplane.Service, held map[uint32]dataplane.Group, byID map[uint32]ofwire.GroupStats, now time.Time) (*Sample, string) {
+	m := &s.meas
+	id := svc.GroupID
+	g, ok := held[id]
+	gs, read := byID[id]
+	prev := m.readings[id]
+	delete(m.readings, id) // replaced below by a reading that can be compared with the next
+	switch {
+	case !ok:
+		return nil, "" // not on the switch (yet): nothing to measure
+	case !read:
+		return nil, fmt.Sprintf("group %d missing from the switch's group counters", id)
+	case len(gs.Buckets) != len(g.Buckets):
+		return nil, fmt.Sprintf("group %d counters have %d buckets, the group as held has %d: the reply lags the layout", id, len(gs.Buckets), len(g.Buckets))
+	}
+	split, err := dataplane.SplitOf(svc, g, s.cfg.OVS)
+	if err != nil {
+		return nil, err.Error()
+	}
+	cur := GroupReading{At: now, Epoch: m.epochs[id], Age: time.Duration(gs.DurationSec)*time.Second + time.Duration(gs.DurationNsec),
+		Buckets: make([]uint64, len(gs.Buckets))}
+	for k, b := range gs.Buckets {
+		cur.Buckets[k] = b.Packets
+	}
+	m.readings[id] = cur
+	d, why, first := BucketDeltas(prev, cur)
+	if first {
+		return nil, ""
+	}
+	if why != "" {
+		return nil, fmt.Sprintf("group %d: %s", id, why)
+	}
+	sm := SampleOf(prev.At, now, d, svc, split)
+	return &sm, ""
+}
+
+// discard logs why a delta was discarded, once per group until one is accepted again: a
+// rewrite discards one delta every time, and is no news.
+func (s *Syncer) discard(svc dataplane.Service, why string) {
+	if s.meas.logged[svc.GroupID] == why {
+		return
+	}
+	s.meas.logged[svc.GroupID] = why
+	if strings.HasSuffix(why, reasonRewritten) {
+		// Our own rewrites discard the short delta across each write: debug, not news.
+		s.cfg.Logger.Debug("measured share: delta discarded", "dpid", s.cfg.Conn.String(), "service", svc.Name, "reason", why)
+		return
+	}
+	s.cfg.Logger.Info("measured share: delta discarded", "dpid", s.cfg.Conn.String(), "service", svc.Name, "reason", why)
+}
+
+func cloneCounts(m map[string]uint64) map[string]uint64 {
+	out := make(map[string]uint64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// groupsChange reports whether writing desired over current rewrites, adds or deletes a group.
+func groupsChange(desired, current dataplane.State) bool {
+	if len(desired.Groups) != len(current.Groups) {
+		return true
+	}
+	cur := make(map[uint32]dataplane.Group, len(current.Groups))
+	for _, g := range current.Groups {
+		cur[g.ID] = g
+	}
+	for _, g := range desired.Groups {
+		if c, ok := cur[g.ID]; !ok || !c.Equal(g) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,89 @@
+package view
+
+import (
+	"fmt"
+	"math"
+
+	"flowweight/controller/switchsync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The measured shares beside the planned ones: what each switch's syncer published from its
+// groups' bucket counters (switchsync.Status.Measured), read at view and scrape time.
+
+// measuredView adds every connected switch's measurement to the backends' views, by
+// service and backend name, switches in datapath id order.
+func (b *Board) measuredView(views []ServiceView) {
+	for _, st := range b.SwitchStatuses() {
+		dpid := fmt.Sprintf("%016x", st.DPID)
+		for i := range views {
+			m, ok := st.Measured[views[i].Name]
+			if !ok || m.To.IsZero() {
+				continue
+			}
+			for j := range views[i].Backends {
+				bv := &views[i].Backends[j]
+				mb, ok := m.Backends[bv.Name]
+				if !ok {
+					continue
+				}
+				bv.Measured = append(bv.Measured, measuredOf(dpid, m, mb))
+			}
+		}
+	}
+}
+
+func measuredOf(dpid string, m switchsync.Measured, mb switchsync.MeasuredBackend) MeasuredView {
+	v := MeasuredView{DPID: dpid, Unit: m.Unit, PlannedShare: mb.Planned, Total: m.Total,
+		WindowSeconds: m.To.Sub(m.From).Seconds(), SkippedDeltas: m.Skipped}
+	n := mb.Count
+	if m.Unit == switchsync.UnitPackets {
+		v.MeasuredPackets = &n
+	} else {
+		v.MeasuredNewConnections = &n
+	}
+	if m.Total > 0 {
+		share := mb.Share
+		v.MeasuredShare = &share
+		v.SamplingError = math.Sqrt(mb.Planned * (1 - mb.Planned) / float64(m.Total))
+	}
+	return v
+}
+
+var (
+	measuredShareDesc = prometheus.NewDesc("flowweight_backend_measured_share_ratio",
+		"Share of a service's select-group hits on a switch that went to a backend over the last minute, from the group's bucket counters: "+
+			"of new connections in conntrack mode, of packets in stateless mode. Absent until something was counted.",
+		[]string{"service", "backend", "dpid"}, nil)
+	measuredConnsDesc = prometheus.NewDesc("flowweight_backend_measured_new_connections_total",
+		"New connections a conntrack-mode service's select group on a switch sent to a backend, as its bucket counters measured them since the controller connected to the switch.",
+		[]string{"service", "backend", "dpid"}, nil)
+)
+
+// measuredCollector exports the measured shares at scrape time, from the syncers' statuses.
+type measuredCollector struct{ b *Board }
+
+func (c measuredCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- measuredShareDesc
+	ch <- measuredConnsDesc
+}
+
+func (c measuredCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range c.b.SwitchStatuses() {
+		dpid := fmt.Sprintf("%016x", st.DPID)
+		for svc, m := range st.Measured {
+			for name, mb := range m.Backends {
+				if m.Total > 0 {
+					ch <- prometheus.MustNewConstMetric(measuredShareDesc, prometheus.GaugeValue, mb.Share, svc, name, dpid)
+				}
+			}
+			if m.Unit != switchsync.UnitConnections {
+				continue
+			}
+			for name, n := range m.Cumulative {
+				ch <- prometheus.MustNewConstMetric(measuredConnsDesc, prometheus.CounterValue, float64(n), svc, name, dpid)
+			}
+		}
+	}
+}
