@@ -122,9 +122,8 @@ func inFlightCounter(cfg config.Config) sample.Sampler {
 	if len(cfg.ServicePorts) == 0 {
 		return nil
 	}
-	exact := sample.NewConns(servicePorts(cfg))
 	if cfg.InFlightCount == config.InFlightExact {
-		return exact
+		return sample.NewConns(servicePorts(cfg))
 	}
-	return &sample.InFlight{Exact: exact}
+	return &sample.InFlight{Exact: sample.NewInFlightConns(servicePorts(cfg))}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -376,7 +377,9 @@ func (a *Agent) tick(ctx context.Context, resample bool) {
 			// a count reused for conns_interval, that may predate the load (docs/weights.md,
 			// "Busy is not dead").
 			if c, err := a.InFlight.Sample(ctx); err == nil && c.Known&sample.FieldConns != 0 {
-				v.Merge(sample.Values{Known: sample.FieldConns, Conns: c.Conns})
+				// The way of the full count stays the one logged: a recount here is not a
+				// change of how connections are counted.
+				v.Merge(sample.Values{Known: sample.FieldConns, Conns: c.Conns, ConnsVia: cmp.Or(v.ConnsVia, a.connsVia)})
 			}
 		}
 		if !h.OK {

@@ -21,6 +21,9 @@ import (
 type SockDiag struct {
 	// Timeout bounds each receive; default 2 s.
 	Timeout time.Duration
+	// States is the set of TCP states counted, as bits 1<<state (the kernel's numbering);
+	// 0 counts ESTABLISHED only. The in-flight count adds CLOSE_WAIT (StatesInFlight).
+	States uint32
 
 	fd       int // 0: not open
 	buf      []byte
@@ -30,6 +33,14 @@ type SockDiag struct {
 
 // familyBoth asks dump for the compat request, which covers IPv4 and IPv6 in one walk.
 const familyBoth = unix.AF_UNSPEC
+
+// states is the idiag_states mask of the dump.
+func (d *SockDiag) states() uint32 {
+	if d.States == 0 {
+		return 1 << tcpEstablished
+	}
+	return d.States
+}
 
 // diagSeq makes the sequence numbers of different SockDiag values distinct, for the logs.
 var diagSeq atomic.Uint32
@@ -142,9 +153,9 @@ func (d *SockDiag) dump(family uint8, ports *PortSet) (uint32, error) {
 	var buf [unix.SizeofNlMsghdr + sizeofCompatReq]byte
 	var req []byte
 	if family == familyBoth {
-		req = AppendCompatDiagRequest(buf[:0], d.seq)
+		req = appendCompatDiagRequest(buf[:0], d.seq, d.states())
 	} else {
-		req = AppendDiagRequest(buf[:0], d.seq, family)
+		req = appendDiagRequest(buf[:0], d.seq, family, d.states())
 	}
 	if err := unix.Sendto(d.fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return 0, fmt.Errorf("sock_diag: send: %w", err)
@@ -162,7 +173,7 @@ func (d *SockDiag) dump(family uint8, ports *PortSet) (uint32, error) {
 		if sa, ok := from.(*unix.SockaddrNetlink); !ok || sa.Pid != 0 {
 			continue // not from the kernel
 		}
-		c, done, intr, err := CountDiagMessages(d.buf[:n], d.seq, ports)
+		c, done, intr, err := countDiagMessages(d.buf[:n], d.seq, ports, d.states())
 		total += c
 		interrupted = interrupted || intr
 		switch {
@@ -181,6 +192,10 @@ func (d *SockDiag) dump(family uint8, ports *PortSet) (uint32, error) {
 // sockets of family (unix.AF_INET or AF_INET6) with no extensions: struct nlmsghdr followed by
 // struct inet_diag_req_v2, in the host's byte order as netlink wants.
 func AppendDiagRequest(b []byte, seq uint32, family uint8) []byte {
+	return appendDiagRequest(b, seq, family, 1<<tcpEstablished)
+}
+
+func appendDiagRequest(b []byte, seq uint32, family uint8, states uint32) []byte {
 	ne := binary.NativeEndian
 	b = ne.AppendUint32(b, unix.SizeofNlMsghdr+sizeofDiagReq)
 	b = ne.AppendUint16(b, sockDiagByFamily)
@@ -188,7 +203,7 @@ func AppendDiagRequest(b []byte, seq uint32, family uint8) []byte {
 	b = ne.AppendUint32(b, seq)
 	b = ne.AppendUint32(b, 0) // port id: the kernel fills in the sender's
 	b = append(b, family, unix.IPPROTO_TCP, 0, 0)
-	b = ne.AppendUint32(b, 1<<tcpEstablished) // idiag_states
+	b = ne.AppendUint32(b, states) // idiag_states
 	return append(b, make([]byte, sizeofDiagReq-8)...)
 }
 
@@ -198,6 +213,10 @@ func AppendDiagRequest(b []byte, seq uint32, family uint8) []byte {
 // AF_UNSPEC), where SOCK_DIAG_BY_FAMILY needs one request, and one walk, per family: IPv4 and
 // IPv6 TCP sockets share that hash, which has 262144 buckets on the lab machine.
 func AppendCompatDiagRequest(b []byte, seq uint32) []byte {
+	return appendCompatDiagRequest(b, seq, 1<<tcpEstablished)
+}
+
+func appendCompatDiagRequest(b []byte, seq, states uint32) []byte {
 	ne := binary.NativeEndian
 	b = ne.AppendUint32(b, unix.SizeofNlMsghdr+sizeofCompatReq)
 	b = ne.AppendUint16(b, tcpDiagGetSock)
@@ -206,7 +225,7 @@ func AppendCompatDiagRequest(b []byte, seq uint32) []byte {
 	b = ne.AppendUint32(b, 0)
 	b = append(b, unix.AF_INET, 0, 0, 0) // family (ignored), src_len, dst_len, ext
 	b = append(b, make([]byte, 48)...)   // struct inet_diag_sockid
-	b = ne.AppendUint32(b, 1<<tcpEstablished)
+	b = ne.AppendUint32(b, states)
 	return ne.AppendUint32(b, 0) // idiag_dbs
 }
 
@@ -216,6 +235,11 @@ func AppendCompatDiagRequest(b []byte, seq uint32) []byte {
 // sequence number (a late answer to an earlier, abandoned dump) are skipped. An NLMSG_ERROR
 // is returned as its errno; a truncated or malformed message is an error.
 func CountDiagMessages(b []byte, seq uint32, ports *PortSet) (n uint32, done, interrupted bool, err error) {
+	return countDiagMessages(b, seq, ports, 1<<tcpEstablished)
+}
+
+// countDiagMessages is CountDiagMessages for the sockets in any of states (bits 1<<state).
+func countDiagMessages(b []byte, seq uint32, ports *PortSet, states uint32) (n uint32, done, interrupted bool, err error) {
 	ne := binary.NativeEndian
 	for len(b) > 0 {
 		if len(b) < unix.SizeofNlMsghdr {
@@ -252,7 +276,7 @@ func CountDiagMessages(b []byte, seq uint32, ports *PortSet) (n uint32, done, in
 			}
 			// idiag_family, idiag_state, idiag_timer, idiag_retrans, then the socket id,
 			// which starts with the source (local) port in network byte order.
-			if msg[1] == tcpEstablished && ports.Has(binary.BigEndian.Uint16(msg[4:6])) {
+			if msg[1] < 32 && states&(1<<msg[1]) != 0 && ports.Has(binary.BigEndian.Uint16(msg[4:6])) {
 				n++
 			}
 		}

@@ -20,7 +20,12 @@ import (
 // counts every connection in the namespace, not only the service ports', so InFlight counts
 // exactly once every Calibrate and takes the difference between the two as an offset (the
 // namespace's other connections: a database pool, the probe's own sockets, listeners do not
-// count); between calibrations it reports CurrEstab minus the offset.
+// count); between calibrations it reports CurrEstab minus the offset. Since Linux 6.10
+// CurrEstab counts CLOSE_WAIT sockets too (RFC 1213's tcpCurrEstab), and so does the exact
+// count it is calibrated by (NewInFlightConns): a busy backend throttled by its CPU quota
+// holds several connections its clients have closed, and counting them on one side only made
+// the lab's busiest probe fall back to exact counts within seconds. On an older kernel the
+// difference shows as drift under churn, and the probe falls back to exact counts.
 //
 // That is exact where the service owns the namespace (a container, a pod, the lab's backends)
 // and close where its other connections change slowly. Where they churn (a host whose outgoing
@@ -97,23 +102,33 @@ func (f *InFlight) Sample(ctx context.Context) (Values, error) {
 	return Values{Known: FieldConns, Conns: uint32(min(n, int64(^uint32(0)))), ConnsVia: ConnsViaNetns}, nil
 }
 
-// calibrate counts exactly and reads the running count right after, and keeps the difference.
+// calibrate reads the running count, counts exactly, reads the running count again, and keeps
+// the difference between the exact count and the two reads' mean. How far the two reads
+// differ is what the service's own connections moved during the count (a busy backend opens
+// and closes hundreds a second, and a count under load takes milliseconds): a miss within
+// that is timing, not other connections, and is no strike.
 func (f *InFlight) calibrate(ctx context.Context, t time.Time) (Values, error) {
+	e1, err := f.currEstab()
+	if err != nil {
+		return f.fallBack(ctx, err)
+	}
 	v, err := f.Exact.Sample(ctx)
 	if err != nil || !v.Has(FieldConns) {
 		f.calAt = time.Time{}
 		return v, err
 	}
-	e, err := f.currEstab()
+	e2, err := f.currEstab()
 	if err != nil {
 		return f.fallBack(ctx, err)
 	}
+	churn := max(e1, e2) - min(e1, e2)
+	mid := (e1 + e2 + 1) / 2
 	if !f.calAt.IsZero() {
-		miss := e - f.offset - int64(v.Conns)
+		miss := mid - f.offset - int64(v.Conns)
 		if miss < 0 {
 			miss = -miss
 		}
-		if miss > max(driftLimit, int64(v.Conns)/4) {
+		if miss > max(driftLimit, int64(v.Conns)/4)+churn {
 			f.strikes++
 		} else {
 			f.strikes = 0
@@ -124,7 +139,7 @@ func (f *InFlight) calibrate(ctx context.Context, t time.Time) (Values, error) {
 			return v, nil
 		}
 	}
-	f.offset, f.calAt = e-int64(v.Conns), t
+	f.offset, f.calAt = mid-int64(v.Conns), t
 	return v, nil
 }
 

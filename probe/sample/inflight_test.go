@@ -191,3 +191,37 @@ func FuzzParseCurrEstab(f *testing.F) {
 		}
 	})
 }
+
+// TestInFlightChurnIsNoStrike: a calibration whose two reads of the running count differ (the
+// service's own connections moved during the count) allows that much more miss before it
+// counts as a strike, so a busy backend keeps its cheap count; the offset is taken from the
+// two reads' mean.
+func TestInFlightChurnIsNoStrike(t *testing.T) {
+	start := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	now := start
+	exact := &countSampler{n: 10}
+	var reads []int
+	f := &InFlight{Exact: exact, Now: func() time.Time { return now },
+		Snmp: func() ([]byte, error) { n := reads[0]; reads = reads[1:]; return snmpWith(n), nil }}
+	// Each calibration reads twice: before and after the exact count. Every other one, the
+	// service's connections swing by 20 during the count and the running count's mean is 8
+	// off: within the churn, no strike. Without the churn allowance each would be a strike
+	// (8 > 4) and the third would end the running count.
+	for i := range 6 {
+		now = start.Add(time.Duration(i) * time.Second)
+		reads = []int{20, 20}
+		if i%2 == 1 {
+			reads = []int{18, 38}
+		}
+		v, err := f.Sample(context.Background())
+		if err != nil || v.Conns != 10 || f.exactFor != "" {
+			t.Fatalf("calibration %d: %d, %v, exact for %q", i, v.Conns, err, f.exactFor)
+		}
+	}
+	// The last offset is the reads' mean (28) less the count (10): a read of 30 is 12.
+	now = now.Add(50 * time.Millisecond)
+	reads = []int{30}
+	if v, _ := f.Sample(context.Background()); v.Conns != 12 || v.ConnsVia != ConnsViaNetns {
+		t.Fatalf("between calibrations: %d via %q, want 12 via the running count", v.Conns, v.ConnsVia)
+	}
+}

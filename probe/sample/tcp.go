@@ -29,8 +29,18 @@ func NewPortSet(ports ...uint16) *PortSet {
 // Has reports whether p is in the set.
 func (s *PortSet) Has(p uint16) bool { return s.bits[p/64]&(1<<(p%64)) != 0 }
 
-// tcpEstablished is the kernel's TCP_ESTABLISHED state as printed in /proc/net/tcp.
-const tcpEstablished = 0x01
+// tcpEstablished and tcpCloseWait are the kernel's TCP_ESTABLISHED and TCP_CLOSE_WAIT states,
+// as printed in /proc/net/tcp and reported by sock_diag.
+const (
+	tcpEstablished = 0x01
+	tcpCloseWait   = 0x08
+)
+
+// StatesInFlight are the states the in-flight count counts: ESTABLISHED and CLOSE_WAIT (the
+// client has closed, the service has not yet: it still holds the connection). They are what
+// the kernel's running count, /proc/net/snmp CurrEstab, counts on Linux 6.10 and later
+// (RFC 1213's tcpCurrEstab), so the two can be compared (InFlight).
+const StatesInFlight = 1<<tcpEstablished | 1<<tcpCloseWait
 
 // CountEstablished counts the sockets in ESTABLISHED state whose local port is in ports, in
 // the text of /proc/net/tcp or /proc/net/tcp6 (the formats differ only in address width).
@@ -38,6 +48,11 @@ const tcpEstablished = 0x01
 // number. It works on bytes without allocating, because a busy server's table is large and is
 // read every interval.
 func CountEstablished(data []byte, ports *PortSet) (uint32, error) {
+	return CountStates(data, ports, 1<<tcpEstablished)
+}
+
+// CountStates is CountEstablished for the sockets in any of states (bits 1<<state).
+func CountStates(data []byte, ports *PortSet, states uint32) (uint32, error) {
 	var n uint32
 	for lineNo := 1; len(data) > 0; lineNo++ {
 		line := data
@@ -65,7 +80,7 @@ func CountEstablished(data []byte, ports *PortSet) (uint32, error) {
 		if !ok1 || !ok2 {
 			return n, fmt.Errorf("line %d: bad hex in port or state", lineNo)
 		}
-		if state == tcpEstablished && ports.Has(uint16(port)) {
+		if state < 32 && states&(1<<state) != 0 && ports.Has(uint16(port)) {
 			n++
 		}
 	}
@@ -114,6 +129,9 @@ func parseHex(b []byte) (uint32, bool) {
 // was used and why.
 type Conns struct {
 	Ports *PortSet
+	// States is the set of TCP states counted by the /proc way (bits 1<<state); 0 counts
+	// ESTABLISHED only. Set Diag's States alike (NewInFlightConns does both).
+	States uint32
 	// Diag counts through netlink; nil reads only the /proc tables.
 	Diag ConnCounter
 	// Tables default to /proc/net/tcp (skipped when /proc/net/sockstat counts no "TCP"
@@ -147,6 +165,12 @@ type ConnCounter interface {
 
 // NewConns counts the ports' connections through sock_diag, with /proc as the fallback.
 func NewConns(ports *PortSet) *Conns { return &Conns{Ports: ports, Diag: &SockDiag{}} }
+
+// NewInFlightConns is NewConns counting the states of StatesInFlight: the exact count the
+// in-flight reports are calibrated by (InFlight).
+func NewInFlightConns(ports *PortSet) *Conns {
+	return &Conns{Ports: ports, States: StatesInFlight, Diag: &SockDiag{States: StatesInFlight}}
+}
 
 // diagFailLimit is how many sock_diag failures in a row make Conns keep to /proc.
 const diagFailLimit = 3
@@ -255,7 +279,11 @@ func (c *Conns) sampleProc() (Values, error) {
 		if err != nil {
 			return Values{}, fmt.Errorf("connections: %w", err)
 		}
-		n, err := CountEstablished(data, c.Ports)
+		states := c.States
+		if states == 0 {
+			states = 1 << tcpEstablished
+		}
+		n, err := CountStates(data, c.Ports, states)
 		if err != nil {
 			return Values{}, fmt.Errorf("connections: %s: %w", f, err)
 		}

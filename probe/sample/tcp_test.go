@@ -177,3 +177,24 @@ func FuzzCountEstablished(f *testing.F) {
 		}
 	})
 }
+
+// TestCountStatesCloseWait: the in-flight states count a connection its client has closed
+// (CLOSE_WAIT, 08) as the kernel's CurrEstab does; ESTABLISHED alone does not.
+func TestCountStatesCloseWait(t *testing.T) {
+	const tbl = "  sl  local_address rem_address   st\n" +
+		"   0: 0100007F:1F90 00000000:0000 0A\n" + // listening
+		"   1: 0100007F:1F90 0100007F:835C 01\n" + // established
+		"   2: 0100007F:1F90 0100007F:835D 08\n" + // close wait
+		"   3: 0100007F:1F90 0100007F:835E 06\n" + // time wait
+		"   4: 0100007F:1F90 0100007F:835F 04\n" // fin wait 1
+	ports := NewPortSet(8080)
+	for _, tc := range []struct {
+		states uint32
+		want   uint32
+	}{{1 << tcpEstablished, 1}, {StatesInFlight, 2}} {
+		got, err := CountStates([]byte(tbl), ports, tc.states)
+		if err != nil || got != tc.want {
+			t.Errorf("states %#x: %d, %v; want %d", tc.states, got, err, tc.want)
+		}
+	}
+}
