@@ -16,27 +16,7 @@ import (
 // in the view, and goes back to the slow weights when the counts age out or the policy is a
 // fixed split.
 func TestFastLoopFollowsInFlight(t *testing.T) {
-	clk := testutil.NewClock(time.Unix(1e9, 0))
-	b, err := New(testConfig(t, `in_flight_period = "50ms"`), Options{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := func(id string, inflight int) *report.Report {
-		r := &report.Report{BackendID: id, Flags: report.FlagHealthOK, CPUUtil: 0.5, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30}
-		if inflight >= 0 {
-			r.Conns, r.Signals = uint32(inflight), report.SignalInFlight
-		}
-		return r
-	}
-	for range 2 { // past the 10 s warm-up of testConfig
-		b.pool.Accept(rep("a", -1), netip.AddrPort{})
-		b.pool.Accept(rep("b", -1), netip.AddrPort{})
-		clk.Advance(11 * time.Second)
-	}
-	b.pool.Accept(rep("a", -1), netip.AddrPort{})
-	b.pool.Accept(rep("b", -1), netip.AddrPort{})
-	b.started = clk.Now().Add(-time.Hour) // past the start-up hold
-	b.update(context.Background(), true)
+	b, clk, rep := fastLoopBalancer(t, "")
 	s := b.services[0]
 	base := append([]uint16(nil), s.applied...)
 	if base == nil || len(s.followed) != 2 || s.followed[0] != base[0] || s.followed[1] != base[1] {
@@ -105,27 +85,7 @@ func TestFastLoopFollowsInFlight(t *testing.T) {
 // switches new weights only when some backend moved by more than the band since the last
 // written ones, and always when they go back to the slow weights.
 func TestFastLoopDeadBand(t *testing.T) {
-	clk := testutil.NewClock(time.Unix(1e9, 0))
-	b, err := New(testConfig(t, "in_flight_period = \"50ms\"\nin_flight_dead_band = 0.1"), Options{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := func(id string, inflight int) *report.Report {
-		r := &report.Report{BackendID: id, Flags: report.FlagHealthOK, CPUUtil: 0.5, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30}
-		if inflight >= 0 {
-			r.Conns, r.Signals = uint32(inflight), report.SignalInFlight
-		}
-		return r
-	}
-	for range 2 { // past the 10 s warm-up of testConfig
-		b.pool.Accept(rep("a", -1), netip.AddrPort{})
-		b.pool.Accept(rep("b", -1), netip.AddrPort{})
-		clk.Advance(11 * time.Second)
-	}
-	b.pool.Accept(rep("a", -1), netip.AddrPort{})
-	b.pool.Accept(rep("b", -1), netip.AddrPort{})
-	b.started = clk.Now().Add(-time.Hour)
-	b.update(context.Background(), true)
+	b, clk, rep := fastLoopBalancer(t, "\nin_flight_dead_band = 0.1")
 	s := b.services[0]
 	base := append([]uint16(nil), s.applied...)
 	written := func() []uint16 {
@@ -160,4 +120,33 @@ func TestFastLoopDeadBand(t *testing.T) {
 		}
 		prev = got
 	}
+}
+
+// fastLoopBalancer is a balancer with the fast loop on (extra: more [weighting] lines) whose
+// two backends are past warm-up and have had one update, and rep, a report of backend id
+// (an in-flight report of inflight connections, or a full one for a negative count).
+func fastLoopBalancer(t *testing.T, extra string) (*Balancer, *testutil.Clock, func(id string, inflight int) *report.Report) {
+	t.Helper()
+	clk := testutil.NewClock(time.Unix(1e9, 0))
+	b, err := New(testConfig(t, "in_flight_period = \"50ms\""+extra), Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := func(id string, inflight int) *report.Report {
+		r := &report.Report{BackendID: id, Flags: report.FlagHealthOK, CPUUtil: 0.5, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30}
+		if inflight >= 0 {
+			r.Conns, r.Signals = uint32(inflight), report.SignalInFlight
+		}
+		return r
+	}
+	for range 2 { // past the 10 s warm-up of testConfig
+		b.pool.Accept(rep("a", -1), netip.AddrPort{})
+		b.pool.Accept(rep("b", -1), netip.AddrPort{})
+		clk.Advance(11 * time.Second)
+	}
+	b.pool.Accept(rep("a", -1), netip.AddrPort{})
+	b.pool.Accept(rep("b", -1), netip.AddrPort{})
+	b.started = clk.Now().Add(-time.Hour) // past the start-up hold
+	b.update(context.Background(), true)
+	return b, clk, rep
 }
