@@ -10,8 +10,6 @@ import (
 	"flowweight/controller/dataplane"
 	"flowweight/controller/switchsync"
 	"flowweight/internal/testutil"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestServicesShowMeasuredShares: what a switch's group counters measured reaches the API's
@@ -81,16 +79,7 @@ func TestServicesShowMeasuredShares(t *testing.T) {
 		}
 	}
 
-	reg := prometheus.NewRegistry()
-	for _, c := range b.View().Collectors() {
-		if err := reg.Register(c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := scrape(t, b)
 	got := map[string]float64{}
 	for _, mf := range mfs {
 		if !strings.HasPrefix(mf.GetName(), "flowweight_backend_measured_") {

@@ -14,6 +14,7 @@ import (
 	"flowweight/controller/switchsync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // withSwitch fakes a connected switch of the given version with both backends located, and
@@ -82,16 +83,7 @@ func TestSharesWithoutSwitch(t *testing.T) {
 
 func TestShareMetrics(t *testing.T) {
 	b := withSwitch(t, dataplane.OVSVersion{Major: 3, Minor: 1}, 700, 300)
-	reg := prometheus.NewRegistry()
-	for _, c := range b.View().Collectors() { // what the published snapshot gives a scrape
-		if err := reg.Register(c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := scrape(t, b)
 	got := map[string]float64{}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
@@ -152,4 +144,20 @@ func TestSwitchViewsSayWhoIsBehind(t *testing.T) {
 	if v[1].Known || v[1].Intent != 0 || v[1].Behind != b.latest.Load().Seq {
 		t.Errorf("stalled switch %+v, want unknown, at no intent, %d behind", v[1], b.latest.Load().Seq)
 	}
+}
+
+// scrape gathers what the published snapshot gives a Prometheus scrape.
+func scrape(t *testing.T, b *Balancer) []*dto.MetricFamily {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	for _, c := range b.View().Collectors() {
+		if err := reg.Register(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mfs
 }
