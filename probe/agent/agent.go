@@ -103,18 +103,19 @@ type Agent struct {
 
 	Stats Stats
 
-	seq      uint64
-	drained  bool
-	fileSeen bool
-	held     held
-	last     report.Report // the last report built, for the leaving one
-	haveLast bool
-	buf      []byte
-	limiter  limiter
-	failing  map[string]bool
-	absent   map[string]bool // sources whose signal this machine does not offer, logged once
-	memBound string          // the last memory bound logged
-	connsVia string          // the last way of counting connections logged
+	seq       uint64
+	drained   bool
+	fileSeen  bool
+	held      held
+	last      report.Report // the last report built, for the leaving one
+	haveLast  bool
+	buf       []byte
+	limiter   limiter
+	failing   map[string]bool
+	absent    map[string]bool // sources whose signal this machine does not offer, logged once
+	memBound  string          // the last memory bound logged
+	connsVia  string          // the last way of counting connections logged
+	flightVia string          // the same for the in-flight reports' counts
 
 	dueFull    time.Time // when the next sample is due: the start of the last one + nextWait
 	dueFlight  time.Time // when the next in-flight report is due
@@ -208,6 +209,12 @@ func (a *Agent) inFlightTick(ctx context.Context) {
 		a.Stats.SampleErrors.Add(1)
 		a.logLimited("in_flight", "in-flight count failed; no in-flight report", "err", err)
 		return
+	}
+	if v.ConnsVia != a.flightVia {
+		// Once per change: how the in-flight count is taken (the namespace's running count,
+		// or exact counts and why), e.g. when the calibration gave up on the running count.
+		a.flightVia = v.ConnsVia
+		a.Log.Info("in-flight connections counted", "via", v.ConnsVia)
 	}
 	r := a.last
 	r.Conns = v.Conns

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +106,31 @@ func TestFastPaceWithInFlightReports(t *testing.T) {
 	}
 	if checks != 6 {
 		t.Fatalf("%d checks in 600 ms at the fast pace, want 6", checks)
+	}
+}
+
+// TestInFlightWayLoggedOnChange: how the in-flight count is taken is logged when it changes
+// (the namespace's running count, then exact counts after the calibration gave up), not at
+// every report.
+func TestInFlightWayLoggedOnChange(t *testing.T) {
+	netns := sample.Values{Known: sample.FieldConns, Conns: 3, ConnsVia: sample.ConnsViaNetns}
+	counts := &script{results: []result{{netns, nil}}}
+	h := start(t, func(a *Agent) {
+		a.Jitter = 0
+		a.InFlightInterval, a.InFlight = time.Second, counts
+	})
+	h.tick() // the first full report
+	for range 3 {
+		h.tick()
+	}
+	counts.set(result{sample.Values{Known: sample.FieldConns, Conns: 4, ConnsVia: "sock_diag (the namespace's running count was off)"}, nil})
+	h.tick()
+	h.tick()
+	logs := h.logText()
+	if n := strings.Count(logs, `msg="in-flight connections counted"`); n != 2 {
+		t.Fatalf("logged %d times, want 2 (one per way):\n%s", n, logs)
+	}
+	if !strings.Contains(logs, "running count was off") {
+		t.Fatalf("the change to exact counts is not logged:\n%s", logs)
 	}
 }
