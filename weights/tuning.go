@@ -107,9 +107,11 @@ type Tuning struct {
 	Pressure float64 `toml:"pressure"`
 	// InFlightPeriod is the fast loop's period: this often the controller corrects the
 	// weights of the adaptive policies (headroom, dynamic, least_conn) by each backend's work
-	// in flight, from the probes' in-flight reports (FollowInFlight). Default 0: off (the lab
-	// has not shown it beating the slow loop yet, and its probes' counts cost about half a
-	// core there, docs/weights.md "The fast loop"); otherwise [10ms, 1s], 50ms suggested. The period matters more than anything else at
+	// in flight, from the probes' in-flight reports (FollowInFlight). Default 0: off: in the
+	// lab at 80 % it has not beaten the slow loop (166.7 ms against 159.4, with or without a
+	// dead-band), and each correction is a group rewrite that costs Open vSwitch (0.05–0.11
+	// cores more), though the probes' counts now cost little (docs/results/fast-loop.md);
+	// otherwise [10ms, 1s], 50ms suggested. The period matters more than anything else at
 	// high load: in the simulator's lab-shaped pool at 80 % load, headroom every second
 	// corrected every 20 ms matched per-request least connections' p99, every 50 ms came to
 	// 1.21x, and a 1 s loop alone to 30x for least_conn (fwsim -table fastloop). Static and
