@@ -46,7 +46,8 @@ func measuredOf(dpid string, m switchsync.Measured, mb switchsync.MeasuredBacken
 	if m.Total > 0 {
 		share := mb.Share
 		v.MeasuredShare = &share
-		v.SamplingError = math.Sqrt(mb.Planned * (1 - mb.Planned) / float64(m.Total))
+		// max: a planned share a rounding above 1 must not make the error NaN (JSON has none).
+		v.SamplingError = math.Sqrt(max(mb.Planned*(1-mb.Planned), 0) / float64(m.Total))
 	}
 	return v
 }
