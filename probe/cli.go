@@ -210,6 +210,7 @@ func runAgent(cfg config.Config, stderr io.Writer) int {
 	}
 	if inflight := inFlightCounter(cfg); inflight != nil {
 		a.InFlightInterval, a.InFlight = cfg.InFlightInterval, inflight
+		a.Recount = recountConns(cfg) // busy or hung: ESTABLISHED only
 	}
 	if checker != nil {
 		a.Health = checker

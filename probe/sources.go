@@ -113,6 +113,15 @@ func servicePorts(cfg config.Config) *sample.PortSet {
 	return sample.NewPortSet(ports...)
 }
 
+// recountConns counts the service ports' ESTABLISHED connections exactly, for a report whose
+// health check timed out (agent.Agent.Recount); nil without service ports.
+func recountConns(cfg config.Config) sample.Sampler {
+	if len(cfg.ServicePorts) == 0 {
+		return nil
+	}
+	return sample.NewConns(servicePorts(cfg))
+}
+
 // inFlightCounter counts the service ports' connections at every call (the full reports'
 // counter may reuse a count for conns_interval): for in-flight reports, and for a report whose
 // health check timed out. It is exact, or (in_flight_count "calibrated") the namespace's

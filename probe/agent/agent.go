@@ -100,6 +100,12 @@ type Agent struct {
 	// kernel's TCP hash (docs/probe.md, "In-flight reports").
 	InFlightInterval time.Duration
 	InFlight         sample.Sampler
+	// Recount, when set, counts the connections afresh for a report whose health check timed
+	// out, in place of InFlight: exactly, ESTABLISHED only. The in-flight count also counts
+	// CLOSE_WAIT (sample.StatesInFlight, as the kernel's running count does), and a hung
+	// service never closes the connections its late health checks gave up on: counted, they
+	// would make it look busy, and the collector would take it for slow instead of dead.
+	Recount sample.Sampler
 
 	Stats Stats
 
@@ -378,12 +384,16 @@ func (a *Agent) tick(ctx context.Context, resample bool) {
 		}
 		a.noteHealth(h)
 		r.HealthStatus, r.HealthLatency, r.HealthError = h.Status, h.Latency, h.Err
-		if !h.OK && health.TimedOut(h.Err) && a.InFlight != nil {
+		recount := a.Recount
+		if recount == nil {
+			recount = a.InFlight
+		}
+		if !h.OK && health.TimedOut(h.Err) && recount != nil {
 			// A late answer: the collector tells busy from hung by the load this report
 			// carries, so the connections are counted now rather than held from a sample, or
 			// a count reused for conns_interval, that may predate the load (docs/weights.md,
 			// "Busy is not dead").
-			if c, err := a.InFlight.Sample(ctx); err == nil && c.Known&sample.FieldConns != 0 {
+			if c, err := recount.Sample(ctx); err == nil && c.Known&sample.FieldConns != 0 {
 				// The way of the full count stays the one logged: a recount here is not a
 				// change of how connections are counted.
 				v.Merge(sample.Values{Known: sample.FieldConns, Conns: c.Conns, ConnsVia: cmp.Or(v.ConnsVia, a.connsVia)})

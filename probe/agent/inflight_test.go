@@ -134,3 +134,20 @@ func TestInFlightWayLoggedOnChange(t *testing.T) {
 		t.Fatalf("the change to exact counts is not logged:\n%s", logs)
 	}
 }
+
+// TestTimedOutCheckRecountsEstablishedOnly: with Recount set, a timed-out check's fresh count
+// is Recount's (exact, ESTABLISHED only), not the in-flight count's, which also counts the
+// CLOSE_WAIT connections a hung service never closes: those would make it look busy.
+func TestTimedOutCheckRecountsEstablishedOnly(t *testing.T) {
+	inflight := &script{results: []result{{sample.Values{Known: sample.FieldConns, Conns: 44}, nil}}}
+	exact := &script{results: []result{{sample.Values{Known: sample.FieldConns, Conns: 0, ConnsVia: sample.ConnsViaNetlink}, nil}}}
+	late := health.Result{Latency: 100 * time.Millisecond, Err: "GET http://127.0.0.1:8080/health: timeout"}
+	h := start(t, func(a *Agent) {
+		a.Jitter = 0
+		a.Health = fakeHealth{late}
+		a.InFlight, a.Recount = inflight, exact
+	})
+	if r := h.tick(); r.Conns != 0 {
+		t.Fatalf("a timed-out check's report: conns %d, want Recount's 0 (the in-flight count says 44)", r.Conns)
+	}
+}
