@@ -47,6 +47,7 @@ func main() {
 	peerQuotas := flag.String("peer-quotas", "0.125,0.25,0.5", "peers, step, overload: the backends' CPU quotas (cores), declared right")
 	work := flag.Int("work", 0, "peers, step, overload: backendd -work rounds per request; 0: tuned so a request costs -request-cpu")
 	requestCPU := flag.Duration("request-cpu", 2*time.Millisecond, "peers, step, overload: the backend CPU one request should cost, when -work is 0")
+	flag.StringVar(&traceDir, "trace", "", "peers, step, overload: write each flowweight run's per-backend weights and signals, every 250 ms, to a file in this directory")
 	flag.IntVar(&sourceAddrs, "sources", 0, "peers, step, overload: send the connections from this many more client addresses in turn (0: the client's own; at most 50)")
 	idle := flag.Duration("idle", 20*time.Second, "step: the idle time before the step")
 	flag.Parse()

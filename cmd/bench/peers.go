@@ -253,7 +253,19 @@ func measureLoad(s *scenario.Scenario, r policyRun, lo scenario.LoadOptions) (sc
 	if err != nil {
 		return scenario.LoadResult{}, cpuUse{}, cpuUse{}, fmt.Errorf("ovs-vswitchd CPU: %w", err)
 	}
+	var rates []string
+	for _, ph := range lo.Phases {
+		rates = append(rates, fmt.Sprintf("%.0f", ph.Rate))
+	}
+	if len(rates) == 0 {
+		rates = append(rates, fmt.Sprintf("%.0f", lo.Rate))
+	}
+	tr, err := startTrace(s, r, strings.Join(rates, "-"))
+	if err != nil {
+		return scenario.LoadResult{}, cpuUse{}, cpuUse{}, err
+	}
 	res, err := s.Load(context.Background(), lo)
+	tr.end()
 	if err != nil {
 		return res, cpuUse{}, cpuUse{}, err
 	}
