@@ -756,6 +756,39 @@ func TestFastPaceDoesNotAgeHeldValues(t *testing.T) {
 	}
 }
 
+// Reports between samples repeat the last sample's signals, as they repeat its utilisations;
+// a signal the last sample lacked stays absent. Without them each fast report restarted the
+// collector's averages and, lacking the service's CPU, sent the headroom pool back to 1/AL.
+func TestFastPaceRepeatsSignals(t *testing.T) {
+	withSignals := full
+	withSignals.Known |= sample.FieldServiceCPU | sample.FieldCPUPressure
+	withSignals.ServiceCores, withSignals.CPUPressure, withSignals.PressureScope = 0.5, 0.25, sample.ScopeHost
+	h, _, cnt := fastHarness(t, up, down)
+	h.src.set(result{withSignals, nil})
+	h.step() // 1 s: healthy, sampled
+	want := report.SignalServiceCPU | report.SignalCPUPressure
+	for i := range 11 { // 2 s: the failing check, sampled; then the fast pace to 3 s
+		if i == 10 {
+			h.src.set(result{full, nil}) // the sample at 3 s has no signals
+		}
+		n := cnt.count()
+		_, r := h.step()
+		if sampled := cnt.count() > n; i < 10 && (i == 0) != sampled {
+			t.Fatalf("report %d: sampled %v; the script's pace changed", i, sampled)
+		}
+		got := r.Signals & want
+		switch {
+		case i < 10 && (got != want || r.ServiceCPU != 0.2 || r.CPUPressure != 0.25):
+			t.Errorf("report %d: signals %v, service %v, pressure %v; want the last sample's (%v, 0.2, 0.25)", i, got, r.ServiceCPU, r.CPUPressure, want)
+		case i == 10 && got != 0:
+			t.Errorf("report %d, after a sample without signals: signals %v, want none", i, got)
+		}
+	}
+	if _, r := h.step(); r.Signals&want != 0 { // fast, after the sample without
+		t.Errorf("fast report after a sample without signals: %v, want none", r.Signals&want)
+	}
+}
+
 // A service flapping on every check keeps the fast pace and never goes faster: reports are
 // fast_interval apart, also when a slow check is followed by a quick one.
 func TestFastPaceFlappingIsBounded(t *testing.T) {

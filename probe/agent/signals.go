@@ -5,12 +5,17 @@ import (
 	"flowweight/probe/sample"
 )
 
+// heldSignalFields are the signals a sampler measures, which a report between two samples
+// repeats; the health-check latency is the check's own.
+const heldSignalFields = sample.FieldCPUPressure | sample.FieldThrottled | sample.FieldServiceCPU
+
 // fillSignals copies this interval's version-2 signals from v into r and sets their bits; r's
 // CPU count must be filled in already (held.fill).
-// Unlike the utilisations (see held) a signal is never carried over from an earlier interval
-// nor given a policy value: a signal not measured now is absent, which the collector can tell
-// from zero load. A value outside [0,1] (a sampler bug) is left absent and logged rather than
-// sent, because AppendSeal would refuse the whole report for it.
+// A signal not measured in the last sample is absent, which the collector can tell from zero
+// load: unlike the utilisations (see held) it is never carried over from an earlier sample nor
+// given a policy value; reports between samples repeat the last sample's (Agent.tick). A value
+// outside [0,1] (a sampler bug) is left absent and logged rather than sent, because
+// AppendSeal would refuse the whole report for it.
 func (a *Agent) fillSignals(r *report.Report, v sample.Values) {
 	r.Version = report.Version
 	r.Signals &= report.SignalConnsStale // held.fill's, about Conns
