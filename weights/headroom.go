@@ -63,7 +63,7 @@ func cpuSplit(in []Backend, w []work, pressure float64) (missing int) {
 		x.avail = 1 - (busy - x.own)
 		x.press = 0
 		if in[i].HasPressure {
-			x.press = pressure * fraction.Clamp(in[i].CPUPressure)
+			x.press = pressure * min(fraction.Clamp(in[i].CPUPressure), maxPressure)
 		}
 		sumOwn += x.own
 		sumAvail += x.avail
@@ -219,6 +219,15 @@ func headroom(w []work, t Tuning) float64 {
 // capacity run, two cores shared by the backends, the switch and the clients, measured the
 // pressure at 0.4–0.5 under load (docs/weights.md).
 func (x *work) supply() float64 { return x.c * x.avail * (1 - x.press) }
+
+// maxPressure is the most CPU pressure S is discounted by. Past it the pressure says more
+// about our own queue than about anyone else's: a saturated pool drives PSI to 1, where 1 − p
+// is the difference of two numbers near 1, S collapses everywhere, and the split followed
+// the noise in it (the lab's 110 % overload: 15 → 35 → 10 % of the load on the smallest
+// backend within three updates, docs/results/fast-loop.md). At 0.5 the contended regime the
+// term exists for (0.4–0.5 in the hidden-capacity lab) is untouched, and one backend's
+// pressure can at most halve its share against an unpressed twin.
+const maxPressure = 0.5
 
 // minTarget is a dropped backend's target share: small enough that the floor decides its
 // weight, large enough that damping's logarithms stay finite.

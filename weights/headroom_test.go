@@ -135,6 +135,10 @@ func TestHeadroomPressure(t *testing.T) {
 		}
 		return in
 	}
+	busier := func(in []Backend) []Backend {
+		in[2].CPU, in[2].ServiceCPU = 0.45, 0.45
+		return in
+	}
 	none := shares(compute(base(), headroomOnly()))
 	proportional := []float64{0.25, 0.25, 0.5}
 	tests := []struct {
@@ -147,15 +151,20 @@ func TestHeadroomPressure(t *testing.T) {
 		{"absent is not zero", with(-1, -1, -1), 1, none, ""},
 		{"measured zero", with(0, 0, 0), 1, none, ""},
 		{"kappa 0 ignores it", with(0.9, 0.9, 0.9), 0, none, ""},
-		// S = 0.05, 0.05, 0.1 against a demand of 0.9: proportional to S.
-		{"uniform and high: proportional", with(0.9, 0.9, 0.9), 1, proportional, ""},
+		// The quiet one busier (own 0.45): S = 0.25, 0.25, 0.5 against a demand of 0.3 + 0.3 +
+		// 0.45 = 1.05, more than is left: proportional to S.
+		{"uniform and high: proportional", busier(with(0.9, 0.9, 0.9)), 1, proportional, ""},
+		// A saturated pool's PSI near 1 counts as 0.5: the split is the one at 0.5, not the
+		// noise in 1 − p (the lab's 110 % overload).
+		{"uniform and saturated: capped", with(0.999, 0.97, 1), 1, []float64{0.225 / 0.925, 0.225 / 0.925, 0.475 / 0.925}, ""},
 		// S = 0.25, 0.25, 0.5 = 1 against a measured demand of 0.9 (planned max(0.9 + 0.25·0.1,
 		// 0.8) = 0.925): h = 0.025, shares (S − h)/0.925.
 		{"uniform and half", with(0.5, 0.5, 0.5), 1, []float64{0.225 / 0.925, 0.225 / 0.925, 0.475 / 0.925}, ""},
 		// Only c is pressed: S = 0.5, 0.5, 0.5, all alike.
 		{"one pressed backend loses its edge", with(-1, -1, 0.5), 1, []float64{1.0 / 3, 1.0 / 3, 1.0 / 3}, ""},
-		// κ = 0.5 on a pressure of 1 is a pressure of 0.5.
-		{"kappa scales", with(1, 1, 1), 0.5, []float64{0.225 / 0.925, 0.225 / 0.925, 0.475 / 0.925}, ""},
+		// κ = 0.5 on a pressure of 0.5 is a pressure of 0.25: S = 0.375, 0.375, 0.75 against a
+		// demand planned at max(0.9 + 0.25·0.6, 0.8·1.5) = 1.2, h = 0.1.
+		{"kappa scales", with(0.5, 0.5, 0.5), 0.5, []float64{0.275 / 1.2, 0.275 / 1.2, 0.65 / 1.2}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,7 +180,7 @@ func TestHeadroomPressure(t *testing.T) {
 			for i, e := range r.Backends {
 				wantP := 0.0
 				if tt.in[i].HasPressure {
-					wantP = tt.pressure * tt.in[i].CPUPressure
+					wantP = tt.pressure * min(tt.in[i].CPUPressure, maxPressure)
 				}
 				if math.Abs(e.Pressure-wantP) > 1e-12 || math.Abs(e.Headroom-e.C*max(e.Avail*(1-wantP)-e.Own, 0)) > 1e-12 {
 					t.Fatalf("%s: explanation pressure %v headroom %v, want %v and C·(avail·(1 − p) − own)", e.Name, e.Pressure, e.Headroom, wantP)
