@@ -140,6 +140,9 @@ func (f *InFlight) calibrate(ctx context.Context, t time.Time) (Values, error) {
 		}
 	}
 	f.offset, f.calAt = mid-int64(v.Conns), t
+	// The calibration is part of counting by the running count, not a change of way: said as
+	// the exact counter's way, the probe logged a change twice a second.
+	v.ConnsVia = ConnsViaNetns
 	return v, nil
 }
 

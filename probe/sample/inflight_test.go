@@ -50,43 +50,43 @@ func TestInFlightCalibrated(t *testing.T) {
 		steps []step
 	}{
 		{"the offset carries the other connections", []step{
-			{at: 0, exact: 5, estab: 12, want: 5, wantVia: ConnsViaNetlink, wantCall: true},
+			{at: 0, exact: 5, estab: 12, want: 5, wantVia: ConnsViaNetns, wantCall: true},
 			{at: 50 * time.Millisecond, exact: 99, estab: 15, want: 8, wantVia: ConnsViaNetns},
 			{at: 100 * time.Millisecond, exact: 99, estab: 6, want: 0, wantVia: ConnsViaNetns},
 			// Below the offset: the next sample counts exactly again.
-			{at: 150 * time.Millisecond, exact: 2, estab: 7, want: 2, wantVia: ConnsViaNetlink, wantCall: true},
+			{at: 150 * time.Millisecond, exact: 2, estab: 7, want: 2, wantVia: ConnsViaNetns, wantCall: true},
 			{at: 200 * time.Millisecond, exact: 99, estab: 9, want: 4, wantVia: ConnsViaNetns},
 		}},
 		{"recalibrates every second", []step{
-			{at: 0, exact: 5, estab: 12, want: 5, wantVia: ConnsViaNetlink, wantCall: true},
+			{at: 0, exact: 5, estab: 12, want: 5, wantVia: ConnsViaNetns, wantCall: true},
 			{at: 999 * time.Millisecond, exact: 6, estab: 13, want: 6, wantVia: ConnsViaNetns},
-			{at: time.Second, exact: 6, estab: 20, want: 6, wantVia: ConnsViaNetlink, wantCall: true},
+			{at: time.Second, exact: 6, estab: 20, want: 6, wantVia: ConnsViaNetns, wantCall: true},
 			{at: 1050 * time.Millisecond, exact: 0, estab: 21, want: 7, wantVia: ConnsViaNetns},
 		}},
 		{"a clock that goes back recalibrates", []step{
-			{at: time.Second, exact: 5, estab: 12, want: 5, wantVia: ConnsViaNetlink, wantCall: true},
-			{at: 500 * time.Millisecond, exact: 3, estab: 12, want: 3, wantVia: ConnsViaNetlink, wantCall: true},
+			{at: time.Second, exact: 5, estab: 12, want: 5, wantVia: ConnsViaNetns, wantCall: true},
+			{at: 500 * time.Millisecond, exact: 3, estab: 12, want: 3, wantVia: ConnsViaNetns, wantCall: true},
 		}},
 		{"churning neighbours end the running count", []step{
-			{at: 0, exact: 5, estab: 12, want: 5, wantVia: ConnsViaNetlink, wantCall: true},
-			{at: 1 * time.Second, exact: 5, estab: 30, want: 5, wantVia: ConnsViaNetlink, wantCall: true},  // off by 18: strike 1
-			{at: 2 * time.Second, exact: 5, estab: 60, want: 5, wantVia: ConnsViaNetlink, wantCall: true},  // strike 2
+			{at: 0, exact: 5, estab: 12, want: 5, wantVia: ConnsViaNetns, wantCall: true},
+			{at: 1 * time.Second, exact: 5, estab: 30, want: 5, wantVia: ConnsViaNetns, wantCall: true},    // off by 18: strike 1
+			{at: 2 * time.Second, exact: 5, estab: 60, want: 5, wantVia: ConnsViaNetns, wantCall: true},    // strike 2
 			{at: 3 * time.Second, exact: 5, estab: 100, want: 5, wantVia: ConnsViaNetlink, wantCall: true}, // strike 3: exact for good
 			{at: 3050 * time.Millisecond, exact: 6, estab: 100, want: 6, wantVia: ConnsViaNetlink + " (the namespace's running count was off", wantCall: true},
 		}},
 		{"one burst between the two reads is one strike", []step{
-			{at: 0, exact: 5, estab: 12, want: 5, wantVia: ConnsViaNetlink, wantCall: true},
-			{at: 1 * time.Second, exact: 5, estab: 30, want: 5, wantVia: ConnsViaNetlink, wantCall: true}, // strike 1, offset 25
-			{at: 2 * time.Second, exact: 5, estab: 30, want: 5, wantVia: ConnsViaNetlink, wantCall: true}, // on target: strikes reset
-			{at: 3 * time.Second, exact: 5, estab: 60, want: 5, wantVia: ConnsViaNetlink, wantCall: true}, // strike 1
-			{at: 4 * time.Second, exact: 5, estab: 60, want: 5, wantVia: ConnsViaNetlink, wantCall: true},
+			{at: 0, exact: 5, estab: 12, want: 5, wantVia: ConnsViaNetns, wantCall: true},
+			{at: 1 * time.Second, exact: 5, estab: 30, want: 5, wantVia: ConnsViaNetns, wantCall: true}, // strike 1, offset 25
+			{at: 2 * time.Second, exact: 5, estab: 30, want: 5, wantVia: ConnsViaNetns, wantCall: true}, // on target: strikes reset
+			{at: 3 * time.Second, exact: 5, estab: 60, want: 5, wantVia: ConnsViaNetns, wantCall: true}, // strike 1
+			{at: 4 * time.Second, exact: 5, estab: 60, want: 5, wantVia: ConnsViaNetns, wantCall: true},
 			{at: 4050 * time.Millisecond, exact: 0, estab: 61, want: 6, wantVia: ConnsViaNetns},
 		}},
 		{"a large count tolerates a quarter", []step{
-			{at: 0, exact: 400, estab: 410, want: 400, wantVia: ConnsViaNetlink, wantCall: true},
-			{at: 1 * time.Second, exact: 400, estab: 500, want: 400, wantVia: ConnsViaNetlink, wantCall: true}, // off by 90 < 100
-			{at: 2 * time.Second, exact: 400, estab: 600, want: 400, wantVia: ConnsViaNetlink, wantCall: true},
-			{at: 3 * time.Second, exact: 400, estab: 700, want: 400, wantVia: ConnsViaNetlink, wantCall: true},
+			{at: 0, exact: 400, estab: 410, want: 400, wantVia: ConnsViaNetns, wantCall: true},
+			{at: 1 * time.Second, exact: 400, estab: 500, want: 400, wantVia: ConnsViaNetns, wantCall: true}, // off by 90 < 100
+			{at: 2 * time.Second, exact: 400, estab: 600, want: 400, wantVia: ConnsViaNetns, wantCall: true},
+			{at: 3 * time.Second, exact: 400, estab: 700, want: 400, wantVia: ConnsViaNetns, wantCall: true},
 			{at: 3050 * time.Millisecond, exact: 0, estab: 710, want: 410, wantVia: ConnsViaNetns},
 		}},
 		{"an unreadable /proc/net/snmp falls back to exact", []step{
