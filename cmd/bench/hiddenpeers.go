@@ -20,7 +20,9 @@ func (b *bench) hiddenPeers() error {
 	if work == 0 {
 		work = 20000
 	}
+	// The probes send in-flight reports for the banded fast loop's run, as in the peers run.
 	s, stop, err := b.start(scenario.Options{Quotas: quotas, NoServiceCPU: b.noServiceCPU, Work: work,
+		InFlight:  fastLoopPeriod,
 		Weighting: map[string]string{"policy": `"static"`, "capacity": cpuOnly}})
 	if err != nil {
 		return err
@@ -41,7 +43,7 @@ func (b *bench) hiddenPeers() error {
 	}
 	levels := b.levelsOr(0.5, 0.8)
 	reps := b.repeatOr(3)
-	runsPerLevel := 2 + len(staticSearch)
+	runsPerLevel := 3 + len(staticSearch)
 	burnFor := 5*time.Minute + time.Duration(len(levels)*reps*runsPerLevel)*(settleFeedback+b.measure+10*time.Second)
 	var burners []*neighbour
 	for _, be := range s.Backends[:2] {
@@ -80,8 +82,9 @@ func (b *bench) hiddenPeers() error {
 	fmt.Printf("Pool capacity under headroom (16 clients, no rate limit, 10 s): %.1f req/s (%s). ", capacity, sat)
 	fmt.Printf("Load: open-loop Poisson, from %s (see the peers run). HAProxy %s leastconn, `weight` %v (the declared capacities, equal), `%s`.\n\n", sourcesText(), haproxyVersion(), weights, haproxyCheck)
 	runs := []policyRun{
-		feedback(labelFWDefault, "headroom"),
+		fastLoopOff(feedback(labelFWDefault, "headroom")),
 		{label: labelHAWeighted, hap: hap, settle: settleHAProxy},
+		banded(feedback(labelFWBanded, "headroom")),
 	}
 	for _, c := range staticSearch {
 		runs = append(runs, policyRun{label: "static " + fmtShares(c), policy: "static",
