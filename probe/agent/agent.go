@@ -109,22 +109,19 @@ type Agent struct {
 
 	Stats Stats
 
-	seq      uint64
-	drained  bool
-	fileSeen bool
-	held     held
-	// heldSignals: the last sample's version-2 signals (heldSignalFields), repeated by the
-	// reports between samples.
-	heldSignals sample.Values
-	last        report.Report // the last report built, for the leaving one
-	haveLast    bool
-	buf         []byte
-	limiter     limiter
-	failing     map[string]bool
-	absent      map[string]bool // sources whose signal this machine does not offer, logged once
-	memBound    string          // the last memory bound logged
-	connsVia    string          // the last way of counting connections logged
-	flightVia   string          // the same for the in-flight reports' counts
+	seq       uint64
+	drained   bool
+	fileSeen  bool
+	held      held
+	last      report.Report // the last report built, for the leaving one
+	haveLast  bool
+	buf       []byte
+	limiter   limiter
+	failing   map[string]bool
+	absent    map[string]bool // sources whose signal this machine does not offer, logged once
+	memBound  string          // the last memory bound logged
+	connsVia  string          // the last way of counting connections logged
+	flightVia string          // the same for the in-flight reports' counts
 
 	dueFull    time.Time // when the next sample is due: the start of the last one + nextWait
 	dueFlight  time.Time // when the next in-flight report is due
@@ -414,17 +411,8 @@ func (a *Agent) tick(ctx context.Context, resample bool) {
 	}
 	if resample {
 		a.logSignals(v)
-		a.heldSignals = v
-		a.heldSignals.Known &= heldSignalFields
-		a.heldSignals.Unavailable = 0
-	} else {
-		// Between samples the report repeats the last sample's signals, as held repeats its
-		// utilisations: they are still the latest interval's measurement. Left out, each of
-		// the fast pace's reports would restart the collector's averages of them and, without
-		// the service's CPU, turn the headroom policy's pool back to 1/AL, ten times a second
-		// while a busy backend's checks run late (docs/weights.md, "Busy is not dead").
-		v.Merge(a.heldSignals)
 	}
+	a.held.signals(&v, resample)
 	if a.drained {
 		r.Flags |= report.FlagDrain
 	}

@@ -5,10 +5,32 @@ import (
 	"flowweight/probe/sample"
 )
 
-// held carries the last measured value of each field across failed samples; see StaleAfter.
+// held carries the last measured value of each field across failed samples (see StaleAfter),
+// and the last sample's signals to the reports between two samples.
 type held struct {
 	v   sample.Values
 	age [6]int // intervals since each field (by bit index) was last measured
+	sig sample.Values
+}
+
+// heldSignalFields are the signals a sampler measures, which a report between two samples
+// repeats; the health-check latency is the check's own.
+const heldSignalFields = sample.FieldCPUPressure | sample.FieldThrottled | sample.FieldServiceCPU
+
+// signals keeps a new sample's signals (aged), or adds the last sample's to a report between
+// two samples: they are still the latest interval's measurement, as the utilisations fill
+// repeats are. Left out, each of the fast pace's reports would restart the collector's
+// averages of them and, without the service's CPU, turn the headroom policy's pool back to
+// 1/AL, ten times a second while a busy backend's checks run late (docs/weights.md, "Busy is
+// not dead"). A signal the last sample lacked stays absent.
+func (h *held) signals(v *sample.Values, aged bool) {
+	if aged {
+		h.sig = *v
+		h.sig.Known &= heldSignalFields
+		h.sig.Unavailable = 0
+		return
+	}
+	v.Merge(h.sig)
 }
 
 var fields = [...]sample.Field{

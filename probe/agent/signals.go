@@ -5,15 +5,11 @@ import (
 	"flowweight/probe/sample"
 )
 
-// heldSignalFields are the signals a sampler measures, which a report between two samples
-// repeats; the health-check latency is the check's own.
-const heldSignalFields = sample.FieldCPUPressure | sample.FieldThrottled | sample.FieldServiceCPU
-
 // fillSignals copies this interval's version-2 signals from v into r and sets their bits; r's
 // CPU count must be filled in already (held.fill).
 // A signal not measured in the last sample is absent, which the collector can tell from zero
 // load: unlike the utilisations (see held) it is never carried over from an earlier sample nor
-// given a policy value; reports between samples repeat the last sample's (Agent.tick). A value
+// given a policy value; reports between samples repeat the last sample's (held.signals). A value
 // outside [0,1] (a sampler bug) is left absent and logged rather than sent, because
 // AppendSeal would refuse the whole report for it.
 func (a *Agent) fillSignals(r *report.Report, v sample.Values) {
