@@ -41,6 +41,9 @@ const (
 	KindAffinityMiss      Kind = 16 // table 5: no learned backend → group
 	KindAffinityLearn     Kind = 17 // table 6: per backend, learn the client, → table 2
 	KindAffinityLearnNone Kind = 18 // table 6: lowest priority → table 2 (shared)
+	// Reactive dispatch (dispatch.go).
+	KindDispatch     Kind = 19 // table 1: +new+trk to the VIP → controller
+	KindDispatchPick Kind = 20 // table 1: per backend, +new+trk and reg3 = it → ct commit nat
 )
 
 var kindNames = map[Kind]string{
@@ -49,6 +52,7 @@ var kindNames = map[Kind]string{
 	KindReturnNormal: "return-normal", KindNormal: "normal", KindNS: "ns", KindNA: "na",
 	KindAffinity: "affinity", KindAffinityNone: "affinity-none", KindAffinityHit: "affinity-hit", KindAffinityMiss: "affinity-miss",
 	KindAffinityLearn: "affinity-learn", KindAffinityLearnNone: "affinity-learn-none",
+	KindDispatch: "dispatch", KindDispatchPick: "dispatch-pick",
 }
 
 func (k Kind) String() string {

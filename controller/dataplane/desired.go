@@ -25,6 +25,18 @@ const (
 	ModeStateless Mode = "stateless"
 )
 
+// Dispatch says who chooses a new connection's backend.
+type Dispatch string
+
+const (
+	// DispatchGroup: the switch, by hashing into the select group's slot table (the default,
+	// the empty Dispatch).
+	DispatchGroup Dispatch = "group"
+	// DispatchReactive: the controller, per connection, from work in flight (dispatch.go).
+	// Conntrack mode without affinity.
+	DispatchReactive Dispatch = "reactive"
+)
+
 // Service is one load-balanced virtual service as the controller wants it on a switch, with
 // weights already chosen (panic policy included).
 type Service struct {
@@ -40,7 +52,9 @@ type Service struct {
 	// AffinityTimeout is client affinity's idle timeout in seconds (affinity.go); 0 is off.
 	// Conntrack mode only.
 	AffinityTimeout uint16
-	Backends        []Backend
+	// Dispatch is who chooses each new connection's backend; "" means DispatchGroup.
+	Dispatch Dispatch
+	Backends []Backend
 }
 
 // Backend is one server behind a service.
@@ -125,6 +139,15 @@ func (s Service) Validate() error {
 	}
 	if s.AffinityTimeout > 0 && s.Mode == ModeStateless {
 		bad("affinity_timeout needs mode %q (stateless mode has no connection tracking to pin a learned backend with)", ModeConntrack)
+	}
+	switch s.Dispatch {
+	case "", DispatchGroup:
+	case DispatchReactive:
+		if s.Mode == ModeStateless || s.AffinityTimeout > 0 {
+			bad("dispatch %q needs mode %q without affinity (the switch's connection tracking carries each connection the controller placed)", s.Dispatch, ModeConntrack)
+		}
+	default:
+		bad("dispatch %q is neither %q nor %q", s.Dispatch, DispatchGroup, DispatchReactive)
 	}
 	if s.GroupID > uint32(ofp.GroupMax) {
 		bad("group id %d above %d", s.GroupID, uint32(ofp.GroupMax))
@@ -331,7 +354,9 @@ func (p *planner) conntrack(s Service) {
 	p.resolution(s)
 	p.flow(TableClassify, PriorityVIP, MakeCookie(s.Index, NoIndex, KindVIP), toVIP(s),
 		apply(&ofwire.CT{Zone: s.Zone, Table: TableCT, Actions: ofp.Actions{&ofwire.NAT{}}}))
-	if s.AffinityTimeout > 0 {
+	if s.Dispatch == DispatchReactive {
+		p.dispatch(s)
+	} else if s.AffinityTimeout > 0 {
 		p.affinity(s)
 	} else {
 		p.flow(TableCT, PriorityVIP, MakeCookie(s.Index, NoIndex, KindNew),
@@ -463,3 +488,7 @@ func apply(a ...ofp.Action) ofp.Instructions {
 func gotoTable(t uint8) ofp.Instructions {
 	return ofp.Instructions{&ofp.InstructionGotoTable{Table: ofp.Table(t)}}
 }
+
+// Reachable reports whether the backend's location is known, so that it has its per-backend
+// flows (delivery, return, and in reactive dispatch its pick flow).
+func (b Backend) Reachable() bool { return b.reachable() }
