@@ -409,7 +409,7 @@ func (p *Pool) ReadInFlight(dst []weights.InFlight, names []string, maxAge time.
 		var f weights.InFlight
 		if b, ok := p.backends[n]; ok && !b.st.InFlightAt.IsZero() {
 			if age := now.Sub(b.st.InFlightAt); age >= 0 && age <= maxAge {
-				f = weights.InFlight{N: b.st.InFlight, OK: true, Failing: b.st.ConsecFail > 0}
+				f = weights.InFlight{N: b.st.InFlight, OK: true, At: b.st.InFlightAt, Failing: b.st.ConsecFail > 0}
 			}
 		}
 		dst = append(dst, f)

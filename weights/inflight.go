@@ -3,6 +3,7 @@ package weights
 import (
 	"math"
 	"slices"
+	"time"
 )
 
 // MaxInFlightBoost bounds how far the in-flight correction moves one backend's share from
@@ -21,6 +22,9 @@ const MaxInFlightBoost = 4
 type InFlight struct {
 	N  float64
 	OK bool
+	// At is when the count was received (zero when !OK): reactive dispatch adds what it sent
+	// to the backend since (controller/dispatch).
+	At time.Time
 	// Failing caps the backend's factor at 1: its last health check failed, and the empty
 	// queue of a backend that refuses or resets connections is not spare capacity (least
 	// connections' black hole: a dead backend answers fastest and would draw the most).

@@ -62,6 +62,10 @@ var rules = []struct {
 	// The configuration history keeps files; it parses no configuration and knows no balancer.
 	{"flowweight/controller/history", []string{"flowweight/controller/balancer", "flowweight/controller/config"}, nil},
 	{"flowweight/controller/ratelog", []string{"flowweight/"}, nil},
+	// Reactive dispatch chooses from values it is given (the located service, the counts);
+	// it holds no session and no balancer.
+	{"flowweight/controller/dispatch", []string{"flowweight/controller/balancer", "flowweight/controller/switchsync",
+		"flowweight/controller/ofswitch", "flowweight/controller/config", "flowweight/collector"}, nil},
 	// The collector's poll runner is given its jobs: it knows no configuration file and no switch.
 	{"flowweight/collector/poll", []string{"flowweight/controller", "flowweight/probe", "flowweight/collector/push"}, nil},
 	// The election is standalone: the controller asks it, it knows nothing of the controller.
