@@ -102,6 +102,9 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 		if s.PolicyFallback != "" {
 			fmt.Fprintf(w, "  policy fallback: %s\n", s.PolicyFallback)
 		}
+		if s.Dispatch == "reactive" {
+			fmt.Fprintf(w, "  dispatch: reactive (the controller chooses each new connection's backend by least connections; IN FLIGHT is its estimate, SENT what it sent)\n")
+		}
 		if s.ShadowPolicy != "" {
 			fmt.Fprintf(w, "  shadow policy: %s (computed beside the live weights, never applied)\n", s.ShadowPolicy)
 		}
@@ -132,6 +135,9 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 			}
 			if b.InFlight != nil {
 				inflight = fmt.Sprintf("%.0f", *b.InFlight)
+			}
+			if b.DispatchInFlight != nil && b.Dispatched != nil {
+				inflight = fmt.Sprintf("%.0f, sent %d", *b.DispatchInFlight, *b.Dispatched)
 			}
 			if b.ServiceCPU != nil {
 				own = fmt.Sprintf("%.1f%%", 100**b.ServiceCPU)

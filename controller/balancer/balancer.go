@@ -20,6 +20,7 @@ import (
 	"flowweight/collector/push"
 	"flowweight/controller/arp"
 	"flowweight/controller/config"
+	"flowweight/controller/dispatch"
 	"flowweight/controller/intent"
 	"flowweight/controller/ofswitch"
 	"flowweight/controller/ratelog"
@@ -100,6 +101,9 @@ type Balancer struct {
 	// nb is where backends are on each switch (the ARP learner, its own lock), shared by the
 	// syncers, which send the ARP/ND traffic.
 	nb *switchsync.Neighbours
+	// dispatch chooses reactive services' backends per connection, shared by the syncers
+	// (its own lock); it reads the pool's in-flight counts.
+	dispatch *dispatch.Dispatcher
 }
 
 // New validates nothing (the config was validated by Load) and starts nothing.
@@ -121,6 +125,7 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 	b.notes = switchsync.NewNotes(b.log)
 	b.plans = switchsync.NewPlans()
 	b.pool = collector.NewPool(poolConfig(cfg, b.now, b.log, onTransition(b.metrics, b.events, b.kick)))
+	b.dispatch = dispatch.New(dispatch.Config{Counts: b.pool.ReadInFlight, Now: b.now})
 	b.snmp = poll.New(poll.Config{Sink: b.pool, Logger: b.log, PollFailed: func(name string) { b.metrics.snmpErrors.WithLabelValues(name).Inc() }})
 	// The one place that asks whether this controller is one of an HA pool.
 	var store Store = fileStore{path: opt.StatePath}
@@ -136,7 +141,7 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 		now: b.now, writes: b.metrics.stateWrites}
 	b.drains = &drains{pool: b.pool, store: store, kick: b.Kick, save: b.saveState}
 	b.board.SetSources(view.Sources{Pool: b.pool, Now: b.now, Events: b.events, History: b.hist, Election: b.lead,
-		Locate: b.nb.Locator, Drain: b.Drain})
+		Locate: b.nb.Locator, Drain: b.Drain, Dispatched: b.dispatch.Stats})
 	b.board.PublishSwitches(view.Registry{})
 	ctx, cancel := context.WithTimeout(context.Background(), haTimeout)
 	b.st.load(ctx, cfg)
@@ -278,6 +283,7 @@ func (b *Balancer) install(cfg *config.Config) error {
 		kept[s.cfg.Name] = true
 	}
 	b.notes.Forget(kept)
+	b.dispatch.Forget(func(name string) bool { return kept[name] })
 	pushsrv := b.push.configure(keys, addrs)
 	b.mu.Unlock()
 	b.pool.Reconfigure(poolConfig(cfg, b.now, b.log, onTransition(b.metrics, b.events, b.kick)))
@@ -429,6 +435,8 @@ func (b *Balancer) Connected(sw *ofswitch.Switch) {
 		Notes: b.notes,
 		Plans: b.plans,
 		Lead:  b.lead.Syncer(),
+		Dispatch: switchsync.DispatchConfig{Dispatcher: b.dispatch, Limited: b.plog, Metrics: switchsync.DispatchMetrics{
+			Dispatched: b.metrics.dispatched, Dropped: b.metrics.dispatchDropped, Seconds: b.metrics.dispatchSeconds}},
 		Metrics: switchsync.Metrics{Rewrites: b.metrics.rewrites, RewriteErrors: b.metrics.rewriteErrors,
 			Drift: b.metrics.drift, BarrierRTT: b.metrics.barrierRTT, Contested: b.metrics.contested}})
 	b.mu.Lock()

@@ -35,10 +35,11 @@ func (s *service) out() []uint16 {
 // follows reports whether the fast loop steers the service now: a period and an adaptive
 // policy are configured, the service keeps connections across reweights (conntrack mode: in
 // stateless mode every rewrite re-hashes the connections of the slots it moves, so tens a
-// second would break them all), its weights were written once, it is not held, and this
+// second would break them all), the switch's group dispatches (in reactive dispatch the
+// controller follows work in flight per connection already), its weights were written once, it is not held, and this
 // controller writes (a standby follows the switch instead).
 func (s *service) follows(standby bool) bool {
-	return s.tuning.FollowsInFlight() && s.cfg.Mode != "stateless" && s.applied != nil && !s.hold && !standby
+	return s.tuning.FollowsInFlight() && s.cfg.Mode != "stateless" && s.cfg.Dispatch != "reactive" && s.applied != nil && !s.hold && !standby
 }
 
 // follow recomputes the fast weights from n (one per backend, in config order) and reports

@@ -27,6 +27,8 @@ type Metrics struct {
 	barrierRTT                          prometheus.Histogram
 	updateSeconds                       prometheus.Histogram
 	followSeconds                       prometheus.Histogram // fast-loop steps that changed an intent
+	dispatched, dispatchDropped         *prometheus.CounterVec
+	dispatchSeconds                     prometheus.Histogram
 	reloads                             *prometheus.CounterVec
 	stateWrites                         *prometheus.CounterVec
 	// board is where the balancer publishes what the scrape-time collectors read (the push
@@ -101,6 +103,15 @@ func NewMetrics() *Metrics {
 		followSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flowweight", Name: "follow_duration_seconds",
 			Help:    "Duration of fast-loop steps (weighting.in_flight_period) that changed the weights handed to the switches.",
 			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 9)}),
+		dispatched: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "dispatched_connections_total",
+			Help: "New connections of reactive services (dispatch = \"reactive\") the controller sent to a backend, by how it chose: least_conn (probes' in-flight counts) or round_robin (by weight, without counts)."},
+			[]string{"service", "backend", "by"}),
+		dispatchDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "dispatch_dropped_total",
+			Help: "First frames of reactive services' new connections not sent on (the client retransmits), by reason: no_service, no_backend, truncated, not_sent."},
+			[]string{"service", "reason"}),
+		dispatchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flowweight", Name: "dispatch_duration_seconds",
+			Help:    "Time from a reactive service's packet-in to its packet-out queued (the choice and the encoding; the switch's and the socket's time are not in it).",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 10)}),
 		board: view.NewBoard(),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flowweight", Name: "config_reloads_total",
 			Help: "Configuration reloads, by result: applied, refused_removal (would remove too much without -allow-removal), invalid."}, []string{"result"}),
@@ -126,7 +137,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
 		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.contested, m.arpReplies, m.arpFaults, m.barrierRTT, m.updateSeconds, m.followSeconds,
 		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps, m.reloads, m.stateWrites,
-		m.serviceCPU, m.headroom, m.fallback, m.conns} {
+		m.serviceCPU, m.headroom, m.fallback, m.conns, m.dispatched, m.dispatchDropped, m.dispatchSeconds} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

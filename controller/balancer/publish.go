@@ -39,7 +39,7 @@ func (s *service) baseView() *view.ServiceView {
 	if s.base != nil {
 		return s.base
 	}
-	v := &view.ServiceView{Name: s.cfg.Name, VIP: s.cfg.VIP, Port: s.cfg.Port, Mode: s.cfg.Mode, GroupID: s.cfg.GroupID,
+	v := &view.ServiceView{Name: s.cfg.Name, VIP: s.cfg.VIP, Port: s.cfg.Port, Mode: s.cfg.Mode, Dispatch: s.cfg.Dispatch, GroupID: s.cfg.GroupID,
 		Backends: make([]view.BackendView, len(s.cfg.Backends))}
 	for j, be := range s.cfg.Backends {
 		v.Backends[j] = view.BackendView{Name: be.Name, IP: be.IP, Port: be.Port, Source: be.Source}

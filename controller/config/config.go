@@ -148,6 +148,13 @@ type Service struct {
 	// seconds up to 65535 s, what Open vSwitch's learn action holds.
 	AffinityTimeout time.Duration `toml:"affinity_timeout"`
 
+	// Dispatch is who chooses each new connection's backend: "group" (default) the switch,
+	// hashing into the select group by the weights; "reactive" the controller, per
+	// connection, by weighted least connections over the probes' in-flight counts
+	// (docs/dataplane.md, "Reactive dispatch"). Reactive needs mode "conntrack" without
+	// affinity, and costs one packet-in and one packet-out per new connection.
+	Dispatch string `toml:"dispatch"`
+
 	// Parsed once by Validate, read by the accessors (ParsedVIP, ...).
 	vip       netip.Addr
 	vipMAC    net.HardwareAddr
@@ -291,6 +298,9 @@ func (c *Config) fill() {
 		}
 		if s.Mode == "" {
 			s.Mode = "conntrack"
+		}
+		if s.Dispatch == "" {
+			s.Dispatch = "group"
 		}
 		if s.Zone == 0 {
 			s.Zone = s.GroupID

@@ -157,6 +157,14 @@ func (c *Config) validateServices(p *configs.Problems) (needKey []string) {
 		default:
 			p.Addf(key+".mode", "%q is not one of conntrack, stateless", s.Mode)
 		}
+		switch {
+		case s.Dispatch != "group" && s.Dispatch != "reactive":
+			p.Addf(key+".dispatch", "%q is not one of group, reactive", s.Dispatch)
+		case s.Dispatch == "reactive" && s.Mode == "stateless":
+			p.Addf(key+".dispatch", "\"reactive\" needs mode \"conntrack\": the switch's connection tracking carries each connection the controller placed")
+		case s.Dispatch == "reactive" && s.AffinityTimeout != 0:
+			p.Addf(key+".dispatch", "\"reactive\" cannot be combined with affinity_timeout (the controller chooses every connection; affinity would have the switch choose)")
+		}
 		if s.GroupID < 1 || s.GroupID > 0xffffff00 {
 			p.Addf(key+".group_id", "%d outside [1,4294967040]", s.GroupID)
 		} else if other, dup := groups[s.GroupID]; dup {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"flowweight/controller/arp"
+	"flowweight/controller/dataplane"
 	"flowweight/controller/intent"
 	"flowweight/controller/ofswitch"
 
@@ -26,6 +27,10 @@ import (
 // between syncs; PacketIn waits until the syncer takes it (the session's bounded packet-in
 // queue counts what a busy syncer makes it drop) or the session ends.
 func (s *Syncer) PacketIn(pi ofswitch.PacketIn) {
+	if _, _, kind, ours := dataplane.ParseCookie(pi.Cookie); ours && kind == dataplane.KindDispatch {
+		s.dispatchConn(pi)
+		return
+	}
 	nb := s.cfg.Neighbours
 	in := s.latest.Load()
 	if nb == nil || in == nil || !s.mayAsk() {

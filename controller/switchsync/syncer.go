@@ -108,6 +108,8 @@ type Config struct {
 	// Plans is the planner's output shared with the other syncers; nil plans alone.
 	Plans   *Plans
 	Metrics Metrics
+	// Dispatch chooses the backends of reactive services' new connections (dispatch.go).
+	Dispatch DispatchConfig
 	// Lead is the election; nil without HA: this controller is the only one, writes without
 	// asking for a role, and the switch keeps it EQUAL.
 	Lead Lead

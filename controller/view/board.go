@@ -11,6 +11,7 @@ import (
 	"flowweight/collector"
 	"flowweight/collector/push"
 	"flowweight/controller/dataplane"
+	"flowweight/controller/dispatch"
 	"flowweight/controller/intent"
 	"flowweight/controller/ofswitch"
 	"flowweight/controller/switchsync"
@@ -65,6 +66,9 @@ type Sources struct {
 	Locate func(dpid uint64) switchsync.Locator
 	// Drain is the operator drain the API asks for (the balancer's drains).
 	Drain func(name string, drained bool) error
+	// Dispatched is what reactive dispatch sent each backend of a service, by name (nil:
+	// not shown).
+	Dispatched func(service string) map[string]dispatch.Sent
 }
 
 // Board is where the balancer publishes what its readers see: the API, the dashboard, the
@@ -206,6 +210,10 @@ func (b *Board) servicesView() []ServiceView {
 		v.Policy, v.PolicyFallback, v.Panic, v.Total = s.Policy, s.Fallback, s.Panic, s.Total
 		v.Backends = slices.Clone(s.Base.Backends)
 		shadowView(&v, s)
+		var sent map[string]dispatch.Sent
+		if v.Dispatch == "reactive" && src.Dispatched != nil {
+			sent = src.Dispatched(v.Name)
+		}
 		for j := range v.Backends {
 			bv := &v.Backends[j]
 			bv.State, bv.LastReportAge = "unknown", -1
@@ -241,6 +249,10 @@ func (b *Board) servicesView() []ServiceView {
 			}
 			if j < len(s.Applied) {
 				bv.BaseWeight = s.Applied[j]
+			}
+			if d, ok := sent[bv.Name]; ok {
+				total, n := d.Total, d.InFlight
+				bv.Dispatched, bv.DispatchInFlight = &total, &n
 			}
 			if j < len(s.InFlight) && s.Followed {
 				bv.Followed = true

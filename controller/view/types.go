@@ -8,12 +8,15 @@ import (
 
 // ServiceView is what the API, the dashboard and `controller status` show of one service.
 type ServiceView struct {
-	Name    string `json:"name"`
-	VIP     string `json:"vip"`
-	Port    int    `json:"port"`
-	Mode    string `json:"mode"`
-	GroupID int    `json:"group_id"`
-	Policy  string `json:"policy"`
+	Name string `json:"name"`
+	VIP  string `json:"vip"`
+	Port int    `json:"port"`
+	Mode string `json:"mode"`
+	// Dispatch is who chooses each new connection's backend: "group" (the switch, by the
+	// weights) or "reactive" (the controller, by least connections; docs/dataplane.md).
+	Dispatch string `json:"dispatch"`
+	GroupID  int    `json:"group_id"`
+	Policy   string `json:"policy"`
 	// PolicyFallback says why the headroom policy ran as 1/AL (a backend without the
 	// service's own CPU); empty when it did not.
 	PolicyFallback string `json:"policy_fallback,omitempty"`
@@ -61,6 +64,11 @@ type BackendView struct {
 	BaseWeight uint16   `json:"base_weight"`
 	Followed   bool     `json:"followed"`
 	InFlight   *float64 `json:"in_flight"`
+	// Dispatched is how many new connections the controller sent the backend in reactive
+	// dispatch since it started, and DispatchInFlight its work in flight as the last choice
+	// estimated it (the probe's count plus what was sent since); omitted otherwise.
+	Dispatched       *uint64  `json:"dispatched,omitempty"`
+	DispatchInFlight *float64 `json:"dispatch_in_flight,omitempty"`
 	// Connections is the latest connection count as reported, not smoothed (null: none
 	// yet), from ConnectionsSource ("probe" or "snmp"), ConnectionsAge seconds ago: what a
 	// drain waits to see reach 0.
