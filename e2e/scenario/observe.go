@@ -19,10 +19,11 @@ import (
 
 // Service is the part of the controller's /api/v1/services entry the scenario reads.
 type Service struct {
-	Name    string `json:"name"`
-	Mode    string `json:"mode"`
-	GroupID int    `json:"group_id"`
-	Policy  string `json:"policy"`
+	Name     string `json:"name"`
+	Mode     string `json:"mode"`
+	Dispatch string `json:"dispatch"`
+	GroupID  int    `json:"group_id"`
+	Policy   string `json:"policy"`
 	// PolicyFallback says why the headroom policy ran as 1/AL in the latest update (a live
 	// backend's report without service_cpu); empty when it did not.
 	PolicyFallback string `json:"policy_fallback"`
@@ -35,21 +36,27 @@ type Service struct {
 
 // BackendView is one backend as the API reports it.
 type BackendView struct {
-	Name           string      `json:"name"`
-	IP             string      `json:"ip"`
-	State          string      `json:"state"`
-	CPU            float64     `json:"cpu"`
-	CPUCount       float64     `json:"cpu_count"`
-	LastReportAge  float64     `json:"last_report_age_seconds"`
-	Health         string      `json:"health"`
-	Slow           bool        `json:"slow"`
-	OperatorDrain  bool        `json:"operator_drain"`
-	ComputedWeight uint16      `json:"computed_weight"`
-	AppliedWeight  uint16      `json:"applied_weight"`
-	BaseWeight     uint16      `json:"base_weight"`
-	Followed       bool        `json:"followed"`
-	InFlight       *float64    `json:"in_flight"`
-	Explanation    Explanation `json:"explanation"`
+	Name           string   `json:"name"`
+	IP             string   `json:"ip"`
+	State          string   `json:"state"`
+	CPU            float64  `json:"cpu"`
+	CPUCount       float64  `json:"cpu_count"`
+	LastReportAge  float64  `json:"last_report_age_seconds"`
+	Health         string   `json:"health"`
+	Slow           bool     `json:"slow"`
+	OperatorDrain  bool     `json:"operator_drain"`
+	ComputedWeight uint16   `json:"computed_weight"`
+	AppliedWeight  uint16   `json:"applied_weight"`
+	BaseWeight     uint16   `json:"base_weight"`
+	Followed       bool     `json:"followed"`
+	InFlight       *float64 `json:"in_flight"`
+	// Dispatched and DispatchInFlight: reactive dispatch's count of connections sent and
+	// its estimate of work in flight at its last choice.
+	Dispatched       *uint64  `json:"dispatched"`
+	DispatchInFlight *float64 `json:"dispatch_in_flight"`
+	// Connections is the latest connection count as reported (nil: none yet).
+	Connections *float64    `json:"connections"`
+	Explanation Explanation `json:"explanation"`
 	// Slots is the backend's part of the switch's select-group slot table, what dump-groups
 	// shows summed over the backend's buckets (docs/dataplane.md, "Exact shares").
 	Slots uint16 `json:"slots"`
