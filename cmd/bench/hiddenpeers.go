@@ -85,6 +85,7 @@ func (b *bench) hiddenPeers() error {
 		fastLoopOff(feedback(labelFWDefault, "headroom")),
 		{label: labelHAWeighted, hap: hap, settle: settleHAProxy},
 		banded(feedback(labelFWBanded, "headroom")),
+		reactive(feedback(labelFWReactive, "headroom")),
 	}
 	for _, c := range staticSearch {
 		runs = append(runs, policyRun{label: "static " + fmtShares(c), policy: "static",

@@ -54,6 +54,9 @@ type policyRun struct {
 	search bool
 	// hap, when set, is an HAProxy peer: the run's load goes to it, not to the VIP.
 	hap *haproxyPeer
+	// service are the service's extra keys for the run (scenario.Options.ServiceKeys), e.g.
+	// dispatch = "reactive"; nil: none, so every other run has the default dispatch.
+	service map[string]string
 }
 
 // runResult is one row of compare: a measured run, or a search run skipped for time.
@@ -400,6 +403,7 @@ func (b *bench) measureRun(s *scenario.Scenario, r policyRun, rate, lvl float64,
 			caps[i] = 1
 		}
 	}
+	s.Opts.ServiceKeys = r.service // read by the Reload in setPolicy, on this goroutine
 	if err := setPolicy(s, r.policy, r.extra, caps); err != nil {
 		return runResult{}, err
 	}

@@ -12,7 +12,7 @@ import (
 func (pl *peerLab) stepRuns() []policyRun {
 	var out []policyRun
 	for _, r := range pl.peerRuns() {
-		if r.label == labelFWDefault || r.label == labelHAWeighted || r.label == labelFixed {
+		if r.label == labelFWDefault || r.label == labelHAWeighted || r.label == labelFixed || r.label == labelFWReactive {
 			out = append(out, r)
 		}
 	}
