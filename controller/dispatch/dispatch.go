@@ -51,10 +51,10 @@ type serviceState struct {
 	sent   map[string]*sent
 }
 
-// sent is what the Dispatcher sent one backend: in all, and since its last count.
+// sent is what the Dispatcher sent one backend: in all, and what its counts may not hold yet.
 type sent struct {
 	total   uint64
-	pending []time.Time // send times after the count last received
+	pending []time.Time // send times after the count before the latest arrived, in order
 	n       float64     // work in flight as last estimated
 }
 
@@ -127,14 +127,29 @@ func (d *Dispatcher) Choose(s *dataplane.Service) (c Choice, ok bool) {
 			b.pending = b.pending[:0]
 			continue
 		}
-		// Sends up to the count's arrival are in it (or closed already); later ones are not.
-		at := counts[j].At
+		// A connection sent just before the probe took its count is not established in it yet:
+		// its handshake still has a round trip through the switch to make. So the estimate is
+		// the greater of two: the latest count plus what was sent after it arrived, and the
+		// count before it plus what was sent after that one arrived. The first misses the
+		// handshakes under way when it was taken; the second misses the closes between the
+		// two counts (it is a count behind them). Taking the greater, a backend's estimate
+		// rises at once with what it is sent and falls only when two counts in a row show it
+		// lower: a count that missed a burst's handshakes cannot send the next connections to the backend
+		// that just got them (a burst herded onto one backend).
+		c := counts[j]
 		k := 0
-		for k < len(b.pending) && !b.pending[k].After(at) {
+		for k < len(b.pending) && !b.pending[k].After(c.Prev) {
 			k++
 		}
 		b.pending = b.pending[:copy(b.pending, b.pending[k:])]
-		n[j] = max(counts[j].N, 0) + float64(len(b.pending))
+		sinceAt := 0
+		for i := len(b.pending) - 1; i >= 0 && b.pending[i].After(c.At); i-- {
+			sinceAt++
+		}
+		n[j] = max(c.N, 0) + float64(sinceAt)
+		if !c.Prev.IsZero() {
+			n[j] = max(n[j], max(c.PrevN, 0)+float64(len(b.pending)))
+		}
 		b.n = n[j]
 		if counts[j].Failing {
 			failing++
