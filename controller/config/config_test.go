@@ -101,6 +101,31 @@ func TestDefaultsFilled(t *testing.T) {
 // edit replaces the first occurrence of old in the good config.
 func edit(old, new string) string { return testutil.Edit(good, old, new) }
 
+// checkServiceKey parses the good configuration with lines added to its service (after
+// group_id) and checks either that it is refused with an error holding every one of wantErr,
+// or (wantErr nil) that it parses and key reads want from it.
+func checkServiceKey[T comparable](t *testing.T, lines string, wantErr []string, key func(*Config) T, want T) {
+	t.Helper()
+	c, err := Parse("t.toml", []byte(edit(`group_id = 7`, "group_id = 7\n"+lines)))
+	if wantErr == nil {
+		if err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+		if got := key(c); got != want {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("Parse accepted %q", lines)
+	}
+	for _, w := range wantErr {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+}
+
 func TestErrorsNameTheKey(t *testing.T) {
 	cases := []struct {
 		name, toml string

@@ -1,9 +1,6 @@
 package config
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 func TestDispatch(t *testing.T) {
 	cases := []struct {
@@ -24,24 +21,7 @@ func TestDispatch(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse("t.toml", []byte(edit(`group_id = 7`, "group_id = 7\n"+tc.lines)))
-			if tc.err == nil {
-				if err != nil {
-					t.Fatalf("Parse: %v", err)
-				}
-				if got := c.Services[0].Dispatch; got != tc.want {
-					t.Fatalf("dispatch = %q, want %q", got, tc.want)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("Parse accepted %q", tc.lines)
-			}
-			for _, w := range tc.err {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			checkServiceKey(t, tc.lines, tc.err, func(c *Config) string { return c.Services[0].Dispatch }, tc.want)
 		})
 	}
 }
