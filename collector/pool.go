@@ -193,11 +193,6 @@ type State struct {
 	// It is not smoothed: the fast loop wants the queue as it is now (weights.FollowInFlight).
 	InFlight   float64
 	InFlightAt time.Time
-	// InFlightPrev is the in-flight count before the latest, which arrived at InFlightPrevAt
-	// (zero time: none). Reactive dispatch counts its sends since then on top of it as well
-	// as on top of the latest (controller/dispatch).
-	InFlightPrev   float64
-	InFlightPrevAt time.Time
 	// LastConns is the connection count of the latest sample from any source (a full push
 	// report, an in-flight report, an SNMP poll) as reported, not smoothed, taken at
 	// LastConnsAt (zero: none yet). Conns, smoothed, never reaches 0 after a drain; this does,
@@ -382,7 +377,6 @@ func (p *Pool) Accept(r *report.Report, from netip.AddrPort) {
 		// carries the drain flag as it is now; health and load wait for the next full report.
 		b.st.LastReport = now
 		b.st.Reports++
-		b.st.InFlightPrev, b.st.InFlightPrevAt = b.st.InFlight, b.st.InFlightAt
 		b.st.InFlight, b.st.InFlightAt = float64(r.Conns), now
 		b.st.LastConns, b.st.LastConnsAt = float64(r.Conns), now
 		// A stale backend stays stale: only a full report (its health) brings it back.
@@ -415,7 +409,7 @@ func (p *Pool) ReadInFlight(dst []weights.InFlight, names []string, maxAge time.
 		var f weights.InFlight
 		if b, ok := p.backends[n]; ok && !b.st.InFlightAt.IsZero() {
 			if age := now.Sub(b.st.InFlightAt); age >= 0 && age <= maxAge {
-				f = weights.InFlight{N: b.st.InFlight, OK: true, At: b.st.InFlightAt, PrevN: b.st.InFlightPrev, Prev: b.st.InFlightPrevAt, Failing: b.st.ConsecFail > 0}
+				f = weights.InFlight{N: b.st.InFlight, OK: true, At: b.st.InFlightAt, Failing: b.st.ConsecFail > 0}
 			}
 		}
 		dst = append(dst, f)

@@ -25,11 +25,6 @@ type InFlight struct {
 	// At is when the count was received (zero when !OK): reactive dispatch adds what it sent
 	// to the backend since (controller/dispatch).
 	At time.Time
-	// PrevN is the count before it, received at Prev (zero time: none). A connection sent
-	// just before a probe took its count is not established in it yet, so reactive dispatch
-	// also counts what it sent since Prev on top of PrevN (controller/dispatch).
-	PrevN float64
-	Prev  time.Time
 	// Failing caps the backend's factor at 1: its last health check failed, and the empty
 	// queue of a backend that refuses or resets connections is not spare capacity (least
 	// connections' black hole: a dead backend answers fastest and would draw the most).

@@ -8,10 +8,9 @@
 // in-flight count (the pool's, at the probe's in_flight_interval) plus the connections the
 // Dispatcher sent it since that count was received; a count tens of milliseconds old is thus
 // brought up to date by what the controller knows it added. A connection sent just before the
-// probe took its count is not established in it yet, so the estimate is the greater of that
-// and the same sum over the count before: it rises at once with what is sent and falls when
-// two counts in a row show it lower, so a count that missed a burst's handshakes cannot herd
-// the next connections onto the backend that just got them.
+// probe took its count is not established in it yet, so the sends of the last 20 ms before the
+// count arrived stay counted too (handshakeAllowance): a count that missed a burst's
+// handshakes cannot herd the rest of the burst onto the backends that just got its start.
 //
 // The choice is the backend with the least (in flight + 1) / weight, HAProxy's weighted
 // leastconn. The weights are the slow loop's, as the switch's group holds them: capacity,
