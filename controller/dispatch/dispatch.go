@@ -142,15 +142,15 @@ func (d *Dispatcher) Choose(s *dataplane.Service) (c Choice, ok bool) {
 		// count did hold is counted twice for that long, which spreads a burst, where dropping
 		// one it did not hold would send the next connections to the backend that just got it
 		// (a burst herded onto one backend).
-		c := counts[j]
+		count := counts[j]
 		k := 0
-		for k < len(b.pending) && !b.pending[k].After(c.At.Add(-handshakeAllowance)) {
+		for k < len(b.pending) && !b.pending[k].After(count.At.Add(-handshakeAllowance)) {
 			k++
 		}
 		b.pending = b.pending[:copy(b.pending, b.pending[k:])]
-		n[j] = max(c.N, 0) + float64(len(b.pending))
+		n[j] = max(count.N, 0) + float64(len(b.pending))
 		b.n = n[j]
-		if counts[j].Failing {
+		if count.Failing {
 			failing++
 		}
 	}
