@@ -66,7 +66,7 @@ func (p *planner) affinity(s Service) {
 	p.flow(TableAffinityPick, PriorityBackend, MakeCookie(s.Index, NoIndex, KindAffinityMiss), toVIP(s),
 		apply(&ofp.ActionGroup{Group: ofp.Group(s.GroupID)}))
 	for _, b := range sortedBackends(s) {
-		if !b.reachable() || b.Weight == 0 {
+		if !b.Reachable() || b.Weight == 0 {
 			continue
 		}
 		p.flow(TableAffinityPick, PriorityAffinity, MakeCookie(s.Index, b.Index, KindAffinityHit),

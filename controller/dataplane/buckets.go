@@ -34,7 +34,7 @@ func (g GroupSplit) Planned(i int) float64 {
 func SplitOf(s Service, g Group, v OVSVersion) (GroupSplit, error) {
 	byActions := make(map[string]int, len(s.Backends))
 	for i, b := range s.Backends {
-		if b.reachable() {
+		if b.Reachable() {
 			byActions[bucketActions(s, b)] = i
 		}
 	}

@@ -203,7 +203,9 @@ func ValidateServices(services []Service) error {
 
 var ipProto = map[string]byte{"tcp": 6, "udp": 17}
 
-func (b Backend) reachable() bool {
+// Reachable reports whether the backend's location is known, so that it has its per-backend
+// flows (delivery, return, and in reactive dispatch its pick flow).
+func (b Backend) Reachable() bool {
 	return len(b.MAC) == 6 && b.SwitchPort != 0 && b.SwitchPort <= uint32(ofp.PortMax)
 }
 
@@ -365,7 +367,7 @@ func (p *planner) conntrack(s Service) {
 	}
 	var actions []string // of the live backends, in order
 	for _, b := range sortedBackends(s) {
-		if !b.reachable() {
+		if !b.Reachable() {
 			continue
 		}
 		p.flow(TableForward, PriorityBackend, MakeCookie(s.Index, b.Index, KindForward),
@@ -400,7 +402,7 @@ func (p *planner) stateless(s Service) {
 		apply(&ofp.ActionGroup{Group: ofp.Group(s.GroupID)}))
 	var actions []string // of the live backends, in order
 	for _, b := range sortedBackends(s) {
-		if !b.reachable() {
+		if !b.Reachable() {
 			continue
 		}
 		_, src, _ := family(s.VIP)
@@ -488,7 +490,3 @@ func apply(a ...ofp.Action) ofp.Instructions {
 func gotoTable(t uint8) ofp.Instructions {
 	return ofp.Instructions{&ofp.InstructionGotoTable{Table: ofp.Table(t)}}
 }
-
-// Reachable reports whether the backend's location is known, so that it has its per-backend
-// flows (delivery, return, and in reactive dispatch its pick flow).
-func (b Backend) Reachable() bool { return b.reachable() }

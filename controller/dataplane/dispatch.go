@@ -53,7 +53,7 @@ func (p *planner) dispatch(s Service) {
 	p.flow(TableCT, PriorityVIP, MakeCookie(s.Index, NoIndex, KindDispatch), newConn,
 		apply(output(ofp.PortController, ofp.ContentLenNoBuffer)))
 	for _, b := range sortedBackends(s) {
-		if !b.reachable() {
+		if !b.Reachable() {
 			continue
 		}
 		p.flow(TableCT, PriorityDispatchPick, MakeCookie(s.Index, b.Index, KindDispatchPick),

@@ -14,7 +14,7 @@ package dataplane
 func HeldWeights(s Service, g Group) (weights []uint16, ok bool) {
 	byActions := make(map[string]int, len(s.Backends))
 	for i, b := range s.Backends {
-		if b.reachable() {
+		if b.Reachable() {
 			byActions[bucketActions(s, b)] = i
 		}
 	}

@@ -109,7 +109,7 @@ func groupLayout(live []Backend, buckets []bucketPlan, n int, notes []Note, opt 
 func liveBackends(s Service) []Backend {
 	var out []Backend
 	for _, b := range sortedBackends(s) {
-		if b.reachable() && b.Weight > 0 {
+		if b.Reachable() && b.Weight > 0 {
 			out = append(out, b)
 		}
 	}
