@@ -361,6 +361,9 @@ func parseAction(typ ofp.ActionType, b []byte) (ofp.Action, error) {
 			case SubtypeResubmitTable:
 				a := new(Resubmit)
 				return a, a.UnmarshalBinary(b)
+			case SubtypeMultipath:
+				a := new(Multipath)
+				return a, a.UnmarshalBinary(b)
 			}
 		}
 	case ofp.ActionTypeOutput:

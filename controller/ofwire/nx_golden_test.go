@@ -254,6 +254,7 @@ func FuzzParseActions(f *testing.F) {
 	for _, tc := range actionCases {
 		f.Add(encodeActions(f, tc.actions))
 	}
+	f.Add(encodeActions(f, ofp.Actions{udpSlotHash()}))
 	f.Add([]byte{0xff, 0xff, 0x00, 0x10, 0x00, 0x00, 0x23, 0x20, 0x00, 0x24, 0, 0, 0, 0, 0, 0x3f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := ParseActions(b)

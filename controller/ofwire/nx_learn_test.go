@@ -69,6 +69,14 @@ var ofctlCases = []struct {
 			"eth_type=0x800,nw_proto=17,NXM_OF_IP_SRC[],NXM_OF_IP_DST[],NXM_OF_UDP_DST[],load:0x0a4d000d->NXM_NX_REG0[],load:0x1f90->NXM_NX_REG1[])",
 	},
 	{
+		// A UDP service's per-flow slot hash (controller/dataplane, docs/dataplane.md "UDP per
+		// flow"): the 5-tuple, ports included, into reg4[0..7].
+		name:    "udp_slot_multipath",
+		actions: ofp.Actions{&Multipath{Fields: HashSymmetricL3L4UDP, Algorithm: MultipathModuloN, MaxLink: 255, NBits: 8, Dst: NXMReg(4)}},
+		match:   "udp",
+		ofctl:   "multipath(symmetric_l3l4+udp,0,modulo_n,256,0,NXM_NX_REG4[0..7])",
+	},
+	{
 		name: "learn_partial_output",
 		actions: ofp.Actions{&Learn{HardTimeout: 10, Priority: 0x8000, Table: 1, Specs: []LearnSpec{
 			{Src: LearnSrcField, Dst: LearnDstMatch, NBits: 12, SrcField: 0x00000802, DstField: 0x00000802},
