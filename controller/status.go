@@ -98,6 +98,12 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 		} else if s.SlotFallback {
 			slots = "slots=fallback (not proportional)"
 		}
+		switch s.UDPHash {
+		case "per_flow":
+			slots += " udp=per-flow"
+		case "per_address":
+			slots += " udp=per-address"
+		}
 		fmt.Fprintf(w, "service %s  %s  mode=%s group=%d policy=%s %s%s\n", s.Name, net.JoinHostPort(s.VIP, strconv.Itoa(s.Port)), s.Mode, s.GroupID, s.Policy, slots, panic)
 		if s.PolicyFallback != "" {
 			fmt.Fprintf(w, "  policy fallback: %s\n", s.PolicyFallback)

@@ -63,6 +63,15 @@ func TestPrintStatusShares(t *testing.T) {
 	if !strings.Contains(out.String(), "25.0% of 40 pkts") {
 		t.Errorf("a stateless service's measured share must say it counts packets:\n%s", out.String())
 	}
+	for hash, want := range map[string]string{"per_flow": "slots=256 udp=per-flow", "per_address": "slots=256 udp=per-address"} {
+		svc.UDPHash = hash
+		out.Reset()
+		printStatus(&out, []view.ServiceView{svc})
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("a UDP service hashed %s must say %q:\n%s", hash, want, out.String())
+		}
+	}
+	svc.UDPHash = ""
 	svc.SlotTable = 0
 	out.Reset()
 	printStatus(&out, []view.ServiceView{svc})

@@ -20,9 +20,9 @@ import (
 // three [[host]]s with one probe each (the 443 and 53 services take the list with
 // backends_from). Every host serves every service; a capacity reload and a drain of a host
 // keep 100 established TCP connections and 20 long UDP flows on their backends; a killed
-// probe takes its host out of all three groups. UDP is sent from 30 client addresses: the
-// select group hashes a UDP flow by its addresses only, so from one address every flow
-// would reach one backend.
+// probe takes its host out of all three groups. The UDP service is hashed per flow (the
+// multipath hash into the slot flows of table 7, docs/dataplane.md "UDP per flow"); its
+// traffic still comes from 30 client addresses, so the test does not depend on the hash.
 func TestHostsMultiPortUDP(t *testing.T) { testHostsMultiPortUDP(t, false) }
 
 // TestHostsMultiPortUDPIPv6 is the same on an IPv6 VIP with IPv6 hosts and clients.
@@ -67,8 +67,7 @@ func testHostsMultiPortUDP(t *testing.T, ipv6 bool) {
 		t.Logf("%s in all three groups after %v", what, d.Round(10*time.Millisecond))
 	}
 	inAll("every host weighted", 20*time.Second, func(_ string, w uint16) bool { return w > 0 })
-	// Open vSwitch's select group hashes a UDP flow by its addresses, not its ports
-	// (docs/design.md): the UDP traffic comes from 30 client addresses.
+	// The UDP traffic comes from 30 client addresses (TestUDPPerFlow sends from one).
 	clients, err := s.ClientAddrs(30)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +80,7 @@ func testHostsMultiPortUDP(t *testing.T, ipv6 bool) {
 		}{{"web", "tcp", scenario.VIPPort}, {"tls", "tcp", 443}, {"dns", "udp", 53}} {
 			var from []netip.Addr // tcp: the client's own address, a new source port each time
 			if svc.network == "udp" {
-				from = clients // the group hashes UDP by address only
+				from = clients
 			}
 			per, failed, errs := s.Spread(ctx, svc.network, svc.port, 90, from)
 			figure(t, fmt.Sprintf("share of 90 new %s flows, service %s (%s/%d)", svc.network, svc.name, svc.network, svc.port),
@@ -103,10 +102,18 @@ func testHostsMultiPortUDP(t *testing.T, ipv6 bool) {
 			t.Fatal(err)
 		}
 		var udp []string
+		slotFlows := 0
 		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "table=7,") {
+				slotFlows++ // 256 of them: counted, not logged
+				continue
+			}
 			if strings.Contains(l, "udp") || strings.Contains(l, "group:3") {
 				udp = append(udp, strings.TrimSpace(l))
 			}
+		}
+		if slotFlows != 256 {
+			t.Errorf("%d slot flows in table 7, want 256", slotFlows)
 		}
 		gs, err := s.Bridge.DumpGroups()
 		if err != nil {
@@ -122,7 +129,8 @@ func testHostsMultiPortUDP(t *testing.T, ipv6 bool) {
 		for _, l := range udp {
 			text += l + "\n"
 		}
-		for _, want := range []string{udpWord + "," + dstWord + s.VIP.String() + ",tp_dst=53 actions=ct(table=1,zone=3,nat)", "actions=group:3"} {
+		for _, want := range []string{udpWord + "," + dstWord + s.VIP.String() + ",tp_dst=53 actions=ct(table=1,zone=3,nat)",
+			udpWord + "," + dstWord + s.VIP.String() + ",tp_dst=53 actions=multipath(symmetric_l3l4+udp,0,modulo_n,256,0,NXM_NX_REG4[0..7]),goto_table:7"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("no UDP flow with %q", want)
 			}

@@ -44,6 +44,9 @@ const (
 	// Reactive dispatch (dispatch.go).
 	KindDispatch     Kind = 19 // table 1: +new+trk to the VIP → controller
 	KindDispatchPick Kind = 20 // table 1: per backend, +new+trk and reg3 = it → ct commit nat
+	// UDP per flow (udpflow.go).
+	KindUDPHash Kind = 21 // table 1 (0 stateless): a new UDP flow to the VIP → multipath → table 7
+	KindUDPSlot Kind = 22 // table 7: per slot, backend in the cookie → the backend's bucket action
 )
 
 var kindNames = map[Kind]string{
@@ -53,6 +56,7 @@ var kindNames = map[Kind]string{
 	KindAffinity: "affinity", KindAffinityNone: "affinity-none", KindAffinityHit: "affinity-hit", KindAffinityMiss: "affinity-miss",
 	KindAffinityLearn: "affinity-learn", KindAffinityLearnNone: "affinity-learn-none",
 	KindDispatch: "dispatch", KindDispatchPick: "dispatch-pick",
+	KindUDPHash: "udp-hash", KindUDPSlot: "udp-slot",
 }
 
 func (k Kind) String() string {

@@ -360,6 +360,10 @@ func (p *planner) conntrack(s Service) {
 		p.dispatch(s)
 	} else if s.AffinityTimeout > 0 {
 		p.affinity(s)
+	} else if PerFlowUDP(s, p.opt) {
+		p.flow(TableCT, PriorityVIP, MakeCookie(s.Index, NoIndex, KindUDPHash),
+			append(toVIP(s), ofwire.CTStateMatch(ofwire.CTNew|ofwire.CTTrk, 0)), udpHash())
+		p.udpSlotFlows(s)
 	} else {
 		p.flow(TableCT, PriorityVIP, MakeCookie(s.Index, NoIndex, KindNew),
 			append(toVIP(s), ofwire.CTStateMatch(ofwire.CTNew|ofwire.CTTrk, 0)),
@@ -398,8 +402,13 @@ func (p *planner) buckets(s Service, actions []string) []Bucket {
 
 func (p *planner) stateless(s Service) {
 	p.resolution(s)
-	p.flow(TableClassify, PriorityVIP, MakeCookie(s.Index, NoIndex, KindVIP), toVIP(s),
-		apply(&ofp.ActionGroup{Group: ofp.Group(s.GroupID)}))
+	if PerFlowUDP(s, p.opt) {
+		p.flow(TableClassify, PriorityVIP, MakeCookie(s.Index, NoIndex, KindVIP), toVIP(s), udpHash())
+		p.udpSlotFlows(s)
+	} else {
+		p.flow(TableClassify, PriorityVIP, MakeCookie(s.Index, NoIndex, KindVIP), toVIP(s),
+			apply(&ofp.ActionGroup{Group: ofp.Group(s.GroupID)}))
+	}
 	var actions []string // of the live backends, in order
 	for _, b := range sortedBackends(s) {
 		if !b.Reachable() {
@@ -422,19 +431,22 @@ func (p *planner) stateless(s Service) {
 // bucketActions is the action list of a backend's bucket in the service's group: in
 // conntrack mode a committing ct with destination NAT, in stateless mode the rewrites and the
 // output. One definition serves the planner and the read-back (HeldWeights).
-func bucketActions(s Service, b Backend) string {
+func bucketActions(s Service, b Backend) string { return encodeActions(bucketAction(s, b)) }
+
+// bucketAction is bucketActions before encoding; a per-flow UDP slot flow runs the same.
+func bucketAction(s Service, b Backend) ofp.Actions {
 	if s.Mode == ModeStateless {
 		_, _, dst := family(b.IP)
 		fwd := ofp.Actions{setField(ofp.XMTypeEthDst, b.MAC), setField(dst, b.IP.AsSlice())}
 		if b.port(s) != s.Port {
 			fwd = append(fwd, setField(l4Type(s, true), port16(b.port(s))))
 		}
-		return encodeActions(append(fwd, output(ofp.PortNo(b.SwitchPort), 0)))
+		return append(fwd, output(ofp.PortNo(b.SwitchPort), 0))
 	}
 	if s.AffinityTimeout > 0 {
-		return encodeActions(affinityBucket(s, b))
+		return affinityBucket(s, b)
 	}
-	return encodeActions(ofp.Actions{commitNAT(s, b, TableForward)})
+	return ofp.Actions{commitNAT(s, b, TableForward)}
 }
 
 // commitNAT commits a new connection with destination NAT to backend b, recirculating to

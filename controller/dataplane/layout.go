@@ -30,8 +30,13 @@ type bucketPlan struct {
 
 // GroupLayout is how one service's group divides the slot table among its backends.
 type GroupLayout struct {
-	// N is the table size the buckets were laid out for (LayoutSlots of the switch).
+	// N is the table size the buckets were laid out for (LayoutSlots of the switch), or
+	// UDPSlots for a UDP service hashed per flow.
 	N int
+	// UDPHash says how a UDP service's new flows are hashed (empty for TCP and reactive
+	// dispatch): UDPPerFlow into a table of flows the controller writes (udpflow.go; Table
+	// is that table), or UDPPerAddress by the group.
+	UDPHash UDPHash
 	// Table is the slot table Open vSwitch builds for the buckets (slots.OVS).
 	Table slots.Table
 	// Backends lists the live backends (reachable, weight > 0) in Index order. With more live
@@ -86,8 +91,15 @@ func (l GroupLayout) Realised(i int) float64 {
 // the bucket actions' size, so Layout plans without them.
 func Layout(s Service, opt Options) GroupLayout {
 	live := liveBackends(s)
+	if PerFlowUDP(s, opt) {
+		return udpLayout(s, live)
+	}
 	buckets, n, notes := layoutBuckets(s, live, opt, nil)
-	return groupLayout(live, buckets, n, notes, opt)
+	l := groupLayout(live, buckets, n, append(notes, udpPerAddressNote(s, opt)...), opt)
+	if s.Protocol == "udp" && s.Dispatch != DispatchReactive {
+		l.UDPHash = UDPPerAddress
+	}
+	return l
 }
 
 func groupLayout(live []Backend, buckets []bucketPlan, n int, notes []Note, opt Options) GroupLayout {
@@ -123,35 +135,7 @@ func layoutBuckets(s Service, live []Backend, opt Options, actionLen func(i int)
 		return nil, 0, nil
 	}
 	n := slots.Size(opt.OVS)
-	w := make([]uint16, len(live))
-	total := 0
-	for i, b := range live {
-		w[i] = b.Weight
-		total += int(b.Weight)
-	}
-	count, plain := slots.Apportion(w, n), slots.Nearest(w, n)
-	var notes []Note
-	zero := 0
-	for i, b := range live {
-		exact := float64(b.Weight) / float64(total)
-		switch {
-		case count[i] == 0:
-			zero++
-		case plain[i] == 0:
-			notes = append(notes, Note{Key: fmt.Sprintf("%s backend %s lifted", s.Name, b.Name),
-				Text: fmt.Sprintf("service %q backend %q: computed share %.2f%% is below one slot of %d; it gets one slot (%.2f%%)",
-					s.Name, b.Name, 100*exact, n, 100/float64(n))})
-		}
-	}
-	if zero > 0 {
-		worst := 0.0
-		for i, b := range live {
-			worst = max(worst, abs(float64(count[i])/float64(n)-float64(b.Weight)/float64(total)))
-		}
-		notes = append(notes, Note{Key: s.Name + " starved",
-			Text: fmt.Sprintf("service %q: %d live backends for %d slots: %d get no slot; largest share error %.2f points",
-				s.Name, len(live), n, zero, 100*worst)})
-	}
+	count, notes := apportionLive(s, live, n)
 	perSlot := s.Mode == ModeStateless
 	if perSlot && actionLen != nil {
 		size := ofwire.HeaderLen + ofwire.GroupModFixedLen
@@ -175,6 +159,39 @@ func layoutBuckets(s Service, live []Backend, opt Options, actionLen func(i int)
 	return out, n, notes
 }
 
+// slotNotes says where count (Apportion of n slots over the live backends) differs from
+// the computed split by more than rounding: a backend lifted to one slot (plain, the split
+// without the minimum, gave it none), backends left without a slot.
+func slotNotes(s Service, live []Backend, count, plain []int, n int) []Note {
+	total := 0
+	for _, b := range live {
+		total += int(b.Weight)
+	}
+	var notes []Note
+	zero := 0
+	for i, b := range live {
+		exact := float64(b.Weight) / float64(total)
+		switch {
+		case count[i] == 0:
+			zero++
+		case plain[i] == 0:
+			notes = append(notes, Note{Key: fmt.Sprintf("%s backend %s lifted", s.Name, b.Name),
+				Text: fmt.Sprintf("service %q backend %q: computed share %.2f%% is below one slot of %d; it gets one slot (%.2f%%)",
+					s.Name, b.Name, 100*exact, n, 100/float64(n))})
+		}
+	}
+	if zero > 0 {
+		worst := 0.0
+		for i, b := range live {
+			worst = max(worst, abs(float64(count[i])/float64(n)-float64(b.Weight)/float64(total)))
+		}
+		notes = append(notes, Note{Key: s.Name + " starved",
+			Text: fmt.Sprintf("service %q: %d live backends for %d slots: %d get no slot; largest share error %.2f points",
+				s.Name, len(live), n, zero, 100*worst)})
+	}
+	return notes
+}
+
 func abs(x float64) float64 {
 	if x < 0 {
 		return -x
@@ -188,13 +205,14 @@ func abs(x float64) float64 {
 // still has slots to fill, and only the rest change, each to an action still short of slots.
 // So a reweight rewrites exactly the slots that must move (the least possible), and a group
 // whose per-action counts did not change is left as the switch holds it (no plan). Call it on
-// Desired's result before Plan, and record its result as what the switch holds.
+// Desired's result before Plan, and record its result as what the switch holds. The slot
+// flows of UDP services hashed per flow are kept the same way (keepUDPSlots).
 func KeepSlots(desired, current State) State {
 	cur := map[uint32]Group{}
 	for _, g := range current.Groups {
 		cur[g.ID] = g
 	}
-	out := State{Flows: desired.Flows, Groups: slices.Clone(desired.Groups)}
+	out := State{Flows: keepUDPSlots(desired.Flows, current.Flows), Groups: slices.Clone(desired.Groups)}
 	for gi, g := range out.Groups {
 		c, ok := cur[g.ID]
 		if !ok || c.Type != g.Type || len(c.Buckets) != len(g.Buckets) || !unitWeights(g) || !unitWeights(c) {

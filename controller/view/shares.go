@@ -68,6 +68,7 @@ func (b *Board) realisedView(views []ServiceView) {
 		}
 		views[i].SlotTable = l.Table.NHash
 		views[i].SlotFallback = l.Table.Fallback
+		views[i].UDPHash = string(l.UDPHash)
 		for k, lb := range l.Backends {
 			if j := int(lb.Index); j < len(views[i].Backends) {
 				views[i].Backends[j].Slots = lb.Slots

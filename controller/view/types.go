@@ -33,6 +33,12 @@ type ServiceView struct {
 	// SlotFallback is set when that switch would not build a table for the group (only
 	// possible on Open vSwitch before 2.10): the split is then not proportional.
 	SlotFallback bool `json:"slot_fallback"`
+	// UDPHash is how that switch hashes the new flows of a UDP service: "per_flow" (the
+	// 5-tuple, ports included, into the controller's slot flows) or "per_address" (the
+	// select group, which leaves UDP ports out: an old or unknown Open vSwitch, or affinity;
+	// docs/dataplane.md, "UDP per flow"). Empty for TCP, for reactive dispatch and while no
+	// switch is connected.
+	UDPHash string `json:"udp_hash,omitempty"`
 }
 
 // BackendView is one backend: its state, smoothed metrics and the explanation of its weight.

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -79,14 +80,18 @@ func (h *Host) DialContext(ctx context.Context, network, address string) (net.Co
 	return c, nil
 }
 
-// DialFromPort dials from inside the host's namespace with a chosen local port, so a test
+// DialFromPort dials (tcp or udp) from inside the host's namespace with a chosen local port, so a test
 // can draw a client's source ports at random instead of taking the kernel's near-sequential
 // ones (whose hashes are not a uniform sample of a switch's select-group slots).
 func (h *Host) DialFromPort(ctx context.Context, network, address string, port uint16) (net.Conn, error) {
 	var c net.Conn
 	err := inNetns("/run/netns/"+h.NS, func() error {
 		var err error
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: h.Addr().AsSlice(), Port: int(port)}}
+		var la net.Addr = &net.TCPAddr{IP: h.Addr().AsSlice(), Port: int(port)}
+		if strings.HasPrefix(network, "udp") {
+			la = &net.UDPAddr{IP: h.Addr().AsSlice(), Port: int(port)}
+		}
+		d := net.Dialer{LocalAddr: la}
 		c, err = d.DialContext(ctx, network, address)
 		return err
 	})

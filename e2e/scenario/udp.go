@@ -231,3 +231,65 @@ func (f *UDPFlows) Stop() LongConnsResult {
 	f.wg.Wait()
 	return f.Status()
 }
+
+// SpreadUDPFromPorts sends one datagram on each of len(ports) new UDP flows from the client's
+// own address to the VIP's port, flow i from source port ports[i] (distinct ports make
+// distinct 5-tuples), workers at a time, and counts which backend answered each. A datagram
+// unanswered within a second is sent again on the same socket (the same flow, so the same
+// backend), at most three times; a flow still unanswered is failed (at most 5 errors kept).
+// Bounded by len(ports) and by ctx.
+func (s *Scenario) SpreadUDPFromPorts(ctx context.Context, port int, ports []uint16, workers int) (per map[string]int, failed int, errs []error) {
+	per = map[string]int{}
+	addr := net.JoinHostPort(s.VIP.String(), strconv.Itoa(port))
+	var mu sync.Mutex
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(1, workers) {
+		wg.Go(func() {
+			for i := range next {
+				name, err := s.udpFlowFrom(ctx, addr, ports[i], fmt.Sprintf("flow %d", i))
+				mu.Lock()
+				if err != nil {
+					failed++
+					if len(errs) < 5 {
+						errs = append(errs, err)
+					}
+				} else {
+					per[name]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range ports {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if ctx.Err() != nil {
+		errs = append(errs, ctx.Err())
+	}
+	return per, failed, errs
+}
+
+func (s *Scenario) udpFlowFrom(ctx context.Context, addr string, src uint16, payload string) (string, error) {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := s.Client.DialFromPort(dctx, "udp", addr, src)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	for try := 1; ; try++ {
+		name, err := udpRoundTrip(c, payload, time.Second)
+		if err == nil || try == 3 || ctx.Err() != nil {
+			if err != nil {
+				err = fmt.Errorf("udp flow from port %d: %w", src, err)
+			}
+			return name, err
+		}
+	}
+}

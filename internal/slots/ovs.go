@@ -63,7 +63,8 @@ func (v Version) String() string {
 	return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch)
 }
 
-func (v Version) atLeast(major, minor, patch int) bool {
+// AtLeast reports whether v is major.minor.patch or later (false for an unknown version).
+func (v Version) AtLeast(major, minor, patch int) bool {
 	if v.Major != major {
 		return v.Major > major
 	}
@@ -80,9 +81,9 @@ func (v Version) MaxHash() int {
 	switch {
 	case !v.Known():
 		return 64
-	case v.atLeast(2, 17, 0):
+	case v.AtLeast(2, 17, 0):
 		return 256
-	case v.atLeast(2, 10, 0):
+	case v.AtLeast(2, 10, 0):
 		return 64
 	}
 	return 0
@@ -92,7 +93,7 @@ func (v Version) MaxHash() int {
 // backports 3.4.1, 3.3.3, 3.2.4, 3.1.6; not 3.0.x or 2.17.x).
 func (v Version) BucketTerm() bool {
 	switch {
-	case v.atLeast(3, 5, 0):
+	case v.AtLeast(3, 5, 0):
 		return true
 	case v.Major == 3 && v.Minor == 4:
 		return v.Patch >= 1

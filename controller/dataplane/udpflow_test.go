@@ -1,0 +1,195 @@
+package dataplane
+
+import (
+	"strings"
+	"testing"
+
+	"flowweight/internal/slots"
+)
+
+// dnsService is a UDP service over three located backends at 1:2:4.
+func dnsService(mode Mode) Service {
+	return Service{
+		Name: "dns", Index: 2, VIP: ip("10.0.0.53"), VIPMAC: mac("02:00:00:00:02:00"),
+		Protocol: "udp", Port: 53, Mode: mode, GroupID: 11, Zone: 8,
+		Backends: []Backend{
+			{Name: "a", Index: 0, IP: ip("10.0.0.1"), MAC: mac("02:00:00:00:00:01"), SwitchPort: 1, Weight: 100},
+			{Name: "b", Index: 1, IP: ip("10.0.0.2"), MAC: mac("02:00:00:00:00:02"), SwitchPort: 2, Weight: 200},
+			{Name: "c", Index: 2, IP: ip("10.0.0.3"), MAC: mac("02:00:00:00:00:03"), SwitchPort: 3, Weight: 400},
+		},
+	}
+}
+
+var ovs31 = Options{Normal: true, OVS: slots.Version{Major: 3, Minor: 1}}
+
+// slotsByBackend counts service svc's table-7 flows per backend index (from the cookie), and
+// checks each one's match carries its slot exactly once.
+func slotsByBackend(t *testing.T, st State, svc uint16) map[uint16]int {
+	t.Helper()
+	out := map[uint16]int{}
+	seen := map[string]bool{}
+	for _, f := range st.Flows {
+		s, b, k, _ := ParseCookie(f.Cookie)
+		if k != KindUDPSlot || s != svc {
+			continue
+		}
+		if f.Table != TableUDPSlot {
+			t.Fatalf("slot flow in table %d: %v", f.Table, f)
+		}
+		if seen[f.Match] {
+			t.Fatalf("two slot flows with one match: %v", f)
+		}
+		seen[f.Match] = true
+		out[b]++
+	}
+	return out
+}
+
+func kinds(st State, svc uint16) map[Kind]int {
+	out := map[Kind]int{}
+	for _, f := range st.Flows {
+		if s, _, k, _ := ParseCookie(f.Cookie); s == svc {
+			out[k]++
+		}
+	}
+	return out
+}
+
+func TestPerFlowUDPDesired(t *testing.T) {
+	hashInstr := encodeInstructions(udpHash())
+	for _, tc := range []struct {
+		name    string
+		svc     func() Service
+		opt     Options
+		perFlow bool
+	}{
+		{"conntrack on 3.1", func() Service { return dnsService(ModeConntrack) }, ovs31, true},
+		{"stateless on 3.1", func() Service { return dnsService(ModeStateless) }, ovs31, true},
+		{"2.5.0 is the first", func() Service { return dnsService(ModeConntrack) }, Options{OVS: slots.Version{Major: 2, Minor: 5}}, true},
+		{"2.4.9 hashes per address", func() Service { return dnsService(ModeConntrack) }, Options{OVS: slots.Version{Major: 2, Minor: 4, Patch: 9}}, false},
+		{"unknown switch hashes per address", func() Service { return dnsService(ModeConntrack) }, Options{}, false},
+		{"tcp is the group's", func() Service { s := dnsService(ModeConntrack); s.Protocol = "tcp"; return s }, ovs31, false},
+		{"affinity pins by address", func() Service { s := dnsService(ModeConntrack); s.AffinityTimeout = 30; return s }, ovs31, false},
+		{"reactive chooses per flow itself", func() Service { s := dnsService(ModeConntrack); s.Dispatch = DispatchReactive; return s }, ovs31, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.svc()
+			if got := PerFlowUDP(s, tc.opt); got != tc.perFlow {
+				t.Fatalf("PerFlowUDP = %v, want %v", got, tc.perFlow)
+			}
+			st := Desired([]Service{s}, tc.opt)
+			per := slotsByBackend(t, st, s.Index)
+			hashed := 0
+			for _, f := range st.Flows {
+				if f.Instructions == hashInstr {
+					hashed++
+					if want := map[Mode]uint8{ModeConntrack: TableCT, ModeStateless: TableClassify}[s.Mode]; f.Table != want {
+						t.Errorf("hash flow in table %d, want %d", f.Table, want)
+					}
+				}
+			}
+			if !tc.perFlow {
+				l := Layout(s, tc.opt)
+				wantHash, wantNote := UDPPerAddress, s.Protocol == "udp" && s.AffinityTimeout == 0
+				if s.Protocol == "tcp" || s.Dispatch == DispatchReactive {
+					wantHash = ""
+				}
+				noted := false
+				for _, n := range l.Notes {
+					noted = noted || strings.Contains(n.Text, "per client address")
+				}
+				if l.UDPHash != wantHash || noted != (wantNote && s.Dispatch != DispatchReactive) {
+					t.Errorf("layout says %q, noted %v (%v)", l.UDPHash, noted, l.Notes)
+				}
+				if len(per) != 0 || hashed != 0 {
+					t.Fatalf("per-address service has %d hash flows and slot flows %v", hashed, per)
+				}
+				return
+			}
+			if hashed != 1 {
+				t.Fatalf("%d hash flows, want 1", hashed)
+			}
+			want := slots.Apportion([]uint16{100, 200, 400}, UDPSlots)
+			for i, n := range want {
+				if per[uint16(i)] != n {
+					t.Errorf("backend %d has %d slot flows, want %d (%v)", i, per[uint16(i)], n, per)
+				}
+			}
+			// The group is still written with the weights (dump-groups), but nothing uses it.
+			if len(st.Groups) != 1 || st.Groups[0].ID != s.GroupID {
+				t.Fatalf("groups %v, want the service's", st.Groups)
+			}
+			if k := kinds(st, s.Index); k[KindNew] != 0 {
+				t.Errorf("a new-connection flow to the group is left: %v", k)
+			}
+			l := Layout(s, tc.opt)
+			if l.UDPHash != UDPPerFlow || l.N != UDPSlots || l.Table.NHash != UDPSlots {
+				t.Fatalf("layout %+v, want the per-flow table of %d", l, UDPSlots)
+			}
+			for i, b := range l.Backends {
+				if b.Slots != want[i] {
+					t.Errorf("layout: %s has %d slots, want %d", b.Name, b.Slots, want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestPerFlowUDPUnlocatedBackends: a backend without a location gets no slot; with none
+// located the hash flow stays and finds no slot flow (the packet is dropped, as by a group
+// without buckets).
+func TestPerFlowUDPUnlocatedBackends(t *testing.T) {
+	s := dnsService(ModeConntrack)
+	s.Backends[2].MAC = nil
+	per := slotsByBackend(t, Desired([]Service{s}, ovs31), s.Index)
+	if per[2] != 0 || per[0]+per[1] != UDPSlots {
+		t.Fatalf("slots %v: want all %d on a and b", per, UDPSlots)
+	}
+	for i := range s.Backends {
+		s.Backends[i].MAC = nil
+	}
+	st := Desired([]Service{s}, ovs31)
+	if per := slotsByBackend(t, st, s.Index); len(per) != 0 {
+		t.Fatalf("slots %v with no backend located", per)
+	}
+	if k := kinds(st, s.Index); k[KindUDPHash] != 1 {
+		t.Fatalf("kinds %v: want the hash flow kept", k)
+	}
+}
+
+// TestPerFlowUDPKeepSlots: a reweight rewrites exactly the slots that must move, and equal
+// weights rewrite nothing.
+func TestPerFlowUDPKeepSlots(t *testing.T) {
+	s := dnsService(ModeConntrack)
+	held := KeepSlots(Desired([]Service{s}, ovs31), State{})
+	if stages := Plan(KeepSlots(Desired([]Service{s}, ovs31), held), held); len(stages) != 0 {
+		t.Fatalf("same weights planned %d stages", len(stages))
+	}
+	before := slots.Apportion([]uint16{100, 200, 400}, UDPSlots)
+	for _, w := range [][3]uint16{{200, 200, 300}, {400, 200, 100}, {0, 200, 400}, {1, 1, 1}} {
+		for i := range s.Backends {
+			s.Backends[i].Weight = w[i]
+		}
+		next := KeepSlots(Desired([]Service{s}, ovs31), held)
+		after := slots.Apportion(w[:], UDPSlots)
+		must := 0
+		for i := range after {
+			must += max(0, after[i]-before[i])
+		}
+		changed := 0
+		for _, st := range Plan(next, held) {
+			for _, m := range st {
+				if strings.Contains(m.Desc, "udp-slot") {
+					changed++
+				}
+			}
+		}
+		if changed != must {
+			t.Errorf("weights %v: %d slot flows rewritten, %d must move (%v -> %v)", w, changed, must, before, after)
+		}
+		if per := slotsByBackend(t, next, s.Index); per[0] != after[0] || per[1] != after[1] || per[2] != after[2] {
+			t.Errorf("weights %v: slots %v, want %v", w, per, after)
+		}
+		held, before = next, after
+	}
+}
