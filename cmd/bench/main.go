@@ -32,7 +32,7 @@ import (
 )
 
 func main() {
-	run := flag.String("run", "share,disruption,quality,hidden", "comma-separated experiments: share, disruption, quality, hidden, portreuse, peers, step, overload, hidden-peers, dispatch")
+	run := flag.String("run", "share,disruption,quality,hidden", "comma-separated experiments: share, disruption, quality, hidden, portreuse, peers, step, overload, hidden-peers, dispatch, udp")
 	conns := flag.Int("conns", 2000, "new connections per share measurement (bounded)")
 	long := flag.Int("long", 100, "long-lived connections in the disruption run")
 	reweights := flag.Int("reweights", 10, "reweights in the disruption run")
@@ -135,6 +135,8 @@ func main() {
 			err = b.hiddenPeers()
 		case "dispatch":
 			err = b.dispatchCost()
+		case "udp":
+			err = b.udpCost()
 		case "":
 			continue
 		default:

@@ -207,7 +207,7 @@ func (b *Balancer) intentLocked(standby bool) *intent.Intent {
 		is := intent.Service{Service: dataplane.Service{Name: s.cfg.Name, Index: s.index, VIP: s.cfg.ParsedVIP(),
 			VIPMAC: vipMAC(&s.cfg), Protocol: s.cfg.Protocol, Port: uint16(s.cfg.Port), Mode: dataplane.Mode(s.cfg.Mode),
 			GroupID: uint32(s.cfg.GroupID), Zone: uint16(s.cfg.Zone), AffinityTimeout: uint16(s.cfg.AffinityTimeout / time.Second),
-			Dispatch: dataplane.Dispatch(s.cfg.Dispatch)},
+			Dispatch: dataplane.Dispatch(s.cfg.Dispatch), UDPHash: dataplane.UDPHash(s.cfg.UDPHash)},
 			Held: s.hold, WantSeed: standby || (s.hold && s.applied == nil && s.seed == nil), Datapaths: s.cfg.ParsedDatapaths()}
 		is.Backends = make([]dataplane.Backend, len(s.cfg.Backends))
 		for j, be := range s.cfg.Backends {

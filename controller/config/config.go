@@ -155,6 +155,14 @@ type Service struct {
 	// affinity, and costs one packet-in and one packet-out per new connection.
 	Dispatch string `toml:"dispatch"`
 
+	// UDPHash is how the switch hashes a UDP service's new flows (group dispatch): "per_flow"
+	// (default) by the 5-tuple, ports included, so one client address's flows spread over
+	// the backends; "per_address" by the addresses only, the select group's own hash, so a
+	// client keeps one backend for all its flows and no new flow costs the switch an upcall
+	// (docs/dataplane.md, "UDP per flow"). Only for protocol "udp"; affinity and reactive
+	// dispatch choose otherwise and take no udp_hash.
+	UDPHash string `toml:"udp_hash"`
+
 	// Parsed once by Validate, read by the accessors (ParsedVIP, ...).
 	vip       netip.Addr
 	vipMAC    net.HardwareAddr
@@ -301,6 +309,9 @@ func (c *Config) fill() {
 		}
 		if s.Dispatch == "" {
 			s.Dispatch = "group"
+		}
+		if s.UDPHash == "" && s.Protocol == "udp" && s.Dispatch == "group" && s.AffinityTimeout == 0 {
+			s.UDPHash = "per_flow"
 		}
 		if s.Zone == 0 {
 			s.Zone = s.GroupID

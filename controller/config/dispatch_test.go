@@ -25,3 +25,30 @@ func TestDispatch(t *testing.T) {
 		})
 	}
 }
+
+func TestUDPHash(t *testing.T) {
+	cases := []struct {
+		name  string
+		lines string // added after group_id
+		want  string
+		err   []string // substrings; nil: valid
+	}{
+		{"tcp has none", "", "", nil},
+		{"udp per flow by default", `protocol = "udp"`, "per_flow", nil},
+		{"udp per address", "protocol = \"udp\"\nudp_hash = \"per_address\"", "per_address", nil},
+		{"udp per flow", "protocol = \"udp\"\nudp_hash = \"per_flow\"", "per_flow", nil},
+		{"stateless udp per flow", "protocol = \"udp\"\nmode = \"stateless\"", "per_flow", nil},
+		{"udp with affinity has none", "protocol = \"udp\"\naffinity_timeout = \"10s\"", "", nil},
+		{"reactive udp has none", "protocol = \"udp\"\ndispatch = \"reactive\"", "", nil},
+		{"unknown", "protocol = \"udp\"\nudp_hash = \"per_port\"", "", []string{`service "web".udp_hash`, `"per_port" is not one of per_flow, per_address`}},
+		{"on tcp", `udp_hash = "per_flow"`, "", []string{`service "web".udp_hash`, `protocol is "tcp"`}},
+		{"with reactive", "protocol = \"udp\"\ndispatch = \"reactive\"\nudp_hash = \"per_flow\"", "", []string{`service "web".udp_hash`, "reactive"}},
+		{"with affinity", "protocol = \"udp\"\naffinity_timeout = \"10s\"\nudp_hash = \"per_address\"", "", []string{`service "web".udp_hash`, "affinity_timeout"}},
+		{"not a string", "protocol = \"udp\"\nudp_hash = true", "", []string{"udp_hash"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			checkServiceKey(t, tc.lines, tc.err, func(c *Config) string { return c.Services[0].UDPHash }, tc.want)
+		})
+	}
+}

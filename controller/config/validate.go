@@ -165,6 +165,17 @@ func (c *Config) validateServices(p *configs.Problems) (needKey []string) {
 		case s.Dispatch == "reactive" && s.AffinityTimeout != 0:
 			p.Addf(key+".dispatch", "\"reactive\" cannot be combined with affinity_timeout (the controller chooses every connection; affinity would have the switch choose)")
 		}
+		switch {
+		case s.UDPHash == "":
+		case s.UDPHash != "per_flow" && s.UDPHash != "per_address":
+			p.Addf(key+".udp_hash", "%q is not one of per_flow, per_address", s.UDPHash)
+		case s.Protocol != "udp":
+			p.Addf(key+".udp_hash", "only a udp service is hashed per flow or per address (protocol is %q)", s.Protocol)
+		case s.Dispatch == "reactive":
+			p.Addf(key+".udp_hash", "reactive dispatch chooses every flow itself: it takes no udp_hash")
+		case s.AffinityTimeout != 0:
+			p.Addf(key+".udp_hash", "affinity_timeout keeps a client address on one backend: it takes no udp_hash")
+		}
 		if s.GroupID < 1 || s.GroupID > 0xffffff00 {
 			p.Addf(key+".group_id", "%d outside [1,4294967040]", s.GroupID)
 		} else if other, dup := groups[s.GroupID]; dup {

@@ -54,6 +54,9 @@ type Service struct {
 	AffinityTimeout uint16
 	// Dispatch is who chooses each new connection's backend; "" means DispatchGroup.
 	Dispatch Dispatch
+	// UDPHash is how a UDP service's new flows are hashed (udpflow.go): "" or UDPPerFlow
+	// per flow where the switch can, UDPPerAddress by the select group.
+	UDPHash  UDPHash
 	Backends []Backend
 }
 
@@ -148,6 +151,9 @@ func (s Service) Validate() error {
 		}
 	default:
 		bad("dispatch %q is neither %q nor %q", s.Dispatch, DispatchGroup, DispatchReactive)
+	}
+	if s.UDPHash != "" && s.UDPHash != UDPPerFlow && s.UDPHash != UDPPerAddress {
+		bad("udp hash %q is neither %q nor %q", s.UDPHash, UDPPerFlow, UDPPerAddress)
 	}
 	if s.GroupID > uint32(ofp.GroupMax) {
 		bad("group id %d above %d", s.GroupID, uint32(ofp.GroupMax))

@@ -51,17 +51,18 @@ const UDPSlots = 256
 
 // PerFlowUDP reports whether a switch with opt hashes service s's new UDP flows per flow (by
 // the 5-tuple) rather than per client address: a UDP service with group dispatch and no
-// affinity (affinity pins by client address anyway), on Open vSwitch 2.5.0 or later.
+// affinity (affinity pins by client address anyway), not configured per address, on Open
+// vSwitch 2.5.0 or later.
 func PerFlowUDP(s Service, opt Options) bool {
 	return s.Protocol == "udp" && s.Dispatch != DispatchReactive && s.AffinityTimeout == 0 &&
-		opt.OVS.AtLeast(2, 5, 0)
+		s.UDPHash != UDPPerAddress && opt.OVS.AtLeast(2, 5, 0)
 }
 
 // udpPerAddressNote is the layout note of a UDP service that would be hashed per flow but
 // whose switch cannot (Open vSwitch before 2.5.0, or a version not known): logged once, so
 // an operator learns why one client address's flows all reach one backend.
 func udpPerAddressNote(s Service, opt Options) []Note {
-	if s.Protocol != "udp" || s.Dispatch == DispatchReactive || s.AffinityTimeout > 0 || PerFlowUDP(s, opt) {
+	if s.Protocol != "udp" || s.Dispatch == DispatchReactive || s.AffinityTimeout > 0 || s.UDPHash == UDPPerAddress || PerFlowUDP(s, opt) {
 		return nil
 	}
 	return []Note{{Key: s.Name + " udp per address",

@@ -70,6 +70,7 @@ func TestPerFlowUDPDesired(t *testing.T) {
 		{"unknown switch hashes per address", func() Service { return dnsService(ModeConntrack) }, Options{}, false},
 		{"tcp is the group's", func() Service { s := dnsService(ModeConntrack); s.Protocol = "tcp"; return s }, ovs31, false},
 		{"affinity pins by address", func() Service { s := dnsService(ModeConntrack); s.AffinityTimeout = 30; return s }, ovs31, false},
+		{"configured per address", func() Service { s := dnsService(ModeConntrack); s.UDPHash = UDPPerAddress; return s }, ovs31, false},
 		{"reactive chooses per flow itself", func() Service { s := dnsService(ModeConntrack); s.Dispatch = DispatchReactive; return s }, ovs31, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,7 +91,7 @@ func TestPerFlowUDPDesired(t *testing.T) {
 			}
 			if !tc.perFlow {
 				l := Layout(s, tc.opt)
-				wantHash, wantNote := UDPPerAddress, s.Protocol == "udp" && s.AffinityTimeout == 0
+				wantHash, wantNote := UDPPerAddress, s.Protocol == "udp" && s.AffinityTimeout == 0 && s.UDPHash == ""
 				if s.Protocol == "tcp" || s.Dispatch == DispatchReactive {
 					wantHash = ""
 				}
