@@ -135,6 +135,12 @@ func apiService(s *scenario.Scenario) ([]measuredBackend, error) {
 // /metrics.
 func measuredCounters(t *testing.T, s *scenario.Scenario) map[string]float64 {
 	t.Helper()
+	return measuredCountersOf(t, s, "web")
+}
+
+// measuredCountersOf is measuredCounters of the named service.
+func measuredCountersOf(t *testing.T, s *scenario.Scenario, service string) map[string]float64 {
+	t.Helper()
 	var text string
 	if err := s.APIText(0, "/metrics", &text); err != nil {
 		t.Fatal(err)
@@ -143,7 +149,7 @@ func measuredCounters(t *testing.T, s *scenario.Scenario) map[string]float64 {
 	sc := bufio.NewScanner(strings.NewReader(text))
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "flowweight_backend_measured_new_connections_total{") {
+		if !strings.HasPrefix(line, "flowweight_backend_measured_new_connections_total{") || !strings.Contains(line, `service="`+service+`"`) {
 			continue
 		}
 		i := strings.Index(line, `backend="`)
@@ -166,11 +172,17 @@ func measuredCounters(t *testing.T, s *scenario.Scenario) map[string]float64 {
 // reads 2 s apart (two controller readings), and returns them.
 func waitCountersStill(t *testing.T, s *scenario.Scenario) map[string]float64 {
 	t.Helper()
+	return waitCountersStillOf(t, s, "web")
+}
+
+// waitCountersStillOf is waitCountersStill of the named service.
+func waitCountersStillOf(t *testing.T, s *scenario.Scenario, service string) map[string]float64 {
+	t.Helper()
 	var last map[string]float64
 	if _, err := waitFor(20*time.Second, func() error {
-		a := measuredCounters(t, s)
+		a := measuredCountersOf(t, s, service)
 		time.Sleep(2 * time.Second)
-		b := measuredCounters(t, s)
+		b := measuredCountersOf(t, s, service)
 		if len(b) != 3 || fmt.Sprint(a) != fmt.Sprint(b) {
 			return fmt.Errorf("measured counters not still: %v then %v", a, b)
 		}

@@ -90,13 +90,35 @@ func testUDPPerFlow(t *testing.T, ipv6 bool) {
 	for _, p := range rand.Perm(40000)[:n] {
 		ports = append(ports, uint16(20000+p))
 	}
+	// Nothing but this test's flows reaches the VIP: the measured counters stand still now.
+	before := waitCountersStillOf(t, s, "dns")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	start := time.Now()
-	per, failed, errs := s.SpreadUDPFromPorts(ctx, 53, ports, 8)
-	t.Logf("%d flows in %v", n, time.Since(start).Round(time.Millisecond))
+	per, failed, resends, errs := s.SpreadUDPFromPorts(ctx, 53, ports, 8)
+	t.Logf("%d flows in %v, %d datagrams sent again", n, time.Since(start).Round(time.Millisecond), resends)
 	if failed > 0 || len(errs) > 0 {
 		t.Fatalf("%d of %d flows failed: %v", failed, n, errs)
+	}
+
+	// The controller measures the same split from the slot flows' counters (each counts the
+	// first packet of every new flow hashed to it; a datagram sent again is one more).
+	var after map[string]float64
+	if _, err := waitFor(15*time.Second, func() error {
+		after = measuredCountersOf(t, s, "dns")
+		if got := sum(after) - sum(before); got != float64(n+resends) {
+			return fmt.Errorf("measured %v new flows of %d (before %v, now %v)", got, n+resends, before, after)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if resends == 0 {
+		for _, be := range s.Backends {
+			if got := after[be.Name] - before[be.Name]; got != float64(per[be.Name]) {
+				t.Errorf("%s: measured %v new flows, answered %d", be.Name, got, per[be.Name])
+			}
+		}
 	}
 	worst := 0.0
 	var cells []string

@@ -2,7 +2,9 @@ package dataplane
 
 import (
 	"fmt"
+	"io"
 	"slices"
+	"time"
 
 	"flowweight/controller/ofwire"
 	"flowweight/internal/slots"
@@ -186,4 +188,68 @@ func apportionLive(s Service, live []Backend, n int) ([]int, []Note) {
 	}
 	count, plain := slots.Apportion(w, n), slots.Nearest(w, n)
 	return count, slotNotes(s, live, count, plain, n)
+}
+
+// UDPSlotFlowsRequest asks for the slot flows of every per-flow UDP service (our cookie with
+// kind KindUDPSlot): their packet counters count the new flows hashed to each slot, the
+// per-flow counterpart of a group's bucket counters. Pass it to ofswitch's Multipart(ctx,
+// ofp.MultipartTypeFlow, body).
+func UDPSlotFlowsRequest() io.WriterTo {
+	return ofwire.FlowStatsRequest(CookieMagic|uint64(KindUDPSlot), CookieMask|0xffff)
+}
+
+// UDPSplitOf is the split of per-flow UDP service s as the switch holds it (flows, its slot
+// flows among them): "bucket" i is s.Backends[i], and each backend's slots are the slot flows
+// whose cookie names it. It fails when a slot flow names no backend of s (another layout, a
+// reload in between): its counters then say nothing about s's backends.
+func UDPSplitOf(s Service, flows []Flow) (GroupSplit, error) {
+	pos := make(map[uint16]int, len(s.Backends))
+	sp := GroupSplit{Backend: make([]int, len(s.Backends)), Slots: make([]int, len(s.Backends))}
+	for i, b := range s.Backends {
+		pos[b.Index] = i
+		sp.Backend[i] = i
+	}
+	for _, f := range flows {
+		svc, b, k, ok := ParseCookie(f.Cookie)
+		if !ok || k != KindUDPSlot || svc != s.Index {
+			continue
+		}
+		i, found := pos[b]
+		if !found {
+			return GroupSplit{}, fmt.Errorf("service %q: a slot flow sends to backend index %d, which it does not have", s.Name, b)
+		}
+		sp.Slots[i]++
+		sp.NHash++
+	}
+	return sp, nil
+}
+
+// UDPSlotCounts sums the packet counters of service s's slot flows (UDPSlotFlowsRequest's
+// reply) per backend, in s.Backends order, with the youngest flow's age: a slot flow replaced
+// or re-created behind the controller's back restarts its counter, and its duration says so.
+// It fails on a counter that names no backend of s. ok is false when s has no slot flow in
+// the reply.
+func UDPSlotCounts(s Service, counters []FlowCounter) (perBackend []uint64, youngest time.Duration, ok bool, err error) {
+	pos := make(map[uint16]int, len(s.Backends))
+	for i, b := range s.Backends {
+		pos[b.Index] = i
+	}
+	perBackend = make([]uint64, len(s.Backends))
+	for _, c := range counters {
+		svc, b, k, mine := ParseCookie(c.Cookie)
+		if !mine || k != KindUDPSlot || svc != s.Index {
+			continue
+		}
+		i, found := pos[b]
+		if !found {
+			return nil, 0, false, fmt.Errorf("service %q: a slot flow's counter names backend index %d, which it does not have", s.Name, b)
+		}
+		age := time.Duration(c.DurationSec) * time.Second
+		if !ok || age < youngest {
+			youngest = age
+		}
+		ok = true
+		perBackend[i] += c.Packets
+	}
+	return perBackend, youngest, ok, nil
 }

@@ -1,8 +1,10 @@
 package dataplane
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"flowweight/internal/slots"
 )
@@ -192,5 +194,45 @@ func TestPerFlowUDPKeepSlots(t *testing.T) {
 			t.Errorf("weights %v: slots %v, want %v", w, per, after)
 		}
 		held, before = next, after
+	}
+}
+
+// TestUDPSlotCounts: the slot flows' counters sum per backend with the youngest flow's age;
+// a counter naming no backend of the service, and a split of a slot flow naming none, fail
+// naming the service; other services' and other kinds' counters are not counted.
+func TestUDPSlotCounts(t *testing.T) {
+	s := dnsService(ModeConntrack)
+	slot := func(svc, b uint16, packets uint64, age uint32) FlowCounter {
+		return FlowCounter{Cookie: MakeCookie(svc, b, KindUDPSlot), Table: TableUDPSlot, Packets: packets, DurationSec: age}
+	}
+	per, youngest, ok, err := UDPSlotCounts(s, []FlowCounter{
+		slot(2, 0, 5, 30), slot(2, 2, 7, 12), slot(2, 2, 1, 40), slot(3, 1, 100, 1),
+		{Cookie: MakeCookie(2, 1, KindForward), Packets: 50},
+	})
+	if err != nil || !ok || youngest != 12*time.Second || per[0] != 5 || per[1] != 0 || per[2] != 8 {
+		t.Fatalf("UDPSlotCounts = %v, %v, %v, %v; want [5 0 8], 12s", per, youngest, ok, err)
+	}
+	if _, _, ok, err := UDPSlotCounts(s, []FlowCounter{slot(3, 0, 1, 1)}); ok || err != nil {
+		t.Fatalf("another service's counters only: ok %v err %v, want neither", ok, err)
+	}
+	if _, _, _, err := UDPSlotCounts(s, []FlowCounter{slot(2, 9, 1, 1)}); err == nil || !strings.Contains(err.Error(), `service "dns"`) {
+		t.Fatalf("a counter naming backend 9: error %v", err)
+	}
+
+	st := Desired([]Service{s}, ovs31)
+	sp, err := UDPSplitOf(s, st.Flows)
+	want := slots.Apportion([]uint16{100, 200, 400}, UDPSlots)
+	if err != nil || sp.NHash != UDPSlots || sp.Slots[0] != want[0] || sp.Slots[1] != want[1] || sp.Slots[2] != want[2] {
+		t.Fatalf("UDPSplitOf = %+v, %v; want slots %v of %d", sp, err, want, UDPSlots)
+	}
+	bad := slices.Clone(st.Flows)
+	for i := range bad {
+		if _, _, k, _ := ParseCookie(bad[i].Cookie); k == KindUDPSlot {
+			bad[i].Cookie = MakeCookie(s.Index, 9, KindUDPSlot)
+			break
+		}
+	}
+	if _, err := UDPSplitOf(s, bad); err == nil || !strings.Contains(err.Error(), "backend index 9") {
+		t.Fatalf("a slot flow naming backend 9: error %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package switchsync
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,9 @@ const measureEvery = time.Second
 type measureState struct {
 	last     time.Time                    // the last reading (zero: none)
 	epochs   map[uint32]uint64            // per group: rewrites made or seen
+	// slotEpochs is per service index: rewrites of its UDP slot flows made or seen (a
+	// per-flow UDP service is measured by its slot flows' counters, udpSampleOf).
+	slotEpochs map[uint16]uint64
 	readings map[uint32]GroupReading      // per group: the last reading
 	windows  map[string]Window            // per service
 	totals   map[string]map[string]uint64 // per service per backend: every count accepted
@@ -38,7 +42,7 @@ type measureState struct {
 }
 
 func newMeasureState() measureState {
-	return measureState{epochs: map[uint32]uint64{}, readings: map[uint32]GroupReading{}, windows: map[string]Window{},
+	return measureState{epochs: map[uint32]uint64{}, slotEpochs: map[uint16]uint64{}, readings: map[uint32]GroupReading{}, windows: map[string]Window{},
 		totals: map[string]map[string]uint64{}, logged: map[uint32]string{}}
 }
 
@@ -58,6 +62,33 @@ func (m *measureState) rewritten(before, after dataplane.State) {
 	for id := range old {
 		m.epochs[id]++
 	}
+	was, now := slotTables(before), slotTables(after)
+	for idx, t := range now {
+		if was[idx] != t {
+			m.slotEpochs[idx]++
+		}
+		delete(was, idx)
+	}
+	for idx := range was {
+		m.slotEpochs[idx]++
+	}
+}
+
+// slotTables renders each service's UDP slot flows (by service index) as one string, so two
+// states' tables compare with ==.
+func slotTables(st dataplane.State) map[uint16]string {
+	var out map[uint16]string
+	for _, f := range st.Flows {
+		svc, _, k, ok := dataplane.ParseCookie(f.Cookie)
+		if !ok || k != dataplane.KindUDPSlot {
+			continue
+		}
+		if out == nil {
+			out = map[uint16]string{}
+		}
+		out[svc] += fmt.Sprintf("%x|%s|%s;", f.Cookie, f.Match, f.Instructions)
+	}
+	return out
 }
 
 // rewriteAll notes that any group may have changed (a write that failed part way).
@@ -117,6 +148,8 @@ func (s *Syncer) measure(ctx context.Context, in *intent.Intent) {
 	for _, g := range s.current.Groups {
 		held[g.ID] = g
 	}
+	slots, slotsRead := s.readSlotCounters(ctx, in)
+	opt := Options(in, s.cfg.OVS)
 	m := &s.meas
 	out := make(map[string]Measured, len(s.st.Planned))
 	for _, svc := range s.st.Planned {
@@ -124,7 +157,14 @@ func (s *Syncer) measure(ctx context.Context, in *intent.Intent) {
 		if !ok {
 			w = Window{Span: MeasureWindow}
 		}
-		sample, why := s.sampleOf(svc, held, byID, now)
+		var sample *Sample
+		var why string
+		switch {
+		case !dataplane.PerFlowUDP(svc, opt):
+			sample, why = s.sampleOf(svc, held, byID, now)
+		case slotsRead:
+			sample, why = s.udpSampleOf(svc, slots, now)
+		}
 		switch {
 		case why != "":
 			w = w.Skip(now)
@@ -189,6 +229,64 @@ func (s *Syncer) sampleOf(svc dataplane.Service, held map[uint32]dataplane.Group
 	}
 	if why != "" {
 		return nil, fmt.Sprintf("group %d: %s", id, why)
+	}
+	sm := SampleOf(prev.At, now, d, svc, split)
+	return &sm, ""
+}
+
+// readSlotCounters reads the counters of the per-flow UDP services' slot flows, when one is
+// planned here; ok is false when none is or the read failed (then their windows stand still
+// until the next reading, as every service's do when the group counters cannot be read).
+func (s *Syncer) readSlotCounters(ctx context.Context, in *intent.Intent) (counters []dataplane.FlowCounter, ok bool) {
+	opt := Options(in, s.cfg.OVS)
+	if !slices.ContainsFunc(s.st.Planned, func(svc dataplane.Service) bool { return dataplane.PerFlowUDP(svc, opt) }) {
+		return nil, false
+	}
+	sw := s.cfg.Conn
+	cctx, cancel := context.WithTimeout(ctx, in.BarrierTimeout)
+	body, err := sw.Multipart(cctx, ofp.MultipartTypeFlow, dataplane.UDPSlotFlowsRequest())
+	cancel()
+	if err != nil {
+		s.cfg.Logger.Debug("slot flow counters unavailable", "dpid", sw.String(), "err", err)
+		return nil, false
+	}
+	counters, err = dataplane.DecodeFlowCounters(body)
+	if err != nil {
+		s.cfg.Logger.Warn("slot flow counters", "dpid", sw.String(), "err", err)
+		return nil, false
+	}
+	return counters, true
+}
+
+// udpSampleOf is sampleOf for a per-flow UDP service: its "buckets" are its backends, each
+// counting what the slot flows naming it counted (a slot flow counts the first packet of
+// each new flow hashed to it, as a bucket does), compared across readings by the same rules.
+func (s *Syncer) udpSampleOf(svc dataplane.Service, counters []dataplane.FlowCounter, now time.Time) (*Sample, string) {
+	m := &s.meas
+	id := svc.GroupID
+	prev := m.readings[id]
+	delete(m.readings, id)
+	split, err := dataplane.UDPSplitOf(svc, s.current.Flows)
+	if err != nil {
+		return nil, err.Error()
+	}
+	per, youngest, ok, err := dataplane.UDPSlotCounts(svc, counters)
+	switch {
+	case err != nil:
+		return nil, err.Error()
+	case !ok && split.NHash == 0:
+		return nil, "" // no slot flow planned (no live backend): nothing to measure
+	case !ok:
+		return nil, fmt.Sprintf("service %q: slot flows missing from the switch's flow counters", svc.Name)
+	}
+	cur := GroupReading{At: now, Epoch: m.epochs[id] + m.slotEpochs[svc.Index], Age: youngest, Buckets: per}
+	m.readings[id] = cur
+	d, why, first := BucketDeltas(prev, cur)
+	if first {
+		return nil, ""
+	}
+	if why != "" {
+		return nil, fmt.Sprintf("service %q slot flows: %s", svc.Name, why)
 	}
 	sm := SampleOf(prev.At, now, d, svc, split)
 	return &sm, ""

@@ -238,7 +238,10 @@ func (f *UDPFlows) Stop() LongConnsResult {
 // unanswered within a second is sent again on the same socket (the same flow, so the same
 // backend), at most three times; a flow still unanswered is failed (at most 5 errors kept).
 // Bounded by len(ports) and by ctx.
-func (s *Scenario) SpreadUDPFromPorts(ctx context.Context, port int, ports []uint16, workers int) (per map[string]int, failed int, errs []error) {
+//
+// resends counts the datagrams sent again: each is one more first packet of its flow through
+// the switch (a UDP flow is new until its answer passes).
+func (s *Scenario) SpreadUDPFromPorts(ctx context.Context, port int, ports []uint16, workers int) (per map[string]int, failed, resends int, errs []error) {
 	per = map[string]int{}
 	addr := net.JoinHostPort(s.VIP.String(), strconv.Itoa(port))
 	var mu sync.Mutex
@@ -247,8 +250,9 @@ func (s *Scenario) SpreadUDPFromPorts(ctx context.Context, port int, ports []uin
 	for range max(1, workers) {
 		wg.Go(func() {
 			for i := range next {
-				name, err := s.udpFlowFrom(ctx, addr, ports[i], fmt.Sprintf("flow %d", i))
+				name, again, err := s.udpFlowFrom(ctx, addr, ports[i], fmt.Sprintf("flow %d", i))
 				mu.Lock()
+				resends += again
 				if err != nil {
 					failed++
 					if len(errs) < 5 {
@@ -272,15 +276,17 @@ func (s *Scenario) SpreadUDPFromPorts(ctx context.Context, port int, ports []uin
 	if ctx.Err() != nil {
 		errs = append(errs, ctx.Err())
 	}
-	return per, failed, errs
+	return per, failed, resends, errs
 }
 
-func (s *Scenario) udpFlowFrom(ctx context.Context, addr string, src uint16, payload string) (string, error) {
+// udpFlowFrom sends payload from port src and returns who answered and how many times it
+// was sent again.
+func (s *Scenario) udpFlowFrom(ctx context.Context, addr string, src uint16, payload string) (string, int, error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	c, err := s.Client.DialFromPort(dctx, "udp", addr, src)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer c.Close()
 	for try := 1; ; try++ {
@@ -289,7 +295,7 @@ func (s *Scenario) udpFlowFrom(ctx context.Context, addr string, src uint16, pay
 			if err != nil {
 				err = fmt.Errorf("udp flow from port %d: %w", src, err)
 			}
-			return name, err
+			return name, try - 1, err
 		}
 	}
 }
