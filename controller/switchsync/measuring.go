@@ -26,15 +26,15 @@ const measureEvery = time.Second
 
 // measureState is what Run's goroutine keeps between readings.
 type measureState struct {
-	last     time.Time                    // the last reading (zero: none)
-	epochs   map[uint32]uint64            // per group: rewrites made or seen
+	last   time.Time         // the last reading (zero: none)
+	epochs map[uint32]uint64 // per group: rewrites made or seen
 	// slotEpochs is per service index: rewrites of its UDP slot flows made or seen (a
 	// per-flow UDP service is measured by its slot flows' counters, udpSampleOf).
 	slotEpochs map[uint16]uint64
-	readings map[uint32]GroupReading      // per group: the last reading
-	windows  map[string]Window            // per service
-	totals   map[string]map[string]uint64 // per service per backend: every count accepted
-	logged   map[uint32]string            // per group: the discard reason last logged
+	readings   map[uint32]GroupReading      // per group: the last reading
+	windows    map[string]Window            // per service
+	totals     map[string]map[string]uint64 // per service per backend: every count accepted
+	logged     map[uint32]string            // per group: the discard reason last logged
 	// rebase: a reading was taken right before a write that rewrites groups, so the reading
 	// right after it (the base of the next delta) is taken at once, whatever measureEvery
 	// says.
