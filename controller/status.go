@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -111,7 +112,9 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 		if s.Dispatch == "reactive" {
 			fmt.Fprintf(w, "  dispatch: reactive (the controller chooses each new connection's backend by least connections; IN FLIGHT is its estimate, SENT what it sent)\n")
 		}
-		if s.ShadowPolicy != "" {
+		if s.ShadowPolicy != "" && len(s.CanaryDatapaths) > 0 {
+			fmt.Fprintf(w, "  shadow policy: %s (computed beside the live weights; applied as a canary on %s only)\n", s.ShadowPolicy, strings.Join(s.CanaryDatapaths, ", "))
+		} else if s.ShadowPolicy != "" {
 			fmt.Fprintf(w, "  shadow policy: %s (computed beside the live weights, never applied)\n", s.ShadowPolicy)
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -189,4 +189,15 @@ func TestPrintStatusShadow(t *testing.T) {
 	}
 }
 
+// TestPrintStatusCanary: a shadow policy applied on canary switches says where.
+func TestPrintStatusCanary(t *testing.T) {
+	svc := view.ServiceView{Name: "web", Total: 1000, Policy: "static", ShadowPolicy: "equal",
+		CanaryDatapaths: []string{"0000000000000002", "0000000000000003"}, Backends: []view.BackendView{{Name: "a", AppliedWeight: 1000}}}
+	var out strings.Builder
+	printStatus(&out, []view.ServiceView{svc})
+	if want := "shadow policy: equal (computed beside the live weights; applied as a canary on 0000000000000002, 0000000000000003 only)"; !strings.Contains(out.String(), want) {
+		t.Errorf("status lacks %q:\n%s", want, out.String())
+	}
+}
+
 func ptr[T any](v T) *T { return &v }

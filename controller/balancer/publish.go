@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"fmt"
 	"slices"
 
 	"flowweight/controller/intent"
@@ -43,6 +44,9 @@ func (s *service) baseView() *view.ServiceView {
 		Backends: make([]view.BackendView, len(s.cfg.Backends))}
 	for j, be := range s.cfg.Backends {
 		v.Backends[j] = view.BackendView{Name: be.Name, IP: be.IP, Port: be.Port, Source: be.Source}
+	}
+	for _, id := range s.cfg.ParsedCanary() {
+		v.CanaryDatapaths = append(v.CanaryDatapaths, fmt.Sprintf("%016x", id))
 	}
 	s.base = v
 	return v

@@ -46,8 +46,10 @@ type service struct {
 	seedFrom, seedWhy string
 	seedNoted         bool
 	// shadow is the service's shadow_policy, computed beside the live weights and never
-	// applied (shadow.go); nil without one.
+	// applied (shadow.go), except on its canary switches (canary_datapaths); nil without one.
 	shadow *shadow
+	// canaryMoved: the last computation moved the weights the canary switches hold.
+	canaryMoved bool
 }
 
 // adoptSeed starts the service from the weights the switch holds, as if this controller had
@@ -168,7 +170,7 @@ func (s *service) compute(states map[string]*collector.State, periodic bool) (ap
 	}
 	weights.Compute(s.in, s.tuning, &s.result)
 	if s.shadow != nil {
-		s.shadow.compute(s.in, periodic)
+		s.canaryMoved = s.shadow.compute(s.in, periodic) && s.cfg.ParsedCanary() != nil
 	}
 	apply = (s.applied == nil || weights.Worth(s.applied, &s.result, s.tuning)) && !s.hold
 	advance(s.books, &s.result, periodic, apply)

@@ -53,8 +53,9 @@ func newShadow(s *config.Service, live weights.Tuning, old *service) *shadow {
 // shadow's own learned capacity, previous shares and weights in their place. live is only
 // read. Its state moves by the live side's rules (service.compute): learning at a period,
 // the previous share at a period or a (virtual) rewrite; a hold does not stop it, since it
-// writes nothing.
-func (sh *shadow) compute(live []weights.Backend, periodic bool) {
+// writes nothing. It reports whether the weights it would have the switch hold moved (what
+// its canary switches then rewrite).
+func (sh *shadow) compute(live []weights.Backend, periodic bool) bool {
 	for j, in := range live {
 		in.Learned, in.PrevShare, in.PrevWeight = sh.books[j].learned, sh.books[j].prevShare, 0
 		if sh.held != nil {
@@ -68,4 +69,5 @@ func (sh *shadow) compute(live []weights.Backend, periodic bool) {
 	if apply {
 		sh.held = sh.result.Weights(sh.held[:0])
 	}
+	return apply
 }

@@ -139,6 +139,9 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 			s.adoptSeed()
 		}
 		apply := s.compute(states, periodic)
+		if s.canaryMoved {
+			dirty = true
+		}
 		s.noteClamps(b.now(), b.log, b.metrics)
 		if apply {
 			s.applied = s.result.Weights(s.applied[:0])
@@ -208,7 +211,11 @@ func (b *Balancer) intentLocked(standby bool) *intent.Intent {
 			VIPMAC: vipMAC(&s.cfg), Protocol: s.cfg.Protocol, Port: uint16(s.cfg.Port), Mode: dataplane.Mode(s.cfg.Mode),
 			GroupID: uint32(s.cfg.GroupID), Zone: uint16(s.cfg.Zone), AffinityTimeout: uint16(s.cfg.AffinityTimeout / time.Second),
 			Dispatch: dataplane.Dispatch(s.cfg.Dispatch), UDPHash: dataplane.UDPHash(s.cfg.UDPHash)},
-			Held: s.hold, WantSeed: standby || (s.hold && s.applied == nil && s.seed == nil), Datapaths: s.cfg.ParsedDatapaths()}
+			Held: s.hold, WantSeed: standby || (s.hold && s.applied == nil && s.seed == nil), Datapaths: s.cfg.ParsedDatapaths(),
+			Canary: s.cfg.ParsedCanary()}
+		if s.shadow != nil && is.Canary != nil && s.shadow.held != nil {
+			is.CanaryWeights = slices.Clone(s.shadow.held)
+		}
 		is.Backends = make([]dataplane.Backend, len(s.cfg.Backends))
 		for j, be := range s.cfg.Backends {
 			db := dataplane.Backend{Name: be.Name, Index: uint16(j), IP: be.ParsedIP(), Port: uint16(be.Port),

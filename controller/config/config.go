@@ -135,6 +135,11 @@ type Service struct {
 	// watched on real traffic before it is trusted (docs/weights.md, "Shadow policy").
 	// Empty (default): none. It may not be the service's effective policy.
 	ShadowPolicy weights.PolicyName `toml:"shadow_policy"`
+	// CanaryDatapaths applies the shadow policy's weights on these switches (datapath ids as
+	// in Datapaths), and the live policy's everywhere else: a candidate on a slice of the
+	// traffic before the whole fleet (docs/weights.md, "Canary"). It needs shadow_policy, and
+	// each switch must be one the service is placed on.
+	CanaryDatapaths []string `toml:"canary_datapaths"`
 	// Datapaths places the service on these switches only (datapath ids as ovs-ofctl shows
 	// them: 16 hex digits, or 0x-prefixed hex); empty places it on every connected switch.
 	Datapaths []string  `toml:"datapaths"`
@@ -167,6 +172,7 @@ type Service struct {
 	vip       netip.Addr
 	vipMAC    net.HardwareAddr
 	datapaths []uint64
+	canary    []uint64
 }
 
 // Backend is one real server behind a service.
@@ -339,6 +345,10 @@ func (s *SNMPSrc) Target() snmp.Target {
 // ParsedDatapaths returns where the service is placed, nil for every switch; valid only
 // after Validate.
 func (s *Service) ParsedDatapaths() []uint64 { return s.datapaths }
+
+// ParsedCanary returns the switches that hold the shadow policy's weights (canary_datapaths),
+// nil for none; valid only after Validate.
+func (s *Service) ParsedCanary() []uint64 { return s.canary }
 
 // ParsedVIP returns the VIP; valid only after Validate.
 func (s *Service) ParsedVIP() netip.Addr { return s.vip }

@@ -28,6 +28,8 @@ func TestSummary(t *testing.T) {
 		{"service key", good, edit("port = 80", "port = 81"), "web: port 80→81, port a 80→81"},
 		{"shadow policy added", good, edit("group_id = 7", "group_id = 7\nshadow_policy = \"equal\""), "web: shadow_policy \"\"→equal"},
 		{"placement", good, edit("group_id = 7", "group_id = 7\ndatapaths = [\"0x1\", \"0x2\"]"), "web: datapaths []→[0x1 0x2]"},
+		{"canary added", edit("group_id = 7", "group_id = 7\nshadow_policy = \"equal\""), edit("group_id = 7", "group_id = 7\nshadow_policy = \"equal\"\ncanary_datapaths = [\"0x2\"]"), "web: canary_datapaths []→[0x2]"},
+		{"udp hash", edit("port = 80", "port = 80\nprotocol = \"udp\""), edit("port = 80", "port = 80\nprotocol = \"udp\"\nudp_hash = \"per_address\""), "web: udp_hash per_flow→per_address"},
 		{"global keys", good, "[weighting]\nalpha = 0.5\n" + edit(`key_file = "/k"`, "key_file = \"/k\"\nstale_after = \"5s\""),
 			"collector.stale_after 15s→5s; weighting.alpha 0.3→0.5"},
 		{"nested table", good, "[weighting.load]\ncpu = 0.5\nmem = 0.4\nconn = 0.1\n" + good, "weighting.load.cpu 0.6→0.5; weighting.load.mem 0.3→0.4"},

@@ -215,6 +215,7 @@ func (c *Config) validateServices(p *configs.Problems) (needKey []string) {
 			seen[id] = j
 			s.datapaths = append(s.datapaths, id)
 		}
+		c.validateCanary(p, key, s)
 		if len(s.Backends) == 0 {
 			p.Addf(key+".backend", "a service needs at least one backend")
 		}

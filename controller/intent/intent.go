@@ -56,6 +56,11 @@ type Service struct {
 	WantSeed bool
 	// Datapaths is where the service is placed; nil places it on every switch.
 	Datapaths []uint64
+	// Canary lists the switches that hold CanaryWeights (the shadow policy's, per backend in
+	// Backends order) instead of the backends' live Weight; nil for none. Before the shadow
+	// policy's first result (CanaryWeights nil) they hold the live weights.
+	Canary        []uint64
+	CanaryWeights []uint16
 	// Change is this update's rewrite of the weights, nil when they did not change.
 	Change *Change
 }
@@ -63,6 +68,11 @@ type Service struct {
 // PlacedOn reports whether s belongs on the switch dpid.
 func (s *Service) PlacedOn(dpid uint64) bool {
 	return s.Datapaths == nil || slices.Contains(s.Datapaths, dpid)
+}
+
+// CanaryOn reports whether the switch dpid holds the shadow policy's weights for s.
+func (s *Service) CanaryOn(dpid uint64) bool {
+	return len(s.CanaryWeights) == len(s.Backends) && slices.Contains(s.Canary, dpid)
 }
 
 // Change is one rewrite of a service's weights, for the logs and the event list.

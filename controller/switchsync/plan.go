@@ -2,6 +2,7 @@ package switchsync
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"flowweight/controller/dataplane"
@@ -28,7 +29,11 @@ func Located(in *intent.Intent, dpid uint64, locate Locator) []dataplane.Service
 	for _, s := range placed {
 		ds := s.Service
 		ds.Backends = make([]dataplane.Backend, len(s.Backends))
+		canary := s.CanaryOn(dpid)
 		for j, db := range s.Backends {
+			if canary && !db.OutOfService {
+				db.Weight = s.CanaryWeights[j]
+			}
 			if locate != nil && (db.MAC == nil || db.SwitchPort == 0) {
 				if loc, ok := locate(db.IP); ok {
 					if db.MAC == nil {
@@ -80,13 +85,15 @@ func Hold(desired, current dataplane.State, in *intent.Intent) dataplane.State {
 	return out
 }
 
-// Seeds reads, for each service of in that wants a seed, the weights current (a read-back)
-// holds for its group, in config order, by service name. svcs is Desired's planner input for
-// the same switch: a bucket is matched to a located backend by its actions.
-func Seeds(in *intent.Intent, svcs []dataplane.Service, current dataplane.State) map[string][]uint16 {
+// Seeds reads, for each service of in that wants a seed, the weights current (a read-back of
+// the switch dpid) holds for its group, in config order, by service name. svcs is Desired's
+// planner input for the same switch: a bucket is matched to a located backend by its actions.
+// A canary switch of a service (canary_datapaths) holds the shadow policy's weights, not the
+// live ones, so it offers no seed for that service.
+func Seeds(in *intent.Intent, dpid uint64, svcs []dataplane.Service, current dataplane.State) map[string][]uint16 {
 	want := map[string]bool{}
 	for i := range in.Services {
-		if in.Services[i].WantSeed {
+		if in.Services[i].WantSeed && !slices.Contains(in.Services[i].Canary, dpid) {
 			want[in.Services[i].Name] = true
 		}
 	}

@@ -109,7 +109,7 @@ func TestSeedsReadTheHeldWeights(t *testing.T) {
 	restarted.Held, restarted.WantSeed = true, true
 	in := (&intent.Intent{Services: []intent.Service{restarted, web("other", 6, nil, 0, 0)}}).Build()
 	_, svcs := Desired(in, 1, dataplane.OVSVersion{}, locateAll)
-	seeds := Seeds(in, svcs, onSwitch)
+	seeds := Seeds(in, 1, svcs, onSwitch)
 	if len(seeds) != 1 {
 		t.Fatalf("seeds %v, want web's only", seeds)
 	}
@@ -117,8 +117,51 @@ func TestSeedsReadTheHeldWeights(t *testing.T) {
 	if len(w) != 2 || w[0]+w[1] == 0 || float64(w[0])/float64(w[0]+w[1]) < 0.24 || float64(w[0])/float64(w[0]+w[1]) > 0.26 {
 		t.Fatalf("seed %v, want the shares 1:3", w)
 	}
-	if got := Seeds(in, svcs, dataplane.State{}); len(got) != 0 {
+	if got := Seeds(in, 1, svcs, dataplane.State{}); len(got) != 0 {
 		t.Errorf("seeds from an empty switch: %v", got)
+	}
+	// A canary switch of web holds the shadow policy's weights: no seed of web from it.
+	in.Services[0].Canary = []uint64{1}
+	if got := Seeds(in, 1, svcs, onSwitch); len(got) != 0 {
+		t.Errorf("seeds from web's canary switch: %v", got)
+	}
+	if got := Seeds(in, 2, svcs, onSwitch); len(got["web"]) != 2 {
+		t.Errorf("seeds from a switch that is not web's canary: %v", got)
+	}
+}
+
+// TestLocatedCanary: a canary switch of a service plans its backends at the shadow policy's
+// weights, every other switch at the live ones; a backend out of service stays at 0 there
+// too; before the shadow policy's first result the canary holds the live weights.
+func TestLocatedCanary(t *testing.T) {
+	s := web("web", 5, nil, 250, 750)
+	s.Canary, s.CanaryWeights = []uint64{2}, []uint16{500, 500}
+	in := (&intent.Intent{Services: []intent.Service{s}}).Build()
+	weightsOn := func(in *intent.Intent, dpid uint64) []uint16 {
+		var out []uint16
+		for _, b := range Located(in, dpid, locateAll)[0].Backends {
+			out = append(out, b.Weight)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		dpid uint64
+		want []uint16
+	}{{1, []uint16{250, 750}}, {2, []uint16{500, 500}}, {3, []uint16{250, 750}}} {
+		if got := weightsOn(in, c.dpid); !slices.Equal(got, c.want) {
+			t.Errorf("switch %d: weights %v, want %v", c.dpid, got, c.want)
+		}
+	}
+	out := web("web", 5, nil, 0, 750)
+	out.Backends[0].OutOfService = true
+	out.Canary, out.CanaryWeights = []uint64{2}, []uint16{500, 500}
+	if got := weightsOn((&intent.Intent{Services: []intent.Service{out}}).Build(), 2); !slices.Equal(got, []uint16{0, 500}) {
+		t.Errorf("canary with a backend out of service: %v, want [0 500]", got)
+	}
+	early := web("web", 5, nil, 250, 750)
+	early.Canary = []uint64{2}
+	if got := weightsOn((&intent.Intent{Services: []intent.Service{early}}).Build(), 2); !slices.Equal(got, []uint16{250, 750}) {
+		t.Errorf("canary before the shadow's first result: %v, want the live [250 750]", got)
 	}
 }
 

@@ -352,7 +352,7 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 	}
 	// Only news asks for an update: the seeds stay the same while the hold lasts, and asking
 	// on every sync would make every update ask for the next.
-	if seeds := Seeds(in, svcs, s.current); !maps.EqualFunc(seeds, s.st.Seeds, slices.Equal) {
+	if seeds := Seeds(in, s.cfg.Conn.DatapathID(), svcs, s.current); !maps.EqualFunc(seeds, s.st.Seeds, slices.Equal) {
 		s.st.Seeds = seeds
 		s.publish()
 		if seeds != nil {

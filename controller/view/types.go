@@ -23,10 +23,14 @@ type ServiceView struct {
 	// ShadowPolicy is the service's shadow_policy: computed beside the live policy from the
 	// same inputs and never applied (each backend's ShadowWeight and ShadowShare); omitted
 	// without one.
-	ShadowPolicy string        `json:"shadow_policy,omitempty"`
-	Panic        bool          `json:"panic"`
-	Total        int           `json:"total"`
-	Backends     []BackendView `json:"backends"`
+	ShadowPolicy string `json:"shadow_policy,omitempty"`
+	// CanaryDatapaths are the switches that hold the shadow policy's weights instead of the
+	// live ones (canary_datapaths; docs/weights.md, "Canary"), as datapath ids; omitted
+	// without a canary.
+	CanaryDatapaths []string      `json:"canary_datapaths,omitempty"`
+	Panic           bool          `json:"panic"`
+	Total           int           `json:"total"`
+	Backends        []BackendView `json:"backends"`
 	// SlotTable is the number of slots of the service's select-group table on the first
 	// connected switch (docs/dataplane.md, "Exact shares"); 0 while no switch is connected.
 	SlotTable int `json:"slot_table"`

@@ -28,10 +28,12 @@ type Service struct {
 	// backend's report without service_cpu); empty when it did not.
 	PolicyFallback string `json:"policy_fallback"`
 	// ShadowPolicy is the service's shadow_policy, empty without one.
-	ShadowPolicy string        `json:"shadow_policy"`
-	Panic        bool          `json:"panic"`
-	Total        int           `json:"total"`
-	Backends     []BackendView `json:"backends"`
+	ShadowPolicy string `json:"shadow_policy"`
+	// CanaryDatapaths are the switches holding the shadow policy's weights.
+	CanaryDatapaths []string      `json:"canary_datapaths"`
+	Panic           bool          `json:"panic"`
+	Total           int           `json:"total"`
+	Backends        []BackendView `json:"backends"`
 }
 
 // BackendView is one backend as the API reports it.
