@@ -120,8 +120,8 @@ func (b *bench) overload() error {
 	lo80, hi := 0.8*pl.capacity, 1.1*pl.capacity
 	half := b.measure / 2
 	reps := b.repeatOr(3)
-	fmt.Printf("| repetition | peer | p99 of all at 80 %% | failed during 110 %% (by kind) | p99 of all per %v window from the overload on | evictions during the run | p99 of all, first %v after the drop | that / the 80 %% p99 |\n", half, half)
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	fmt.Printf("| repetition | peer | p99 of all at 80 %% | failed during 110 %% (by kind) | p99 of all per %v window from the overload on | evictions during the run | p99 of all, first %v after the drop | that / the 80 %% p99 | first packets dropped, overload and after (flowweight) |\n", half, half)
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for rep := range reps {
 		for j := range runs {
 			r := runs[(j+rep)%len(runs)]
@@ -143,9 +143,23 @@ func (b *bench) overload() error {
 			}
 			lo := poisson(r, seed, scenario.Phase{Rate: hi, Duration: b.measure}, scenario.Phase{Rate: lo80, Duration: b.measure})
 			lo.Window = half
+			var drops0 dropCounts
+			if r.hap == nil {
+				if drops0, err = readDrops(s); err != nil {
+					return fmt.Errorf("overload %s: %w", r.label, err)
+				}
+			}
 			res, _, _, err := measureLoad(s, r, lo)
 			if err != nil {
 				return fmt.Errorf("overload %s: %w", r.label, err)
+			}
+			drops := "–"
+			if r.hap == nil {
+				d, err := readDrops(s)
+				if err != nil {
+					return fmt.Errorf("overload %s: %w", r.label, err)
+				}
+				drops = d.since(drops0)
 			}
 			evictions := ""
 			if r.hap != nil {
@@ -170,8 +184,8 @@ func (b *bench) overload() error {
 				}
 				ratio = plainRatio(scenario.LoadResult{P99All: afterW.P99All, P99Failed: afterW.P99Failed}, steady)
 			}
-			fmt.Printf("| #%d | %s | %s | %d of %d%s | %s | %s | %s | %s |\n", rep+1, r.label, p99Only(steady), failed, offered,
-				overKinds, windowsCell(res.Windows), evictions, after, ratio)
+			fmt.Printf("| #%d | %s | %s | %d of %d%s | %s | %s | %s | %s | %s |\n", rep+1, r.label, p99Only(steady), failed, offered,
+				overKinds, windowsCell(res.Windows), evictions, after, ratio, drops)
 		}
 	}
 	fmt.Println()
