@@ -6,8 +6,8 @@ import (
 )
 
 // shadow is a service's second policy (shadow_policy): computed at every update from the
-// same inputs as the live weights, shown beside them (API, status, metrics), never written to
-// a switch. It has its own state — learned capacity, the shares its damping and step limit
+// same inputs as the live weights, shown beside them (API, status, metrics), and written only
+// to the service's canary switches (canary_datapaths), never to the others. It has its own state — learned capacity, the shares its damping and step limit
 // start from, the weights it would have the switch hold — so the live computation's state is
 // never touched by it, and what it shows is what the shadow policy would do had it been live
 // all along. An undamped shadow would be simpler, but for the adaptive policies (headroom,

@@ -19,11 +19,14 @@ import (
 //     flow whose group does not exist with OFPBAC_BAD_OUT_GROUP);
 //  2. OFPGC_MODIFY of changed groups, each with its whole bucket list (a weight-only change
 //     is exactly one MODIFY);
-//  3. OFPFC_ADD of missing or different flows (an ADD with the same table, priority and
-//     match replaces the entry in place, so traffic never sees a gap);
-//  4. OFPFC_DELETE_STRICT of our flows that are no longer wanted, by table, priority, match
+//  3. OFPFC_ADD of missing or different slot flows of UDP services hashed per flow (table 7,
+//     udpflow.go) — before the hash flow that leads to them, so a service that turns to
+//     per-flow hashing never hashes a new flow into a slot the switch does not hold yet;
+//  4. OFPFC_ADD of every other missing or different flow (an ADD with the same table,
+//     priority and match replaces the entry in place, so traffic never sees a gap);
+//  5. OFPFC_DELETE_STRICT of our flows that are no longer wanted, by table, priority, match
 //     and exact cookie — never a flow whose cookie lacks CookieMagic, nor a learned one;
-//  5. OFPGC_DELETE of groups no longer wanted, after the flows that used them are gone.
+//  6. OFPGC_DELETE of groups no longer wanted, after the flows that used them are gone.
 //
 // current should come from DecodeFlowStats of an OwnFlowsRequest and from DecodeGroupDesc
 // filtered to the group ids the controller owns (State.FilterGroups): group ids carry no
@@ -59,14 +62,18 @@ func Plan(desired, current State) [][]ofswitch.Message {
 		curFlows[f.key()] = i
 	}
 	wanted := make([]bool, len(current.Flows))
-	var addFlows, delFlows []ofswitch.Message
+	var addSlots, addFlows, delFlows []ofswitch.Message
 	for _, f := range desired.Flows {
 		i, ok := curFlows[f.key()]
 		if ok {
 			wanted[i] = true
 		}
 		if !ok || current.Flows[i] != f {
-			addFlows = append(addFlows, flowMessage(ofp.FlowAdd, f))
+			if f.Table == TableUDPSlot {
+				addSlots = append(addSlots, flowMessage(ofp.FlowAdd, f))
+			} else {
+				addFlows = append(addFlows, flowMessage(ofp.FlowAdd, f))
+			}
 		}
 	}
 	for _, f := range current.Flows {
@@ -82,7 +89,7 @@ func Plan(desired, current State) [][]ofswitch.Message {
 	}
 
 	var stages [][]ofswitch.Message
-	for _, s := range [][]ofswitch.Message{addGroups, modGroups, addFlows, delFlows, delGroups} {
+	for _, s := range [][]ofswitch.Message{addGroups, modGroups, addSlots, addFlows, delFlows, delGroups} {
 		if len(s) > 0 {
 			stages = append(stages, s)
 		}

@@ -200,14 +200,19 @@ func UDPSlotFlowsRequest() io.WriterTo {
 
 // UDPSplitOf is the split of per-flow UDP service s as the switch holds it (flows, its slot
 // flows among them): "bucket" i is s.Backends[i], and each backend's slots are the slot flows
-// whose cookie names it. It fails when a slot flow names no backend of s (another layout, a
-// reload in between): its counters then say nothing about s's backends.
+// whose cookie names it. It fails when a slot flow names no backend of s, or names one but
+// sends elsewhere (another configuration's layout: a reload that reordered or replaced
+// backends, read before the rewrite): its counters then say nothing about s's backends.
 func UDPSplitOf(s Service, flows []Flow) (GroupSplit, error) {
 	pos := make(map[uint16]int, len(s.Backends))
+	want := make(map[uint16]string, len(s.Backends))
 	sp := GroupSplit{Backend: make([]int, len(s.Backends)), Slots: make([]int, len(s.Backends))}
 	for i, b := range s.Backends {
 		pos[b.Index] = i
 		sp.Backend[i] = i
+		if b.Reachable() {
+			want[b.Index] = encodeInstructions(apply(bucketAction(s, b)...))
+		}
 	}
 	for _, f := range flows {
 		svc, b, k, ok := ParseCookie(f.Cookie)
@@ -217,6 +222,9 @@ func UDPSplitOf(s Service, flows []Flow) (GroupSplit, error) {
 		i, found := pos[b]
 		if !found {
 			return GroupSplit{}, fmt.Errorf("service %q: a slot flow sends to backend index %d, which it does not have", s.Name, b)
+		}
+		if f.Instructions != want[b] {
+			return GroupSplit{}, fmt.Errorf("service %q: a slot flow of backend %q sends elsewhere (another layout)", s.Name, s.Backends[i].Name)
 		}
 		sp.Slots[i]++
 		sp.NHash++
@@ -244,7 +252,7 @@ func UDPSlotCounts(s Service, counters []FlowCounter) (perBackend []uint64, youn
 		if !found {
 			return nil, 0, false, fmt.Errorf("service %q: a slot flow's counter names backend index %d, which it does not have", s.Name, b)
 		}
-		age := time.Duration(c.DurationSec) * time.Second
+		age := c.Age()
 		if !ok || age < youngest {
 			youngest = age
 		}

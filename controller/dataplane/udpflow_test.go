@@ -236,3 +236,45 @@ func TestUDPSlotCounts(t *testing.T) {
 		t.Fatalf("a slot flow naming backend 9: error %v", err)
 	}
 }
+
+// TestPerFlowUDPSlotsBeforeTheHash: turning a service to per-flow hashing writes its slot
+// flows in a stage before the hash flow that leads to them (each stage ends in a barrier), so
+// no new flow is hashed into a slot the switch does not hold yet.
+func TestPerFlowUDPSlotsBeforeTheHash(t *testing.T) {
+	s := dnsService(ModeConntrack)
+	byAddress := Desired([]Service{s}, Options{Normal: true}) // unknown version: the group
+	stages := Plan(KeepSlots(Desired([]Service{s}, ovs31), byAddress), byAddress)
+	slotStage, hashStage := -1, -1
+	for i, st := range stages {
+		for _, m := range st {
+			switch {
+			case strings.Contains(m.Desc, "udp-slot") && slotStage < 0:
+				slotStage = i
+			case strings.Contains(m.Desc, "udp-hash"):
+				hashStage = i
+			}
+			if strings.Contains(m.Desc, "udp-slot") && i != slotStage {
+				t.Fatalf("slot flows in stages %d and %d", slotStage, i)
+			}
+		}
+	}
+	if slotStage < 0 || hashStage <= slotStage {
+		t.Fatalf("slot flows in stage %d, the hash flow in stage %d: want the slots first", slotStage, hashStage)
+	}
+}
+
+// TestUDPSplitOfAnotherLayout: slot flows whose cookie names a backend but whose action sends
+// to another (a reload that reordered the backends, read before the rewrite) are refused.
+func TestUDPSplitOfAnotherLayout(t *testing.T) {
+	s := dnsService(ModeConntrack)
+	st := Desired([]Service{s}, ovs31)
+	swapped := s
+	swapped.Backends = slices.Clone(s.Backends)
+	swapped.Backends[0].IP, swapped.Backends[1].IP = s.Backends[1].IP, s.Backends[0].IP
+	if _, err := UDPSplitOf(swapped, st.Flows); err == nil || !strings.Contains(err.Error(), "sends elsewhere") {
+		t.Fatalf("split of another layout: error %v", err)
+	}
+	if _, err := UDPSplitOf(s, st.Flows); err != nil {
+		t.Fatalf("split of its own layout: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/netrack/openflow/ofp"
 )
@@ -133,11 +134,17 @@ func FlowStatsRequest(cookie, mask uint64) io.WriterTo { return flowStatsRequest
 
 // FlowCounter is the traffic a flow has matched, from an OFPMP_FLOW reply.
 type FlowCounter struct {
-	Cookie      uint64
-	Table       uint8
-	Packets     uint64
-	Bytes       uint64
-	DurationSec uint32 // how long the flow has existed; a reset means it was replaced
+	Cookie       uint64
+	Table        uint8
+	Packets      uint64
+	Bytes        uint64
+	DurationSec  uint32 // how long the flow has existed; a reset means it was replaced
+	DurationNsec uint32 // and the nanoseconds beyond DurationSec
+}
+
+// Age is how long the flow has existed, DurationSec and DurationNsec together.
+func (c FlowCounter) Age() time.Duration {
+	return time.Duration(c.DurationSec)*time.Second + time.Duration(c.DurationNsec)
 }
 
 // DecodeFlowStats decodes an OFPMP_FLOW reply: the concatenated bodies of all reply parts,
@@ -185,8 +192,11 @@ func scanFlowStats(body []byte, each func(Flow, FlowCounter)) error {
 			Cookie:      f.Cookie,
 			Table:       f.Table,
 			DurationSec: binary.BigEndian.Uint32(e[4:]),
-			Packets:     binary.BigEndian.Uint64(e[32:]),
-			Bytes:       binary.BigEndian.Uint64(e[40:]),
+			// A switch may send any 32-bit value: nanoseconds beyond a second are kept as
+			// they are, and Age folds them in.
+			DurationNsec: binary.BigEndian.Uint32(e[8:]),
+			Packets:      binary.BigEndian.Uint64(e[32:]),
+			Bytes:        binary.BigEndian.Uint64(e[40:]),
 		}
 		m, instr, err := splitMatch(e[flowStatsFixedLen:])
 		if err != nil {

@@ -87,7 +87,7 @@ func (a *Multipath) check() error {
 	case a.Algorithm > multipathAlgorithmMax:
 		return fmt.Errorf("nx: multipath algorithm %d unknown (at most %d)", a.Algorithm, multipathAlgorithmMax)
 	case a.NBits < 1 || a.NBits > 64 || a.Ofs > 1023:
-		return fmt.Errorf("nx: multipath destination bits %d..%d out of range", a.Ofs, int(a.Ofs)+int(a.NBits)-1)
+		return fmt.Errorf("nx: multipath destination of %d bits at offset %d out of range (1 to 64 bits, offset at most 1023)", a.NBits, a.Ofs)
 	case a.NBits < 16 && uint32(a.MaxLink) >= 1<<a.NBits:
 		return fmt.Errorf("nx: multipath needs more than %d bits for %d links", a.NBits, int(a.MaxLink)+1)
 	}

@@ -285,6 +285,12 @@ func (s *Syncer) udpSampleOf(svc dataplane.Service, counters []dataplane.FlowCou
 	if first {
 		return nil, ""
 	}
+	if why == "" && youngest < now.Sub(prev.At) {
+		// A slot flow added or replaced since the last reading (by us: the epoch says so;
+		// behind our back: only its age does), and an ADD over a flow may carry its counter
+		// to another backend's action.
+		why = fmt.Sprintf("a slot flow is %v old, younger than the last reading %v ago", youngest, now.Sub(prev.At))
+	}
 	if why != "" {
 		return nil, fmt.Sprintf("service %q slot flows: %s", svc.Name, why)
 	}

@@ -59,18 +59,22 @@ func Options(in *intent.Intent, ovs dataplane.OVSVersion) dataplane.Options {
 // Hold keeps each held service's group exactly as the switch holds it (intent.Service.Held):
 // a restarted controller has no reports yet, and rewriting the group from an empty picture
 // (all unknown: panic weights; then whoever reports first: everything) would move traffic for
-// no reason, and in stateless mode re-hash live connections. With no such group on the switch
-// (a cold start) there is nothing to hold.
+// no reason, and in stateless mode re-hash live connections. A UDP service hashed per flow
+// keeps its slot flows the same way (the group is then unused). With no such group or slot
+// flows on the switch (a cold start) there is nothing to hold.
 func Hold(desired, current dataplane.State, in *intent.Intent) dataplane.State {
 	held := map[uint32]bool{}
+	heldIdx := map[uint16]bool{}
 	for i := range in.Services {
 		if in.Services[i].Held {
 			held[in.Services[i].GroupID] = true
+			heldIdx[in.Services[i].Index] = true
 		}
 	}
 	if len(held) == 0 {
 		return desired
 	}
+	desired = holdSlotFlows(desired, current, heldIdx)
 	cur := make(map[uint32]dataplane.Group, len(current.Groups))
 	for _, g := range current.Groups {
 		cur[g.ID] = g
@@ -83,6 +87,31 @@ func Hold(desired, current dataplane.State, in *intent.Intent) dataplane.State {
 		out.Groups[i] = g
 	}
 	return out
+}
+
+// holdSlotFlows replaces the slot flows (dataplane.KindUDPSlot) of each held service that
+// has some on the switch by the switch's own.
+func holdSlotFlows(desired, current dataplane.State, held map[uint16]bool) dataplane.State {
+	onSwitch := map[uint16][]dataplane.Flow{}
+	for _, f := range current.Flows {
+		if svc, _, k, ok := dataplane.ParseCookie(f.Cookie); ok && k == dataplane.KindUDPSlot && held[svc] {
+			onSwitch[svc] = append(onSwitch[svc], f)
+		}
+	}
+	if len(onSwitch) == 0 {
+		return desired
+	}
+	out := dataplane.State{Groups: desired.Groups, Flows: make([]dataplane.Flow, 0, len(desired.Flows))}
+	for _, f := range desired.Flows {
+		if svc, _, k, ok := dataplane.ParseCookie(f.Cookie); ok && k == dataplane.KindUDPSlot && onSwitch[svc] != nil {
+			continue
+		}
+		out.Flows = append(out.Flows, f)
+	}
+	for _, fs := range onSwitch {
+		out.Flows = append(out.Flows, fs...)
+	}
+	return out.Canonical()
 }
 
 // Seeds reads, for each service of in that wants a seed, the weights current (a read-back of

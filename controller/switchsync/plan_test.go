@@ -1,6 +1,7 @@
 package switchsync
 
 import (
+	"fmt"
 	"log/slog"
 	"maps"
 	"net"
@@ -73,6 +74,53 @@ func TestDesiredPlacesAndLocates(t *testing.T) {
 				t.Fatalf("Desired wrote a location into the intent: %+v", b)
 			}
 		}
+	}
+}
+
+// TestHoldKeepsTheSwitchsSlotFlows: a held UDP service hashed per flow keeps the slot flows
+// the switch holds (its group is unused), and nothing is rewritten or deleted; a service not
+// held, or a cold start, gets the planned ones.
+func TestHoldKeepsTheSwitchsSlotFlows(t *testing.T) {
+	v31 := dataplane.OVSVersion{Major: 3, Minor: 1}
+	dns := func(held bool, w ...uint16) *intent.Intent {
+		s := web("dns", 5, nil, w...)
+		s.Protocol, s.Held = "udp", held
+		return (&intent.Intent{Services: []intent.Service{s}}).Build()
+	}
+	onSwitch, _ := Desired(dns(false, 300, 700), 1, v31, locateAll)
+	slots := func(st dataplane.State) map[uint16]int {
+		out := map[uint16]int{}
+		for _, f := range st.Flows {
+			if _, b, k, _ := dataplane.ParseCookie(f.Cookie); k == dataplane.KindUDPSlot {
+				out[b]++
+			}
+		}
+		return out
+	}
+	// Restarted and held: no weights yet, so the plan has no slot flows at all.
+	in := dns(true, 0, 0)
+	desired, _ := Desired(in, 1, v31, locateAll)
+	if n := len(slots(desired)); n != 0 {
+		t.Fatalf("a plan at weight 0 has slot flows for %d backends", n)
+	}
+	got := Hold(desired, onSwitch, in)
+	if want := slots(onSwitch); fmt.Sprint(slots(got)) != fmt.Sprint(want) {
+		t.Errorf("held: slot flows %v, want the switch's %v", slots(got), want)
+	}
+	for _, st := range dataplane.Plan(dataplane.KeepSlots(got, onSwitch), onSwitch) {
+		for _, m := range st {
+			if strings.Contains(m.Desc, "udp-slot") {
+				t.Errorf("held: %s", m.Desc)
+			}
+		}
+	}
+	if got := Hold(desired, dataplane.State{}, in); len(slots(got)) != 0 {
+		t.Errorf("held, cold start: slot flows %v from nowhere", slots(got))
+	}
+	free := dns(false, 500, 500)
+	planned, _ := Desired(free, 1, v31, locateAll)
+	if got := Hold(planned, onSwitch, free); fmt.Sprint(slots(got)) != fmt.Sprint(slots(planned)) {
+		t.Errorf("not held: slot flows %v, want the planned %v", slots(got), slots(planned))
 	}
 }
 

@@ -72,27 +72,32 @@ func (p *Plans) Stats() (hits, misses uint64) {
 }
 
 // planKey is everything Desired's result depends on besides the intent generation: the slot
-// table, the NORMAL flow, which services are placed, and every backend's location. (Weights,
-// addresses and modes are the generation's.)
+// table, whether the switch hashes UDP per flow, the NORMAL flow, which services are placed,
+// and every backend's location and weight as planned for this switch (a canary switch plans
+// the shadow policy's weights). Addresses and modes are the generation's.
 func planKey(svcs []dataplane.Service, opt dataplane.Options) string {
 	n := 8
 	for _, s := range svcs {
-		n += 4 + len(s.Backends)*11
+		n += 4 + len(s.Backends)*13
 	}
 	b := make([]byte, 0, n)
 	b = binary.BigEndian.AppendUint32(b, uint32(dataplane.LayoutSlots(opt.OVS)))
-	if opt.Normal {
-		b = append(b, 1)
-	} else {
-		b = append(b, 0)
-	}
+	b = append(b, flag(opt.Normal), flag(opt.OVS.AtLeast(2, 5, 0)))
 	for _, s := range svcs {
 		b = binary.BigEndian.AppendUint32(b, s.GroupID)
 		for _, be := range s.Backends {
 			b = append(b, byte(len(be.MAC)))
 			b = append(b, be.MAC...)
 			b = binary.BigEndian.AppendUint32(b, be.SwitchPort)
+			b = binary.BigEndian.AppendUint16(b, be.Weight)
 		}
 	}
 	return string(b)
+}
+
+func flag(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
 }

@@ -55,8 +55,35 @@ func TestPlansSharedOnlyBetweenLikeSwitches(t *testing.T) {
 			t.Errorf("%s: the plan differs from planning alone", c.name)
 		}
 	}
+	// A canary switch plans other weights; a switch that cannot hash UDP per flow plans a UDP
+	// service otherwise than one of the same slot table that can (unknown and 2.16 both lay
+	// groups out for 64 slots).
+	udp := web("dns", 3, nil, 600, 400)
+	udp.Protocol = "udp"
+	canary := web("canary", 4, nil, 600, 400)
+	canary.Canary, canary.CanaryWeights = []uint64{12}, []uint16{500, 500}
+	in3 := &intent.Intent{Gen: 3, Normal: true, Services: []intent.Service{udp, canary}}
+	in3.Build()
+	for _, c := range []struct {
+		name string
+		dpid uint64
+		ovs  dataplane.OVSVersion
+		hit  bool
+	}{
+		{"2.16 plans", 10, dataplane.OVSVersion{Major: 2, Minor: 16}, false},
+		{"unknown does not share 2.16's per-flow plan", 11, dataplane.OVSVersion{}, false},
+		{"the canary does not share", 12, dataplane.OVSVersion{Major: 2, Minor: 16}, false},
+		{"a like 2.16 switch shares", 13, dataplane.OVSVersion{Major: 2, Minor: 16}, true},
+	} {
+		got, _, hit := p.Desired(in3, c.dpid, c.ovs, locateAll)
+		want, _ := Desired(in3, c.dpid, c.ovs, locateAll)
+		if hit != c.hit || !got.Equal(want) {
+			t.Errorf("%s: shared %v (want %v), equal to planning alone %v", c.name, hit, c.hit, got.Equal(want))
+		}
+	}
+
 	// A new generation forgets the old plans.
-	next := &intent.Intent{Gen: 2, Normal: true, Services: []intent.Service{web("all", 1, nil, 100, 900)}}
+	next := &intent.Intent{Gen: 4, Normal: true, Services: []intent.Service{web("all", 1, nil, 100, 900)}}
 	next.Build()
 	if _, _, hit := p.Desired(next, 1, new31, locateAll); hit {
 		t.Error("a new generation reused an old plan")
