@@ -87,14 +87,7 @@ func (b *bench) dispatchCost() error {
 				msOf(p50), msOf(p99), msOf(quantile(lat, 1)), failed, r.rate(), r.failed, r.ctl, r.ovs, per*1e6)
 		}
 	}
-	med := func(xs []row, f func(row) float64) float64 {
-		v := make([]float64, len(xs))
-		for i, x := range xs {
-			v[i] = f(x)
-		}
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
+	med := medianBy[row]
 	g, r := rows["group"], rows["reactive"]
 	fmt.Printf("\nMedians: connect p50 %.3f ms (group) / %.3f ms (reactive), p99 %.3f / %.3f ms: reactive adds %.3f ms at the median. Rate %.0f / %.0f connections/s; the controller spends %.1f µs of CPU per dispatched connection, about %.0f connections per second per controller core.\n\n",
 		msOf(med(g, func(x row) float64 { return x.p50 })), msOf(med(r, func(x row) float64 { return x.p50 })),
@@ -186,6 +179,23 @@ func (r rateResult) rate() float64 { return float64(r.conns) / r.elapsed.Seconds
 // dispatchFor or dispatchMax connections, measuring the controller's and ovs-vswitchd's CPU.
 func dispatchRate(s *scenario.Scenario) (rateResult, error) {
 	addr := net.JoinHostPort(s.VIP.String(), strconv.Itoa(scenario.VIPPort))
+	return runRate(s, dispatchDialers, dispatchFor, dispatchMax, func(ctx context.Context, _ int64) error {
+		dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer dcancel()
+		c, err := s.Client.DialContext(dctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		closeReset(c)
+		return nil
+	})
+}
+
+// runRate runs workers goroutines calling one (with a running count from 1) for d or max
+// calls in all, whichever comes first, and measures the controller's and ovs-vswitchd's CPU
+// over it. A call that fails while the run lasts is counted failed; one cut short by its end
+// is not counted.
+func runRate(s *scenario.Scenario, workers int, d time.Duration, max int64, one func(ctx context.Context, i int64) error) (rateResult, error) {
 	mc, err := startCPU(s.ControllerPID())
 	if err != nil {
 		return rateResult{}, err
@@ -194,25 +204,25 @@ func dispatchRate(s *scenario.Scenario) (rateResult, error) {
 	if err != nil {
 		return rateResult{}, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), dispatchFor)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var ok, bad, issued atomic.Int64
 	t0 := time.Now()
 	var wg sync.WaitGroup
-	for range dispatchDialers {
+	for range workers {
 		wg.Go(func() {
-			for ctx.Err() == nil && issued.Add(1) <= dispatchMax {
-				dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
-				c, err := s.Client.DialContext(dctx, "tcp", addr)
-				dcancel()
-				if err != nil {
+			for ctx.Err() == nil {
+				i := issued.Add(1)
+				if i > max {
+					return
+				}
+				if err := one(ctx, i); err != nil {
 					if ctx.Err() == nil {
 						bad.Add(1)
 					}
 					continue
 				}
 				ok.Add(1)
-				closeReset(c)
 			}
 		})
 	}
@@ -225,6 +235,15 @@ func dispatchRate(s *scenario.Scenario) (rateResult, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+// medianBy is the median (medianOf) of f over xs.
+func medianBy[T any](xs []T, f func(T) float64) float64 {
+	v := make([]float64, len(xs))
+	for i, x := range xs {
+		v[i] = f(x)
+	}
+	return medianOf(v)
 }
 
 // closeReset closes c with a reset instead of a FIN: a close leaves the client's side in

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"flowweight/e2e/scenario"
@@ -108,14 +106,7 @@ func (b *bench) udpCost() error {
 				100*float64(busiest)/udpSplitFlows)
 		}
 	}
-	med := func(xs []row, f func(row) float64) float64 {
-		v := make([]float64, len(xs))
-		for i, x := range xs {
-			v[i] = f(x)
-		}
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
+	med := medianBy[row]
 	pf, pa := rows["per_flow"], rows["per_address"]
 	fmt.Printf("\nMedians: first answer p50 %.3f ms (per flow) / %.3f ms (per address), p99 %.3f / %.3f ms. Rate %.0f / %.0f new flows/s; ovs-vswitchd spends %.1f / %.1f µs of CPU per new flow.\n\n",
 		msOf(med(pf, func(x row) float64 { return x.p50 })), msOf(med(pa, func(x row) float64 { return x.p50 })),
@@ -209,43 +200,8 @@ func udpFlow(ctx context.Context, s *scenario.Scenario, addr string, local netip
 // from clients[i % len(clients)], measuring ovs-vswitchd's and the controller's CPU.
 func udpRate(s *scenario.Scenario, clients []netip.Addr) (rateResult, error) {
 	addr := net.JoinHostPort(s.VIP.String(), "53")
-	mc, err := startCPU(s.ControllerPID())
-	if err != nil {
-		return rateResult{}, err
-	}
-	mo, err := startCPU(s.OVS.PID())
-	if err != nil {
-		return rateResult{}, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), udpFor)
-	defer cancel()
-	var ok, bad, issued atomic.Int64
-	t0 := time.Now()
-	var wg sync.WaitGroup
-	for range udpSenders {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := issued.Add(1)
-				if i > udpMax {
-					return
-				}
-				if _, err := udpFlow(ctx, s, addr, clients[int(i)%len(clients)], int(i)); err != nil {
-					if ctx.Err() == nil {
-						bad.Add(1)
-					}
-					continue
-				}
-				ok.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	r := rateResult{conns: int(ok.Load()), failed: int(bad.Load()), elapsed: time.Since(t0)}
-	if r.ctl, err = mc.stop(); err != nil {
-		return r, err
-	}
-	if r.ovs, err = mo.stop(); err != nil {
-		return r, err
-	}
-	return r, nil
+	return runRate(s, udpSenders, udpFor, udpMax, func(ctx context.Context, i int64) error {
+		_, err := udpFlow(ctx, s, addr, clients[int(i)%len(clients)], int(i))
+		return err
+	})
 }

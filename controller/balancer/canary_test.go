@@ -7,7 +7,6 @@ import (
 
 	"flowweight/controller/dataplane"
 	"flowweight/internal/testutil"
-	"flowweight/weights"
 )
 
 // TestCanaryWeightsInTheIntent: with canary_datapaths, the intent carries the shadow's
@@ -23,18 +22,7 @@ func TestCanaryWeightsInTheIntent(t *testing.T) {
 
 	reload := func(shadow string, canary ...string) {
 		t.Helper()
-		next := testConfig(t, "")
-		next.Weighting = b.Config().Weighting
-		next.Collector.KeyFile = b.Config().Collector.KeyFile
-		next.Services[0].Backends = slices.Clone(b.Config().Services[0].Backends)
-		next.Services[0].ShadowPolicy = weights.PolicyName(shadow)
-		next.Services[0].CanaryDatapaths = canary
-		if err := next.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Reload(next); err != nil {
-			t.Fatal(err)
-		}
+		reloadShadow(t, b, shadow, canary...)
 		periods(b, clk, 2)
 	}
 	weightsOn := func(dpid uint64) []uint16 {

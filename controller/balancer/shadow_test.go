@@ -147,13 +147,14 @@ func TestShadowNeverChangesLive(t *testing.T) {
 
 // reloadShadow reloads b's configuration with shadow_policy set to shadow ("" removes it)
 // and runs the reload's kicked update.
-func reloadShadow(t *testing.T, b *Balancer, shadow string) {
+func reloadShadow(t *testing.T, b *Balancer, shadow string, canary ...string) {
 	t.Helper()
 	next := testConfig(t, "")
 	next.Weighting = b.Config().Weighting
 	next.Collector.KeyFile = b.Config().Collector.KeyFile
 	next.Services[0].Backends = slices.Clone(b.Config().Services[0].Backends)
 	next.Services[0].ShadowPolicy = weights.PolicyName(shadow)
+	next.Services[0].CanaryDatapaths = canary
 	if err := next.Validate(); err != nil {
 		t.Fatal(err)
 	}
