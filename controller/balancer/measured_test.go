@@ -44,6 +44,15 @@ func TestServicesShowMeasuredShares(t *testing.T) {
 		periods(b, clk, 1)
 		testutil.Until(t, 10*time.Second, func() bool { return sy.Status().Seq == b.seq }, "update %d taken", b.seq)
 	}
+	// One more update, with nothing to write, and its reading. The update that set the layout
+	// wrote the group, and the syncer's reading right after that write (a rebase: its delta
+	// is discarded) may still be to come: hits made before it would be lost with it (the
+	// flake this wait fixes: "0 measurements", once in a -race run of ./controller/...).
+	periods(b, clk, 1)
+	testutil.Until(t, 10*time.Second, func() bool {
+		st := sy.Status()
+		return st.Seq == b.seq && !st.MeasuredAt.Before(clk.Now())
+	}, "a reading after the layout settled")
 	g := layout()
 	if g.ID != group || len(g.Buckets) != 3 {
 		t.Fatalf("want the 1:3 layout of 64 slots as three buckets (be1, be2, be1's lent slot): %v", g)
