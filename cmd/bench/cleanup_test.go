@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -18,5 +19,32 @@ func TestCleanups(t *testing.T) {
 	c.runAll()
 	if want := []string{"a", "c", "b"}; !slices.Equal(ran, want) {
 		t.Fatalf("ran %v, want %v", ran, want)
+	}
+}
+
+// TestCleanupsWaitForAStart: an interrupt during a start (nothing registered yet) waits for
+// the start to register its teardown, and runs it.
+func TestCleanupsWaitForAStart(t *testing.T) {
+	var c cleanups
+	ran := make(chan string, 1)
+	end := c.begin()
+	done := make(chan struct{})
+	go func() { c.runAll(); close(done) }()
+	for closing := false; !closing; { // until runAll has begun (and so is waiting)
+		c.mu.Lock()
+		closing = c.closing
+		c.mu.Unlock()
+		runtime.Gosched()
+	}
+	c.add(func() { ran <- "scenario" })
+	end()
+	<-done
+	select {
+	case got := <-ran:
+		if got != "scenario" {
+			t.Fatalf("ran %q", got)
+		}
+	default:
+		t.Fatal("runAll returned without the teardown the start registered")
 	}
 }

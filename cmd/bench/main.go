@@ -223,6 +223,7 @@ func (b *bench) levelsOr(def ...float64) []float64 {
 
 // start brings up one scenario in a fresh short directory; the caller closes it with stop.
 func (b *bench) start(o scenario.Options) (*scenario.Scenario, func(), error) {
+	defer teardowns.begin()() // an interrupt waits for this start to register its teardown
 	dir, err := os.MkdirTemp("", "fwb-")
 	if err != nil {
 		return nil, nil, err
