@@ -24,6 +24,13 @@ type cleanups struct {
 	closing  bool
 }
 
+// interrupted reports whether runAll has begun.
+func (c *cleanups) interrupted() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing
+}
+
 // startWait bounds how long runAll waits for a start under way (a scenario comes up in about
 // 10 s).
 const startWait = 2 * time.Minute

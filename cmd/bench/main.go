@@ -153,6 +153,11 @@ func main() {
 var binDir string
 
 func fatal(what string, err error) {
+	if teardowns.interrupted() {
+		// The signal handler is tearing down, which is likely what made this step fail: it
+		// exits when done, and exiting here would cut it short.
+		select {}
+	}
 	slog.Error("bench failed", "step", what, "err", err)
 	if binDir != "" {
 		os.RemoveAll(binDir)
