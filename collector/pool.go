@@ -159,7 +159,7 @@ type State struct {
 	Name          string
 	Status        weights.Status
 	Since         time.Time     // when Status was entered
-	WarmupElapsed time.Duration // time spent warming, for weights
+	WarmupElapsed time.Duration // since the backend last began warming, while warming or up; for weights
 	HasMetrics    bool
 	CPU, Mem, Net float64 // smoothed
 	Conns         float64 // smoothed
@@ -684,7 +684,8 @@ func (p *Pool) settle(b *backend, now time.Time, reason string) {
 	case b.st.ProbeDrain || b.st.OperatorDrain:
 		next = weights.StatusDrained
 	}
-	if next == weights.StatusWarming {
+	if next == weights.StatusWarming || next == weights.StatusUp {
+		// While up too: a watched ramp may outlast the timer (weights, "watch").
 		b.st.WarmupElapsed = now.Sub(b.warmFrom)
 	} else {
 		b.st.WarmupElapsed = 0

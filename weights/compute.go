@@ -39,15 +39,17 @@ func (s Status) Live() bool { return s == StatusUp || s == StatusWarming }
 // caller (see EWMA). The Prev* and Learned fields carry state from the previous Result, so
 // that this package stays pure: copy them from that Result's Explanation.
 type Backend struct {
-	Name          string
-	Status        Status
-	WarmupElapsed time.Duration // how long the backend has been warming (StatusWarming only)
-	HasMetrics    bool          // false until the first report; load then counts as the pool mean
-	CPU, Mem, Net float64       // smoothed utilisations in [0,1]
-	Conns         float64       // smoothed established connections
-	CPUCount      float64       // cores (may be fractional under a quota); 0 = unknown
-	MemBytes      float64       // memory capacity; 0 = unknown
-	Factor        float64       // operator's capacity factor; 0 means 1
+	Name   string
+	Status Status
+	// WarmupElapsed is how long ago the backend last began warming, while it is warming or
+	// up (the collector's State.WarmupElapsed): a watched ramp may outlast the timer.
+	WarmupElapsed time.Duration
+	HasMetrics    bool    // false until the first report; load then counts as the pool mean
+	CPU, Mem, Net float64 // smoothed utilisations in [0,1]
+	Conns         float64 // smoothed established connections
+	CPUCount      float64 // cores (may be fractional under a quota); 0 = unknown
+	MemBytes      float64 // memory capacity; 0 = unknown
+	Factor        float64 // operator's capacity factor; 0 means 1
 	// Throughput is the work the backend did in the last period, in any unit that is the
 	// same for the whole pool (the controller uses per-backend switch counters); <= 0 when
 	// unknown. Used only to learn capacity.
@@ -66,10 +68,15 @@ type Backend struct {
 	// Slow says the backend's health checks time out while it is busy (the collector's
 	// "busy is not dead"): it keeps serving, at Tuning.SlowShare of its policy's target share,
 	// unless half or more of the live pool is slow too (then it is the pool's load).
-	Slow       bool
-	Learned    float64 // learned capacity factor from the previous Result; 0 means 1
-	PrevShare  float64 // Explanation.Full of the previous Result; 0 when it had none
-	PrevWeight uint16  // weight applied last time; used by the panic rule
+	Slow bool
+	// PrevWarmup and PrevWarmupElapsed carry a watched warm-up (Tuning.WarmupMode "watch")
+	// from the previous periodic Result: its Explanation.Warmup and this Backend's
+	// WarmupElapsed then. 0: no ramp under way; a new one starts at a few connections.
+	PrevWarmup        float64
+	PrevWarmupElapsed time.Duration
+	Learned           float64 // learned capacity factor from the previous Result; 0 means 1
+	PrevShare         float64 // Explanation.Full of the previous Result; 0 when it had none
+	PrevWeight        uint16  // weight applied last time; used by the panic rule
 }
 
 // Explanation says how one backend's weight came about. Shares sum to 1 over live backends.
@@ -83,7 +90,7 @@ type Explanation struct {
 	Target  float64 `json:"target"`  // share from the policy alone
 	Damped  float64 `json:"damped"`  // after damping toward the previous share
 	Full    float64 `json:"full"`    // after the step limit: the share before warm-up and floor
-	Warmup  float64 `json:"warmup"`  // warm-up multiplier in [warmup_start, 1]
+	Warmup  float64 `json:"warmup"`  // warm-up multiplier: [warmup_start, 1] on the timer, down to 0.05 watched
 	Final   float64 `json:"final"`   // after warm-up, floor and rounding
 	Weight  uint16  `json:"weight"`
 	Note    string  `json:"note,omitempty"`
@@ -105,6 +112,11 @@ type Explanation struct {
 	Used     string  `json:"used,omitempty"`
 	// Slow is set when the target share was cut to Tuning.SlowShare for late health answers.
 	Slow bool `json:"slow,omitempty"`
+	// WarmupTimer is the ramp fraction the timer alone would give while the backend ramps,
+	// and WarmupWatch the watched ramp's verdict this update ("ramp", "hold: …", "back off:
+	// …"; Tuning.WarmupMode "watch"): why Warmup is below WarmupTimer.
+	WarmupTimer float64 `json:"warmup_timer,omitempty"`
+	WarmupWatch string  `json:"warmup_watch,omitempty"`
 }
 
 // Clamp records a self-reported capacity that was bounded (docs/weights.md, "Bounded
@@ -146,11 +158,12 @@ type Result struct {
 // together) is what keeps 10,000 backends within the 2 ms budget.
 type work struct {
 	ls, c, target, damped, full, final, warm, learned, prev float64
+	timer                                                   float64 // the timer's ramp fraction, while ramping
 	own, avail                                              float64 // headroom policy: the service's CPU, 1 − neighbour
 	press                                                   float64 // headroom policy: Tuning.Pressure × CPU pressure
 	weight                                                  uint16
-	live, warming, metrics, svc, slow                       bool
-	note                                                    uint8
+	live, warming, metrics, svc, slow, ramp                 bool
+	note, watch                                             uint8
 }
 
 const (
@@ -349,6 +362,9 @@ func (r *Result) explain(in []Backend, asked Policy) {
 			e.Note = notes[x.note]
 			e.Slow = x.slow
 			e.Clamp = r.clamp[i]
+			if x.ramp {
+				e.WarmupTimer, e.WarmupWatch = x.timer, watchNames[x.watch]
+			}
 		}
 		exp[i] = e
 		if x.live {

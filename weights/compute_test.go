@@ -90,6 +90,12 @@ func randomPool(rng *rand.Rand, n int) []Backend {
 		if rng.IntN(2) == 0 {
 			in[i].PrevShare = rng.Float64() / float64(n)
 		}
+		if rng.IntN(3) == 0 { // a carried watched ramp, not always a sane one
+			in[i].PrevWarmup = rng.Float64()*1.2 - 0.1
+			in[i].PrevWarmupElapsed = time.Duration(rng.IntN(240)-10) * time.Second
+			in[i].Slow = rng.IntN(4) == 0
+			in[i].HasPressure, in[i].CPUPressure = rng.IntN(2) == 0, rng.Float64()
+		}
 	}
 	return in
 }
@@ -233,6 +239,7 @@ func TestWithoutLearningWrongCapacityMisses(t *testing.T) {
 
 func TestWarmup(t *testing.T) {
 	tun := DefaultTuning()
+	tun.WarmupMode = WarmupTimer // the watched ramp: warmwatch_test.go
 	tun.Warmup = 60 * time.Second
 	tun.WarmupStart = 0.5
 	in := []Backend{up("a", .5, 2), up("b", .5, 2), up("c", .5, 2)}

@@ -22,7 +22,8 @@
 // headroom) is a Policy in its own file that supplies only its raw target shares and a few
 // traits (whether it learns and is damped, whether it is a fixed split); Compute (compute.go)
 // is the pipeline they share, from eligibility and bounded capacity claims to the explanation.
-// The shaping steps are in shape.go, the rounding in round.go (through internal/apportion,
+// The shaping steps are in shape.go (the watched warm-up, which ramps a newcomer by how it
+// serves its share, in warmwatch.go), the rounding in round.go (through internal/apportion,
 // the largest remainder the slot model uses too), the panic rule in panic.go and the rewrite
 // test in worth.go.
 //

@@ -130,22 +130,35 @@ func units(w []work, t Tuning, total, live int) {
 	}
 }
 
-// warmup gives a warming backend its ramp fraction of its computed weight (in units, after
-// the floor) and hands what it gives up to the backends that are not warming, so a newcomer's
+// warmup gives a ramping backend its ramp fraction of its computed weight (in units, after
+// the floor) and hands what it gives up to the backends that are not ramping, so a newcomer's
 // first weight is exactly that fraction of what it would otherwise get, up to rounding. When
-// every live backend is warming there is no one to hand it to, and the shares stay as they were.
+// every live backend is ramping there is no one to hand it to, and the shares stay as they
+// were. The fraction follows the timer, or in watch mode the newcomer's signals too
+// (warmwatch.go).
 func warmup(in []Backend, t Tuning, w []work) {
 	if t.Warmup <= 0 {
 		return
 	}
+	for i := range w {
+		w[i].ramp = w[i].live && ramping(&in[i], t)
+	}
+	ref := watchRef(in, w)
 	var freed, rest float64
 	for i := range w {
 		x := &w[i]
 		if !x.live {
 			continue
 		}
-		if x.warming {
-			x.warm = max(t.WarmupStart+(1-t.WarmupStart)*min(float64(in[i].WarmupElapsed)/float64(t.Warmup), 1), t.WarmupStart)
+		if x.ramp {
+			x.timer = 1
+			if x.warming {
+				x.timer = timerRamp(t, in[i].WarmupElapsed)
+			}
+			x.warm = x.timer
+			if t.WarmupMode == WarmupWatch {
+				x.warm, x.watch = watched(&in[i], t, ref, x.timer)
+			}
 		}
 		if x.warm < 1 {
 			freed += x.final * (1 - x.warm)

@@ -75,6 +75,11 @@ type Tuning struct {
 	Warmup time.Duration `toml:"warmup"`
 	// WarmupStart is the fraction of its computed weight a warming backend starts at; default 0.5.
 	WarmupStart float64 `toml:"warmup_start"`
+	// WarmupMode is how the ramp advances: "watch" (default) at the timer's pace only while
+	// the newcomer's CPU, CPU pressure and health answers stay within bounds of the pool's,
+	// holding or backing off otherwise, never ahead of the timer; "timer" on the clock alone.
+	// See docs/weights.md, "Warm-up that watches".
+	WarmupMode WarmupMode `toml:"warmup_mode"`
 	// DeadBand: a new weight vector is worth a switch rewrite only if some bucket moves by more
 	// than this fraction of Total (or a backend joins or leaves); default 0.01. Damping
 	// approaches a target from one side and stops inside the band, so the split sits up to a
@@ -147,6 +152,7 @@ func DefaultTuning() Tuning {
 		Floor:       0.01,
 		Warmup:      60 * time.Second,
 		WarmupStart: 0.5,
+		WarmupMode:  WarmupWatch,
 		DeadBand:    0.01,
 		MaxStep:     0.2,
 		Panic:       PanicLastGood,
@@ -231,6 +237,9 @@ func (t Tuning) Validate() []error {
 	}
 	if !(t.WarmupStart > 0 && t.WarmupStart <= 1) {
 		bad("warmup_start", "%v outside (0,1]", t.WarmupStart)
+	}
+	if err := t.WarmupMode.Validate(); err != nil {
+		bad("warmup_mode", "%v", err)
 	}
 	if !(t.DeadBand >= 0 && t.DeadBand < 1) {
 		bad("dead_band", "%v outside [0,1)", t.DeadBand)

@@ -3,6 +3,7 @@ package balancer
 import (
 	"iter"
 	"math"
+	"time"
 
 	"flowweight/collector"
 	"flowweight/controller/config"
@@ -87,8 +88,12 @@ func (s *service) anyUnknown(states map[string]*collector.State) bool {
 
 // book is what weights needs from one update to the next for one backend.
 type book struct {
-	learned    float64
-	prevShare  float64
+	learned   float64
+	prevShare float64
+	// warm and warmAt carry a watched warm-up from period to period: the ramp fraction the
+	// last period computed and the backend's WarmupElapsed then (weights.Backend.PrevWarmup).
+	warm       float64
+	warmAt     time.Duration
 	throughput float64 // bytes/s measured from the switch's per-backend return flow, smoothed
 	// thr smooths the throughput like the pool smooths the CPU it is divided by when capacity
 	// is learned: a raw period's bytes over a smoothed utilisation made the learned factors
@@ -155,7 +160,8 @@ func (s *service) compute(states map[string]*collector.State, periodic bool) (ap
 	for j, be := range s.cfg.Backends {
 		st := states[be.Name]
 		in := weights.Backend{Name: be.Name, Status: weights.StatusUnknown, Factor: be.Capacity,
-			Learned: s.books[j].learned, PrevShare: s.books[j].prevShare, Throughput: s.books[j].throughput}
+			Learned: s.books[j].learned, PrevShare: s.books[j].prevShare, Throughput: s.books[j].throughput,
+			PrevWarmup: s.books[j].warm, PrevWarmupElapsed: s.books[j].warmAt}
 		if s.applied != nil {
 			in.PrevWeight = s.applied[j]
 		}
@@ -173,17 +179,21 @@ func (s *service) compute(states map[string]*collector.State, periodic bool) (ap
 		s.canaryMoved = s.shadow.compute(s.in, periodic) && s.cfg.ParsedCanary() != nil
 	}
 	apply = (s.applied == nil || weights.Worth(s.applied, &s.result, s.tuning)) && !s.hold
-	advance(s.books, &s.result, periodic, apply)
+	advance(s.books, s.in, &s.result, periodic, apply)
 	return apply
 }
 
 // advance moves books on after a computation r: the learned capacity at a period only, the
 // share damping and the step limit start from at a period or a write (service.compute).
-func advance(books []book, r *weights.Result, periodic, apply bool) {
+func advance(books []book, in []weights.Backend, r *weights.Result, periodic, apply bool) {
 	for j := range books {
 		e := &r.Backends[j]
 		if periodic {
 			books[j].learned = e.Learned
+			books[j].warm, books[j].warmAt = 0, 0
+			if e.WarmupTimer > 0 { // ramping: the next period continues from here
+				books[j].warm, books[j].warmAt = e.Warmup, in[j].WarmupElapsed
+			}
 		}
 		if periodic || apply {
 			books[j].prevShare = e.Full

@@ -58,6 +58,7 @@ func newShadow(s *config.Service, live weights.Tuning, old *service) *shadow {
 func (sh *shadow) compute(live []weights.Backend, periodic bool) bool {
 	for j, in := range live {
 		in.Learned, in.PrevShare, in.PrevWeight = sh.books[j].learned, sh.books[j].prevShare, 0
+		in.PrevWarmup, in.PrevWarmupElapsed = sh.books[j].warm, sh.books[j].warmAt
 		if sh.held != nil {
 			in.PrevWeight = sh.held[j]
 		}
@@ -65,7 +66,7 @@ func (sh *shadow) compute(live []weights.Backend, periodic bool) bool {
 	}
 	weights.Compute(sh.in, sh.tuning, &sh.result)
 	apply := sh.held == nil || weights.Worth(sh.held, &sh.result, sh.tuning)
-	advance(sh.books, &sh.result, periodic, apply)
+	advance(sh.books, sh.in, &sh.result, periodic, apply)
 	if apply {
 		sh.held = sh.result.Weights(sh.held[:0])
 	}

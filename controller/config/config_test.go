@@ -137,6 +137,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"coefficients sum", "[weighting.load]\ncpu = 0.5\nmem = 0.3\nconn = 0.1\nnet = 0\n" + good, []string{"weighting: load: coefficients cpu+mem+conn+net sum to 0.9"}},
 		{"capacity sum", "[weighting.capacity]\ncpu = 0.9\nmem = 0.3\n" + good, []string{"weighting: capacity: coefficients"}},
 		{"alpha zero", "[weighting]\nalpha = 0.0\n" + good, []string{"weighting: alpha: 0 outside (0,1]"}},
+		{"warm-up mode", "[weighting]\nwarmup_mode = \"watched\"\n" + good, []string{`weighting: warmup_mode: "watched": want "watch" or "timer"`}},
+		{"warm-up mode type", "[weighting]\nwarmup_mode = 1\n" + good, []string{"weighting.warmup_mode", "incompatible types"}},
 		{"alpha big", "[weighting]\nalpha = 1.5\n" + good, []string{"weighting: alpha"}},
 		{"capacity ratio below 1", "[weighting]\nmax_capacity_ratio = 0.5\n" + good, []string{"weighting: max_capacity_ratio: 0.5 outside [1,1000]"}},
 		{"bad vip", edit(`vip = "10.0.0.100"`, `vip = "10.0.0.300"`), []string{`service "web".vip`, `"10.0.0.300" is not an IPv4 address`}},
