@@ -163,8 +163,23 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 			fmt.Fprintln(tw)
 		}
 		tw.Flush()
+		for _, b := range s.Backends {
+			if e := b.Explanation; e.WarmupTimer > 0 {
+				fmt.Fprintf(w, "  %s warm-up: %s\n", b.Name, rampLine(e.Warmup, e.WarmupTimer, e.WarmupWatch))
+			}
+		}
 		fmt.Fprintln(w)
 	}
+}
+
+// rampLine says where a ramping backend's warm-up stands: "5% of its weight (the timer
+// would give 63%): hold: more CPU per connection than the pool".
+func rampLine(warm, timer float64, watch string) string {
+	line := fmt.Sprintf("%.0f%% of its weight", 100*warm)
+	if watch == "" {
+		return line + " (timer)"
+	}
+	return fmt.Sprintf("%s (the timer would give %.0f%%): %s", line, 100*timer, watch)
 }
 
 // measuredColumn is the share of new connections the first switch's group counters measured

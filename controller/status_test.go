@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"flowweight/controller/view"
+	"flowweight/weights"
 )
 
 type oneService struct{}
@@ -201,3 +202,27 @@ func TestPrintStatusCanary(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestPrintStatusWarmup: a ramping backend gets a line under the table saying where its
+// warm-up stands and why; a backend that is not ramping gets none.
+func TestPrintStatusWarmup(t *testing.T) {
+	svc := view.ServiceView{Name: "web", Total: 1000, Backends: []view.BackendView{
+		{Name: "cold", State: "warming", Explanation: weights.Explanation{Warmup: 0.05, WarmupTimer: 0.63,
+			WarmupWatch: "hold: more CPU per connection than the pool"}},
+		{Name: "timed", State: "warming", Explanation: weights.Explanation{Warmup: 0.75, WarmupTimer: 0.75}},
+		{Name: "steady", State: "up", Explanation: weights.Explanation{Warmup: 1}},
+	}}
+	var out strings.Builder
+	printStatus(&out, []view.ServiceView{svc})
+	for _, want := range []string{
+		"  cold warm-up: 5% of its weight (the timer would give 63%): hold: more CPU per connection than the pool\n",
+		"  timed warm-up: 75% of its weight (timer)\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no line %q in\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "steady warm-up") {
+		t.Errorf("a backend that is not ramping has a warm-up line:\n%s", out.String())
+	}
+}

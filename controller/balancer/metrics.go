@@ -41,6 +41,8 @@ type Metrics struct {
 	// conns exists only once a backend has reported: a drain's progress, and the in-flight
 	// panel of configs/grafana-dashboard.json.
 	conns *prometheus.GaugeVec
+	// warmup exists only while a backend ramps (docs/weights.md, "Warm-up that watches").
+	warmup *prometheus.GaugeVec
 }
 
 // NewMetrics creates unregistered collectors.
@@ -59,6 +61,8 @@ func NewMetrics() *Metrics {
 			"CPU the service's own processes use, as a fraction of the backend's CPUs (smoothed); absent while not reported."),
 		conns: g("backend_connections",
 			"Established connections on the backend's service ports, smoothed, as its probe or SNMP agent last reported; absent until it reports."),
+		warmup: g("backend_warmup_ratio",
+			"Fraction of its weight a ramping (warming) backend gets after warm-up; absent when it is not ramping."),
 		headroom: g("backend_headroom_ratio", "Spare capacity C·(avail − own) of the headroom policy, in pool-mean units; absent when it did not run."),
 		fallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "flowweight", Name: "service_policy_fallback_backends",
 			Help: "Live backends without the service's own CPU, for which the headroom policy ran as 1/AL at the last update; 0 when it did not fall back."}, []string{"service"}),
@@ -137,7 +141,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.transitions, m.snmpErrors,
 		m.switchUp, m.rewrites, m.rewriteErrors, m.drift, m.contested, m.arpReplies, m.arpFaults, m.barrierRTT, m.updateSeconds, m.followSeconds,
 		m.arpRequests, m.arpRequestsDropped, m.arpRefused, m.arpChanges, m.clamped, m.clamps, m.reloads, m.stateWrites,
-		m.serviceCPU, m.headroom, m.fallback, m.conns, m.dispatched, m.dispatchDropped, m.dispatchSeconds} {
+		m.serviceCPU, m.headroom, m.fallback, m.conns, m.warmup, m.dispatched, m.dispatchDropped, m.dispatchSeconds} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -154,7 +158,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 // are the operator's, and a series per name ever configured would grow with every rename.
 func (m *Metrics) forgetBackend(service, backend string) {
 	l := prometheus.Labels{"service": service, "backend": backend}
-	for _, v := range []*prometheus.GaugeVec{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.serviceCPU, m.headroom, m.clamped, m.conns} {
+	for _, v := range []*prometheus.GaugeVec{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.serviceCPU, m.headroom, m.clamped, m.conns, m.warmup} {
 		v.DeletePartialMatch(l)
 	}
 }
@@ -162,7 +166,7 @@ func (m *Metrics) forgetBackend(service, backend string) {
 // forgetService removes the series of a service a reload removed (its backends' too).
 func (m *Metrics) forgetService(service string) {
 	m.fallback.DeleteLabelValues(service)
-	for _, v := range []*prometheus.GaugeVec{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.serviceCPU, m.headroom, m.clamped, m.conns} {
+	for _, v := range []*prometheus.GaugeVec{m.ls, m.c, m.al, m.computed, m.applied, m.state, m.serviceCPU, m.headroom, m.clamped, m.conns, m.warmup} {
 		v.DeletePartialMatch(prometheus.Labels{"service": service})
 	}
 }
@@ -223,6 +227,16 @@ func (m *Metrics) observeService(s *service) {
 			g.headroom = nil
 		}
 		switch {
+		case e.WarmupTimer > 0:
+			if g.warmup == nil {
+				g.warmup = m.warmup.WithLabelValues(s.cfg.Name, name)
+			}
+			g.warmup.Set(e.Warmup)
+		case g.warmup != nil || fresh:
+			m.warmup.DeleteLabelValues(s.cfg.Name, name)
+			g.warmup = nil
+		}
+		switch {
 		case j < len(s.in) && s.in[j].HasMetrics:
 			if g.conns == nil {
 				g.conns = m.conns.WithLabelValues(s.cfg.Name, name)
@@ -248,10 +262,10 @@ func (m *Metrics) observeService(s *service) {
 	}
 }
 
-// backendGauges are one backend's series; serviceCPU, headroom, applied and conns are nil
-// while the series does not exist.
+// backendGauges are one backend's series; serviceCPU, headroom, applied, conns and warmup
+// are nil while the series does not exist.
 type backendGauges struct {
-	ls, c, al, computed                  prometheus.Gauge
-	serviceCPU, headroom, applied, conns prometheus.Gauge
-	state                                [len(stateNames)]prometheus.Gauge
+	ls, c, al, computed                          prometheus.Gauge
+	serviceCPU, headroom, applied, conns, warmup prometheus.Gauge
+	state                                        [len(stateNames)]prometheus.Gauge
 }

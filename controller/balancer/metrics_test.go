@@ -361,3 +361,33 @@ func TestReloadForgetsRemovedBackendsSeries(t *testing.T) {
 }
 
 func hasKey(m map[string]float64, k string) bool { _, ok := m[k]; return ok }
+
+// TestWarmupSeriesWhileRamping: flowweight_backend_warmup_ratio exists while a backend ramps,
+// with its fraction, and goes once the ramp is over.
+func TestWarmupSeriesWhileRamping(t *testing.T) {
+	clk := testutil.NewClock(time.Unix(1e9, 0))
+	m := NewMetrics()
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now, Metrics: m}) // warmup 10s
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(0)
+	update := func() {
+		for _, id := range []string{"a", "b"} {
+			seq++
+			b.pool.Accept(&report.Report{BackendID: id, Seq: seq, Flags: report.FlagHealthOK, CPUUtil: 0.3, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30}, netip.AddrPort{})
+		}
+		computeAndObserve(b, m)
+	}
+	update()
+	if w := gaugeValues(t, m, "flowweight_backend_warmup_ratio"); len(w) != 2 || w["a"] != 0.05 {
+		t.Fatalf("warm-up series %v, want a and b at 0.05 (a watched ramp's start)", w)
+	}
+	for range 40 {
+		clk.Advance(time.Second)
+		update()
+	}
+	if w := gaugeValues(t, m, "flowweight_backend_warmup_ratio"); len(w) != 0 {
+		t.Fatalf("warm-up series %v after the ramps ended", w)
+	}
+}
