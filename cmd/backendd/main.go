@@ -42,6 +42,8 @@ func main() {
 	keepAlive := flag.Bool("keepalive", false, "allow HTTP keep-alive")
 	alsoPorts := flag.String("also-ports", "", "comma-separated TCP ports of -listen's address that serve the same HTTP handler")
 	udpPort := flag.Int("udp-port", 0, "if > 0: UDP port of -listen's address answering each datagram with \"NAME PAYLOAD\"")
+	coldFactor := flag.Int("cold-factor", 1, "a cold start: requests cost this many times -work for the first -cold-for")
+	coldFor := flag.Duration("cold-for", 0, "how long the cold start lasts from backendd's start")
 	burnCores := flag.Float64("burn-cores", 0, "if > 0: serve nothing, burn about this much CPU (cores, at most 1) and exit after -burn-for")
 	burnPeriod := flag.Duration("burn-period", 100*time.Millisecond, "burn mode: the duty cycle's period")
 	burnFor := flag.Duration("burn-for", 0, "burn mode: how long to burn (required, at most 24h)")
@@ -63,7 +65,12 @@ func main() {
 		log.Error("backendd", "err", err)
 		os.Exit(2)
 	}
-	if err := run(*listen, ports, &Server{Name: *name, Work: *work, HealthFile: *healthFile}, *keepAlive, log); err != nil {
+	if *coldFactor < 1 || *coldFactor > 1000 || *coldFor < 0 || *coldFor > 24*time.Hour {
+		log.Error("backendd", "err", fmt.Sprintf("-cold-factor %d -cold-for %v: want a factor 1-1000 and 0-24h", *coldFactor, *coldFor))
+		os.Exit(2)
+	}
+	srv := &Server{Name: *name, Work: *work, HealthFile: *healthFile, ColdFactor: *coldFactor, ColdUntil: time.Now().Add(*coldFor)}
+	if err := run(*listen, ports, srv, *keepAlive, log); err != nil {
 		log.Error("backendd", "err", err)
 		os.Exit(1)
 	}
@@ -155,7 +162,7 @@ func run(addr string, extra extraPorts, s *Server, keepAlive bool, log *slog.Log
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	log.Info("backendd listening", "addr", ln.Addr().String(), "name", s.Name, "work", s.Work)
+	log.Info("backendd listening", "addr", ln.Addr().String(), "name", s.Name, "work", s.Work, "cold_factor", s.ColdFactor, "cold_until", s.ColdUntil)
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync/atomic"
+	"time"
 )
 
 // Server holds backendd's state; its zero value (plus a Name) is usable.
@@ -17,6 +18,10 @@ type Server struct {
 	Work int
 	// HealthFile, when set and present on disk, makes /health fail.
 	HealthFile string
+	// ColdFactor and ColdUntil make a cold start, as a JIT-compiled service's first minute:
+	// a request that arrives before ColdUntil costs ColdFactor × Work rounds.
+	ColdFactor int
+	ColdUntil  time.Time
 
 	failed   atomic.Bool
 	requests atomic.Uint64
@@ -39,7 +44,11 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) root(w http.ResponseWriter, r *http.Request) {
-	sum := Burn(s.Work)
+	work := s.Work
+	if s.ColdFactor > 1 && time.Now().Before(s.ColdUntil) {
+		work *= s.ColdFactor
+	}
+	sum := Burn(work)
 	n := s.requests.Add(1)
 	w.Header().Set("X-Backend", s.Name)
 	w.Header().Set("X-Request-Count", strconv.FormatUint(n, 10))

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestHandler(t *testing.T) {
@@ -90,5 +92,22 @@ func TestServeOverTCP(t *testing.T) {
 	defer res.Body.Close()
 	if res.Header.Get("X-Backend") != "tcp" {
 		t.Fatalf("X-Backend %q, want tcp", res.Header.Get("X-Backend"))
+	}
+}
+
+// TestColdStart: before ColdUntil a request does ColdFactor × Work rounds, after it Work.
+func TestColdStart(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		until  time.Time
+		rounds int
+	}{{"cold", time.Now().Add(time.Hour), 50}, {"warm", time.Now().Add(-time.Second), 10}} {
+		s := &Server{Name: "be1", Work: 10, ColdFactor: 5, ColdUntil: c.until}
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		sum := Burn(c.rounds)
+		if got, want := rec.Header().Get("X-Work-Sum"), fmt.Sprintf("%x", sum[:4]); got != want {
+			t.Errorf("%s: work sum %s, want %s (%d rounds)", c.name, got, want, c.rounds)
+		}
 	}
 }

@@ -47,7 +47,7 @@ func (b *bench) hiddenPeers() error {
 	burnFor := 5*time.Minute + time.Duration(len(levels)*reps*runsPerLevel)*(settleFeedback+b.measure+10*time.Second)
 	var burners []*neighbour
 	for _, be := range s.Backends[:2] {
-		n, err := startNeighbour(s, be, neighbourDuty*be.Quota, burnFor)
+		n, err := startNeighbour(be, neighbourDuty*be.Quota, burnFor)
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -180,7 +179,7 @@ func (b *bench) hidden() error {
 	burnFor := max(b.hiddenBudget, required) + 3*time.Minute
 	var burners []*neighbour
 	for _, be := range s.Backends[:2] {
-		n, err := startNeighbour(s, be, neighbourDuty*be.Quota, burnFor)
+		n, err := startNeighbour(be, neighbourDuty*be.Quota, burnFor)
 		if err != nil {
 			return err
 		}
@@ -283,10 +282,8 @@ type neighbour struct {
 	start   time.Time
 }
 
-func startNeighbour(s *scenario.Scenario, be *scenario.Backend, cores float64, d time.Duration) (*neighbour, error) {
-	cmd := exec.Command(s.Opts.Bins.Backendd, "-burn-cores", strconv.FormatFloat(cores, 'f', -1, 64),
-		"-burn-period", "100ms", "-burn-for", d.String())
-	p, err := s.Lab.Start(be.Name+"-burn", cmd, be.Cgroup)
+func startNeighbour(be *scenario.Backend, cores float64, d time.Duration) (*neighbour, error) {
+	p, err := be.StartBurner(cores, d)
 	if err != nil {
 		return nil, err
 	}

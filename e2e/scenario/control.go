@@ -283,7 +283,15 @@ func memoryMount() (string, error) {
 
 // StartHTTP starts the backend's backendd (keep-alive allowed, for LongConns) in its cgroup,
 // writes its PID to PIDFile and waits until it accepts connections.
-func (b *Backend) StartHTTP() error {
+func (b *Backend) StartHTTP() error { return b.startHTTP() }
+
+// StartHTTPCold is StartHTTP with a cold start, as a JIT-compiled service's first minute: each
+// request that arrives within d of the start costs factor times the work.
+func (b *Backend) StartHTTPCold(factor int, d time.Duration) error {
+	return b.startHTTP("-cold-factor", strconv.Itoa(factor), "-cold-for", d.String())
+}
+
+func (b *Backend) startHTTP(extra ...string) error {
 	b.mu.Lock()
 	if b.http != nil && !b.http.Exited() {
 		b.mu.Unlock()
@@ -302,6 +310,7 @@ func (b *Backend) StartHTTP() error {
 	if b.s.Opts.UDPPort != 0 {
 		args = append(args, "-udp-port", strconv.Itoa(b.s.Opts.UDPPort))
 	}
+	args = append(args, extra...)
 	cmd := b.Host.Command(context.Background(), b.s.Opts.Bins.Backendd, args...)
 	p, err := b.s.Lab.Start(b.Name+"-http", cmd, b.Cgroup)
 	if err != nil {
@@ -332,6 +341,18 @@ func (b *Backend) StartHTTP() error {
 		}
 		return c.Close()
 	})
+}
+
+// StartBurner starts a neighbour that uses the backend's CPU: `backendd -burn-cores cores` in
+// the backend's cgroup for at most d. The caller stops it (Proc.Stop) or lets it end.
+func (b *Backend) StartBurner(cores float64, d time.Duration) (*lab.Proc, error) {
+	cmd := exec.Command(b.s.Opts.Bins.Backendd, "-burn-cores", strconv.FormatFloat(cores, 'f', -1, 64),
+		"-burn-period", "100ms", "-burn-for", d.String())
+	p, err := b.s.Lab.Start(b.Name+"-burn", cmd, b.Cgroup)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: backend %s: burner: %w", b.Name, err)
+	}
+	return p, nil
 }
 
 // pidFileData is a pidfile's text: the PID in decimal and a newline, as daemons write it.

@@ -83,6 +83,10 @@ type Explanation struct {
 	Final  float64 `json:"final"`
 	Weight uint16  `json:"weight"`
 	Note   string  `json:"note"`
+	// WarmupTimer and WarmupWatch: while the backend ramps, the timer's fraction and the
+	// watched ramp's verdict (docs/weights.md, "Warm-up that watches").
+	WarmupTimer float64 `json:"warmup_timer"`
+	WarmupWatch string  `json:"warmup_watch"`
 }
 
 // Event is one entry of /api/v1/events.
