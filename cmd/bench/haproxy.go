@@ -24,6 +24,8 @@ const haproxyBin = "/usr/sbin/haproxy"
 type haproxyServer struct {
 	name, addr string
 	weight     int // 0: no weight keyword (HAProxy's default, 1)
+	// slowstart is HAProxy's timed ramp of a server that comes up (its warm-up); 0: none.
+	slowstart time.Duration
 }
 
 // haproxyCheck are the health checks HAProxy gets: the same as each flowweight probe's
@@ -62,6 +64,12 @@ func haproxyConfig(listen string, servers []haproxyServer) (string, error) {
 		if s.weight > 0 {
 			fmt.Fprintf(&b, " weight %d", s.weight)
 		}
+		if s.slowstart < 0 || s.slowstart%time.Millisecond != 0 {
+			return "", fmt.Errorf("haproxy server %s slowstart %v: want whole milliseconds >= 0", s.name, s.slowstart)
+		}
+		if s.slowstart > 0 {
+			fmt.Fprintf(&b, " slowstart %dms", s.slowstart.Milliseconds())
+		}
 		b.WriteString("\n")
 	}
 	return b.String(), nil
@@ -96,12 +104,17 @@ type haproxyPeer struct {
 // HAProxy in the client's namespace on 127.0.0.1:port and waits until it accepts. weights
 // nil: none. The bench stops it by PID (Stop); the lab's Close would too.
 func startHAProxy(s *scenario.Scenario, dir, label string, port int, weights []int) (*haproxyPeer, error) {
+	return startHAProxySlow(s, dir, label, port, weights, 0)
+}
+
+// startHAProxySlow is startHAProxy with every server's slowstart set.
+func startHAProxySlow(s *scenario.Scenario, dir, label string, port int, weights []int, slowstart time.Duration) (*haproxyPeer, error) {
 	if _, err := os.Stat(haproxyBin); err != nil {
 		return nil, fmt.Errorf("%s: %w (scripts/deps.sh installs it)", haproxyBin, err)
 	}
 	var servers []haproxyServer
 	for i, be := range s.Backends {
-		sv := haproxyServer{name: be.Name, addr: net.JoinHostPort(be.Host.Addr().String(), strconv.Itoa(scenario.BackendPort))}
+		sv := haproxyServer{name: be.Name, addr: net.JoinHostPort(be.Host.Addr().String(), strconv.Itoa(scenario.BackendPort)), slowstart: slowstart}
 		if weights != nil {
 			sv.weight = weights[i]
 		}

@@ -32,7 +32,7 @@ import (
 )
 
 func main() {
-	run := flag.String("run", "share,disruption,quality,hidden", "comma-separated experiments: share, disruption, quality, hidden, portreuse, peers, step, overload, hidden-peers, dispatch, udp")
+	run := flag.String("run", "share,disruption,quality,hidden", "comma-separated experiments: share, disruption, quality, hidden, portreuse, peers, step, overload, hidden-peers, dispatch, udp, warmup")
 	conns := flag.Int("conns", 2000, "new connections per share measurement (bounded)")
 	long := flag.Int("long", 100, "long-lived connections in the disruption run")
 	reweights := flag.Int("reweights", 10, "reweights in the disruption run")
@@ -137,6 +137,8 @@ func main() {
 			err = b.dispatchCost()
 		case "udp":
 			err = b.udpCost()
+		case "warmup":
+			err = b.warmupJoin()
 		case "":
 			continue
 		default:

@@ -34,8 +34,8 @@ func TestHAProxyWeights(t *testing.T) {
 }
 
 func TestHAProxyConfig(t *testing.T) {
-	servers := []haproxyServer{{"be1", "10.77.0.11:8080", 64}, {"be2", "10.77.0.12:8080", 128}, {"be3", "10.77.0.13:8080", 256}}
-	plain := []haproxyServer{{"be1", "10.77.0.11:8080", 0}, {"be2", "10.77.0.12:8080", 0}}
+	servers := []haproxyServer{{"be1", "10.77.0.11:8080", 64, 0}, {"be2", "10.77.0.12:8080", 128, 0}, {"be3", "10.77.0.13:8080", 256, 0}}
+	plain := []haproxyServer{{"be1", "10.77.0.11:8080", 0, 0}, {"be2", "10.77.0.12:8080", 0, 0}}
 	tests := []struct {
 		name    string
 		listen  string
@@ -51,9 +51,12 @@ func TestHAProxyConfig(t *testing.T) {
 		{"no weights", "127.0.0.1:8401", plain, []string{"    server be2 10.77.0.12:8080 " + haproxyCheck}, []string{"weight"}, ""},
 		{"bad listen", "127.0.0.1", plain, nil, nil, "127.0.0.1"},
 		{"no servers", "127.0.0.1:1", nil, nil, nil, "no servers"},
-		{"bad server address", "127.0.0.1:1", []haproxyServer{{"be1", "10.77.0.11", 0}}, nil, nil, "be1"},
-		{"weight too large", "127.0.0.1:1", []haproxyServer{{"be9", "10.77.0.11:80", 257}}, nil, nil, "be9"},
-		{"name with a space", "127.0.0.1:1", []haproxyServer{{"be 1", "10.77.0.11:80", 1}}, nil, nil, "be 1"},
+		{"bad server address", "127.0.0.1:1", []haproxyServer{{"be1", "10.77.0.11", 0, 0}}, nil, nil, "be1"},
+		{"weight too large", "127.0.0.1:1", []haproxyServer{{"be9", "10.77.0.11:80", 257, 0}}, nil, nil, "be9"},
+		{"name with a space", "127.0.0.1:1", []haproxyServer{{"be 1", "10.77.0.11:80", 1, 0}}, nil, nil, "be 1"},
+		{"slowstart below a millisecond", "127.0.0.1:1", []haproxyServer{{"be2", "10.77.0.11:80", 1, time.Microsecond}}, nil, nil, "be2"},
+		{"negative slowstart", "127.0.0.1:1", []haproxyServer{{"be3", "10.77.0.11:80", 1, -time.Second}}, nil, nil, "be3"},
+		{"slowstart", "127.0.0.1:1", []haproxyServer{{"be4", "10.77.0.14:80", 2, time.Minute}}, []string{"    server be4 10.77.0.14:80 " + haproxyCheck + " weight 2 slowstart 60000ms"}, nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
