@@ -173,7 +173,7 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 }
 
 // rampLine says where a ramping backend's warm-up stands: "5% of its weight (the timer
-// would give 63%): hold: more CPU per connection than the pool".
+// would give 63%): hold: more CPU per unit of weight than the pool".
 func rampLine(warm, timer float64, watch string) string {
 	line := fmt.Sprintf("%.0f%% of its weight", 100*warm)
 	if watch == "" {

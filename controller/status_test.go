@@ -208,14 +208,14 @@ func ptr[T any](v T) *T { return &v }
 func TestPrintStatusWarmup(t *testing.T) {
 	svc := view.ServiceView{Name: "web", Total: 1000, Backends: []view.BackendView{
 		{Name: "cold", State: "warming", Explanation: weights.Explanation{Warmup: 0.05, WarmupTimer: 0.63,
-			WarmupWatch: "hold: more CPU per connection than the pool"}},
+			WarmupWatch: "hold: more CPU per unit of weight than the pool"}},
 		{Name: "timed", State: "warming", Explanation: weights.Explanation{Warmup: 0.75, WarmupTimer: 0.75}},
 		{Name: "steady", State: "up", Explanation: weights.Explanation{Warmup: 1}},
 	}}
 	var out strings.Builder
 	printStatus(&out, []view.ServiceView{svc})
 	for _, want := range []string{
-		"  cold warm-up: 5% of its weight (the timer would give 63%): hold: more CPU per connection than the pool\n",
+		"  cold warm-up: 5% of its weight (the timer would give 63%): hold: more CPU per unit of weight than the pool\n",
 		"  timed warm-up: 75% of its weight (timer)\n",
 	} {
 		if !strings.Contains(out.String(), want) {

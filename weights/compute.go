@@ -37,7 +37,8 @@ func (s Status) Live() bool { return s == StatusUp || s == StatusWarming }
 
 // Backend is what Compute needs to know about one backend. Utilisations are smoothed by the
 // caller (see EWMA). The Prev* and Learned fields carry state from the previous Result, so
-// that this package stays pure: copy them from that Result's Explanation.
+// that this package stays pure: copy them from that Result's Explanation (PrevWarmup as its
+// field says).
 type Backend struct {
 	Name   string
 	Status Status
@@ -71,12 +72,17 @@ type Backend struct {
 	Slow bool
 	// PrevWarmup and PrevWarmupElapsed carry a watched warm-up (Tuning.WarmupMode "watch")
 	// from the previous periodic Result: its Explanation.Warmup and this Backend's
-	// WarmupElapsed then. 0: no ramp under way; a new one starts at a few connections.
+	// WarmupElapsed then, carried only while that Result's WarmupTimer was set (the backend
+	// ramped); 0: no ramp under way, and a new one starts at a few connections.
 	PrevWarmup        float64
 	PrevWarmupElapsed time.Duration
-	Learned           float64 // learned capacity factor from the previous Result; 0 means 1
-	PrevShare         float64 // Explanation.Full of the previous Result; 0 when it had none
-	PrevWeight        uint16  // weight applied last time; used by the panic rule
+	// ServedWeight is the weight the switch served the backend with over the last period,
+	// which its CPU answers to, when it is not PrevWeight (a shadow policy's computation,
+	// whose PrevWeight is its own); 0: PrevWeight.
+	ServedWeight uint16
+	Learned      float64 // learned capacity factor from the previous Result; 0 means 1
+	PrevShare    float64 // Explanation.Full of the previous Result; 0 when it had none
+	PrevWeight   uint16  // weight applied last time; used by the panic rule
 }
 
 // Explanation says how one backend's weight came about. Shares sum to 1 over live backends.
@@ -117,6 +123,9 @@ type Explanation struct {
 	// …"; Tuning.WarmupMode "watch"): why Warmup is below WarmupTimer.
 	WarmupTimer float64 `json:"warmup_timer,omitempty"`
 	WarmupWatch string  `json:"warmup_watch,omitempty"`
+	// rampMoved: a watched ramp that is not holding, whose weight Worth writes however
+	// little it moved (worth.go).
+	rampMoved bool
 }
 
 // Clamp records a self-reported capacity that was bounded (docs/weights.md, "Bounded
@@ -154,7 +163,7 @@ type Result struct {
 }
 
 // work is one backend's arithmetic. Compute makes a dozen passes over the pool; doing them
-// over this 80-byte struct instead of the Backend and Explanation structs (about 300 bytes
+// over this 120-byte struct instead of the Backend and Explanation structs (about 300 bytes
 // together) is what keeps 10,000 backends within the 2 ms budget.
 type work struct {
 	ls, c, target, damped, full, final, warm, learned, prev float64
@@ -198,13 +207,15 @@ func Compute(in []Backend, t Tuning, out *Result) {
 	clear(out.clamp)
 	out.Panic, out.Stepped = false, false
 	w := out.w
-	live := 0
+	live, anyRamp := 0, false
 	for i := range in {
 		b := &in[i]
 		w[i] = work{learned: orOne(b.Learned), warm: 1, live: b.Status.Live(), warming: b.Status == StatusWarming,
 			metrics: b.HasMetrics, prev: b.PrevShare, slow: b.Slow}
 		if w[i].live {
 			live++
+			w[i].ramp = ramping(b, t)
+			anyRamp = anyRamp || w[i].ramp
 		}
 	}
 	cl := out.claims(in, w, t)
@@ -256,7 +267,7 @@ func Compute(in []Backend, t Tuning, out *Result) {
 	sumD := damp(w, t, adaptive && t.Gain < 1, sumS)
 	stepLimit(w, t, out, sumD)
 	units(w, t, total, live)
-	warmup(in, t, w)
+	warmup(in, t, w, out.clamp, anyRamp)
 	round(w, out)
 	out.explain(in, asked)
 }
@@ -364,6 +375,7 @@ func (r *Result) explain(in []Backend, asked Policy) {
 			e.Clamp = r.clamp[i]
 			if x.ramp {
 				e.WarmupTimer, e.WarmupWatch = x.timer, watchNames[x.watch]
+				e.rampMoved = x.watch != watchNone && x.watch != watchHold && x.watch != watchHoldCost && x.watch != watchHoldPressure
 			}
 		}
 		exp[i] = e

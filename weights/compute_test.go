@@ -96,6 +96,9 @@ func randomPool(rng *rand.Rand, n int) []Backend {
 			in[i].Slow = rng.IntN(4) == 0
 			in[i].HasPressure, in[i].CPUPressure = rng.IntN(2) == 0, rng.Float64()
 		}
+		if rng.IntN(2) == 0 {
+			in[i].PrevWeight = uint16(rng.IntN(1000))
+		}
 	}
 	return in
 }
@@ -121,6 +124,11 @@ func TestPropertySumAndNoStarvation(t *testing.T) {
 		}
 		if got := sumLive(r); got != r.Total {
 			t.Fatalf("iter %d: weights sum to %d, want total %d (live %d, panic %v)", iter, got, r.Total, live, r.Panic)
+		}
+		for _, e := range r.Backends {
+			if e.WarmupTimer > 0 && !(e.Warmup <= e.WarmupTimer && e.Warmup >= min(watchFloor, e.WarmupTimer)) {
+				t.Fatalf("iter %d: %s ramp %v outside [%v, timer %v]", iter, e.Name, e.Warmup, min(watchFloor, e.WarmupTimer), e.WarmupTimer)
+			}
 		}
 	}
 }

@@ -136,14 +136,14 @@ func units(w []work, t Tuning, total, live int) {
 // every live backend is ramping there is no one to hand it to, and the shares stay as they
 // were. The fraction follows the timer, or in watch mode the newcomer's signals too
 // (warmwatch.go).
-func warmup(in []Backend, t Tuning, w []work) {
-	if t.Warmup <= 0 {
+func warmup(in []Backend, t Tuning, w []work, clamp []Clamp, anyRamp bool) {
+	if t.Warmup <= 0 || !anyRamp {
 		return
 	}
-	for i := range w {
-		w[i].ramp = w[i].live && ramping(&in[i], t)
+	var ref poolRef
+	if t.WarmupMode == WarmupWatch {
+		ref = watchRef(in, w, clamp)
 	}
-	ref := watchRef(in, w)
 	var freed, rest float64
 	for i := range w {
 		x := &w[i]
@@ -157,7 +157,7 @@ func warmup(in []Backend, t Tuning, w []work) {
 			}
 			x.warm = x.timer
 			if t.WarmupMode == WarmupWatch {
-				x.warm, x.watch = watched(&in[i], t, ref, x.timer)
+				x.warm, x.watch = watched(&in[i], x, &clamp[i], t, ref, x.timer)
 			}
 		}
 		if x.warm < 1 {

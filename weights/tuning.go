@@ -75,9 +75,10 @@ type Tuning struct {
 	Warmup time.Duration `toml:"warmup"`
 	// WarmupStart is the fraction of its computed weight a warming backend starts at; default 0.5.
 	WarmupStart float64 `toml:"warmup_start"`
-	// WarmupMode is how the ramp advances: "watch" (default) at the timer's pace only while
-	// the newcomer's CPU, CPU pressure and health answers stay within bounds of the pool's,
-	// holding or backing off otherwise, never ahead of the timer; "timer" on the clock alone.
+	// WarmupMode is how the ramp advances: "watch" (default) from a few connections, by the
+	// timer's step or ×1.25 a second, only while the newcomer's CPU per unit of weight, CPU,
+	// CPU pressure and health answers stay within bounds of the pool's, holding or backing off
+	// otherwise, never ahead of the timer's line; "timer" on the clock alone.
 	// See docs/weights.md, "Warm-up that watches".
 	WarmupMode WarmupMode `toml:"warmup_mode"`
 	// DeadBand: a new weight vector is worth a switch rewrite only if some bucket moves by more

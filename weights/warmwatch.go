@@ -12,7 +12,7 @@ type WarmupMode string
 
 const (
 	// WarmupWatch starts a newcomer at a few connections and ramps it only while its signals
-	// stay within bounds of the pool's, holds it when its CPU per connection or its CPU is
+	// stay within bounds of the pool's, holds it when its CPU per unit of weight or its CPU is
 	// above the pool's and backs it off when it saturates or its health checks are late; it
 	// is never ahead of the timer, so a newcomer that is fast from the start finishes with it.
 	WarmupWatch WarmupMode = "watch"
@@ -70,31 +70,51 @@ const (
 	watchHoldPressure
 	watchBackOffSlow
 	watchBackOffSaturated
-	watchDone
+	watchPastLimit
 )
 
-var watchNames = [...]string{"", "ramp", "hold: busier than the pool", "hold: more CPU per connection than the pool",
-	"hold: more CPU pressure than the pool",
-	"back off: health checks late", "back off: saturated while the pool is not", "done: held past the limit"}
+var watchNames = [...]string{"", "ramp", "hold: busier than the pool", "hold: more CPU per unit of weight than the pool",
+	"hold: more CPU pressure than the pool", "back off: health checks late", "back off: saturated while the pool is not",
+	"ramp: past the limit, signals no longer heeded"}
+
+// watchMaxGap bounds the time one update may ramp or back off for: a ramp carried across a
+// gap (the backend stale or drained for a while, the controller busy) resumes where it was
+// instead of jumping by the time away, whose signals nobody judged.
+const watchMaxGap = 2 * time.Second
 
 // poolRef is what a newcomer is compared with: the mean CPU and CPU pressure of the live
-// backends that are not ramping and have metrics, and their CPU per unit of weight (cores
-// used over the weight applied, summed over those that report a CPU count and had weight).
+// backends that are not ramping and have metrics, and their CPU per unit of weight.
 type poolRef struct {
 	cpu, press   float64
 	nCPU, nPress int
-	cores, units float64
+	cost, units  float64
 }
 
-// cost is a backend's cores used per unit of the weight applied, 0 when unknown.
-func cost(b *Backend) float64 {
-	if !b.HasMetrics || !(b.CPUCount > 0) || b.PrevWeight == 0 {
-		return 0
+// cost is backend i's CPU per unit of the weight it was served with, in core-seconds of a
+// pool-mean core: the CPU it used (its own service's when reported, so a neighbour does not
+// count; CPU times its CPU count, bounded as the capacity claim is) over the weight, times
+// its speed factor (declared and learned), so a backend declared or learned slower, which the
+// policy gives less weight for the same CPU, is not taken for a costlier one. 0 when unknown.
+func cost(b *Backend, x *work, cl *Clamp) (used, units float64) {
+	served := b.ServedWeight
+	if served == 0 {
+		served = b.PrevWeight
 	}
-	return b.CPU * b.CPUCount / float64(b.PrevWeight)
+	cores := b.CPUCount
+	if cl.CPU() {
+		cores = cl.CPUUsed
+	}
+	if !b.HasMetrics || !(cores > 0) || served == 0 {
+		return 0, 0
+	}
+	cpu := b.CPU
+	if b.HasServiceCPU {
+		cpu = b.ServiceCPU
+	}
+	return cpu * cores * orOne(b.Factor) * x.learned, float64(served)
 }
 
-func watchRef(in []Backend, w []work) poolRef {
+func watchRef(in []Backend, w []work, clamp []Clamp) poolRef {
 	var p poolRef
 	for i := range w {
 		if !w[i].live || w[i].ramp || !in[i].HasMetrics {
@@ -106,10 +126,9 @@ func watchRef(in []Backend, w []work) poolRef {
 			p.press += in[i].CPUPressure
 			p.nPress++
 		}
-		if cost(&in[i]) > 0 {
-			p.cores += in[i].CPU * in[i].CPUCount
-			p.units += float64(in[i].PrevWeight)
-		}
+		used, units := cost(&in[i], &w[i], &clamp[i])
+		p.cost += used
+		p.units += units
 	}
 	if p.nCPU > 0 {
 		p.cpu /= float64(p.nCPU)
@@ -121,7 +140,7 @@ func watchRef(in []Backend, w []work) poolRef {
 }
 
 // ramping reports whether backend b's warm-up is under way: it is warming, or (watch mode)
-// it is up while a held ramp has not reached 1 yet (watched ends it at the limit).
+// it is up while a held ramp has not reached 1 yet.
 func ramping(b *Backend, t Tuning) bool {
 	if t.Warmup <= 0 {
 		return false
@@ -139,28 +158,31 @@ func timerRamp(t Tuning, elapsed time.Duration) float64 {
 	return max(f, t.WarmupStart)
 }
 
-// watched is the ramp fraction of backend b in watch mode, and its verdict. The previous
+// watched is the ramp fraction of backend i in watch mode, and its verdict. The previous
 // fraction comes from the last periodic Result (PrevWarmup at PrevWarmupElapsed); a ramp
 // that is not a continuation of it (none, or it began again since) starts at watchFloor.
-func watched(b *Backend, t Tuning, ref poolRef, timer float64) (float64, uint8) {
+// Whatever is carried, the result is within [min(watchFloor, timer), timer].
+func watched(b *Backend, x *work, cl *Clamp, t Tuning, ref poolRef, timer float64) (float64, uint8) {
+	floor := min(watchFloor, timer)
 	prev, e, pe := b.PrevWarmup, b.WarmupElapsed, b.PrevWarmupElapsed
 	if !(prev > 0 && prev <= 1) || pe > e || pe < 0 {
-		return min(watchFloor, timer), watchRamp
+		return floor, watchRamp
 	}
-	if b.Status == StatusUp && e >= watchLimit*t.Warmup {
-		return 1, watchDone
-	}
-	prev = max(prev, watchFloor)
-	dt := (e - pe).Seconds()
+	prev = min(max(prev, floor), timer)
+	gap := min(e-pe, watchMaxGap)
+	dt := gap.Seconds()
 	verdict := watchRamp
+	used, units := cost(b, x, cl)
 	switch {
-	case b.Slow:
+	case b.Status == StatusUp && e >= watchLimit*t.Warmup:
+		verdict = watchPastLimit
+	case x.slow: // after slowdown: a pool that is slow as a whole is its load, not the newcomer
 		verdict = watchBackOffSlow
 	case !b.HasMetrics || ref.nCPU == 0:
 		// Nothing to compare with: the timer's ramp.
 	case b.CPU >= watchSaturated && b.CPU > ref.cpu+watchMargin:
 		verdict = watchBackOffSaturated
-	case b.CPU >= watchBusy && ref.units > 0 && cost(b) > watchCost*ref.cores/ref.units:
+	case b.CPU >= watchBusy && units > 0 && ref.units > 0 && used/units > watchCost*ref.cost/ref.units:
 		verdict = watchHoldCost
 	case b.CPU > ref.cpu+watchMargin:
 		verdict = watchHold
@@ -168,12 +190,12 @@ func watched(b *Backend, t Tuning, ref poolRef, timer float64) (float64, uint8) 
 		verdict = watchHoldPressure
 	}
 	switch verdict {
-	case watchRamp:
-		step := (1 - t.WarmupStart) * float64(e-pe) / float64(t.Warmup)
+	case watchRamp, watchPastLimit:
+		step := (1 - t.WarmupStart) * float64(gap) / float64(t.Warmup)
 		return min(max(prev+step, prev*math.Pow(watchRecover, dt)), timer), verdict
 	case watchHold, watchHoldCost, watchHoldPressure:
-		return min(prev, timer), verdict
+		return prev, verdict
 	default:
-		return max(prev*math.Pow(watchBackOff, dt), watchFloor), verdict
+		return min(max(prev*math.Pow(watchBackOff, dt), floor), timer), verdict
 	}
 }

@@ -130,7 +130,7 @@ func TestWatchedWarmup(t *testing.T) {
 			}
 			done(t, warm, 60)
 		}},
-		{"busier than the pool from 20 s: holds where it got to, ended at 3 warm-ups", func(s int, share float64) float64 {
+		{"busier than the pool from 20 s: holds where it got to, ramps on at 3 warm-ups", func(s int, share float64) float64 {
 			if s < 20 {
 				return fast(s, share)
 			}
@@ -141,10 +141,14 @@ func TestWatchedWarmup(t *testing.T) {
 					t.Fatalf("second %d: ramp %v (%s), want held at %v", s, warm[s], verdict[s], warm[20])
 				}
 			}
-			if verdict[180] != watchNames[watchDone] {
-				t.Fatalf("at 3 warm-ups: %q, want done", verdict[180])
+			if verdict[180] != watchNames[watchPastLimit] {
+				t.Fatalf("at 3 warm-ups: %q, want past the limit", verdict[180])
 			}
-			done(t, warm, 180)
+			// From 0.67 by ×1.25 a second, not in one step.
+			if warm[180] > warm[179]*watchRecover+1e-9 {
+				t.Fatalf("at the limit the ramp jumped %v -> %v", warm[179], warm[180])
+			}
+			done(t, warm, 185)
 		}},
 		{"late health answers at 20-24 s: backs off, then ramps again", fast, func(s int) bool { return s >= 20 && s < 25 },
 			func(t *testing.T, warm []float64, verdict []string) {
@@ -169,6 +173,88 @@ func TestWatchedWarmup(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestWatchedWarmupBounds: whatever is carried and whatever the signals say (fast, late
+// health answers, saturated, busy, costly), a watched ramp stays within [min(floor, timer),
+// timer], and a long gap moves it by at most watchMaxGap's worth.
+func TestWatchedWarmupBounds(t *testing.T) {
+	tun := DefaultTuning()
+	signals := map[string]func(b *Backend){
+		"fast":      func(b *Backend) {},
+		"slow":      func(b *Backend) { b.Slow = true },
+		"saturated": func(b *Backend) { b.CPU = 1 },
+		"busy":      func(b *Backend) { b.CPU = 0.8 },
+		"costly":    func(b *Backend) { b.CPU, b.PrevWeight = 0.5, 10 },
+	}
+	for _, start := range []float64{0.01, 0.5} {
+		tun.WarmupStart = start
+		for name, signal := range signals {
+			for _, prev := range []float64{0, 1e-9, 0.03, 0.3, 0.9, 1, 2, math.NaN(), math.Inf(1)} {
+				for _, at := range [][2]time.Duration{{29 * time.Second, 30 * time.Second}, {29900 * time.Millisecond, 30 * time.Second},
+					{time.Second, 50 * time.Second}, {50 * time.Second, 30 * time.Second}, {70 * time.Second, 200 * time.Second}} {
+					b := up("c", 0.1, 2)
+					b.Status, b.PrevWarmup, b.PrevWarmupElapsed, b.WarmupElapsed = StatusWarming, prev, at[0], at[1]
+					if at[1] >= tun.Warmup {
+						b.Status = StatusUp
+					}
+					signal(&b)
+					a1, a2 := up("a", .6, 2), up("b", .6, 2)
+					a1.PrevWeight, a2.PrevWeight = 400, 400
+					r := compute([]Backend{a1, a2, b}, tun)
+					e := r.Backends[2]
+					if e.WarmupTimer == 0 {
+						continue // not ramping (up, nothing carried)
+					}
+					lo := min(watchFloor, e.WarmupTimer)
+					if !(e.Warmup >= lo && e.Warmup <= e.WarmupTimer) {
+						t.Errorf("start %v, %s, carry %v at %v, now %v: ramp %v outside [%v, %v] (%s)", start, name, prev, at[0], at[1],
+							e.Warmup, lo, e.WarmupTimer, e.WarmupWatch)
+					}
+					if prev > 0 && prev <= 1 && at[0] <= at[1] && e.Warmup > max(prev, lo)*math.Pow(watchRecover, watchMaxGap.Seconds())+
+						(1-start)*watchMaxGap.Seconds()/tun.Warmup.Seconds()+1e-9 {
+						t.Errorf("start %v, %s, carry %v at %v, now %v: ramp %v moved by more than a gap's worth", start, name, prev, at[0], at[1], e.Warmup)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestWatchedWarmupSlowPool: late health answers back a newcomer off only when the slow rule
+// cuts it (a minority of the pool slow), not when the whole pool is slow (its load).
+func TestWatchedWarmupSlowPool(t *testing.T) {
+	tun := DefaultTuning()
+	for _, c := range []struct {
+		name       string
+		othersSlow bool
+		want       string
+	}{{"only the newcomer slow", false, watchNames[watchBackOffSlow]}, {"the whole pool slow", true, watchNames[watchRamp]}} {
+		a, b, n := up("a", .5, 2), up("b", .5, 2), up("c", .3, 2)
+		a.Slow, b.Slow, n.Slow = c.othersSlow, c.othersSlow, true
+		n.Status, n.PrevWarmup, n.PrevWarmupElapsed, n.WarmupElapsed = StatusWarming, 0.3, 9*time.Second, 10*time.Second
+		if got := compute([]Backend{a, b, n}, tun).Backends[2].WarmupWatch; got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestWorthWritesAMovingRamp: a watched ramp that moved is written however little; a held
+// one waits for the dead-band like any other backend.
+func TestWorthWritesAMovingRamp(t *testing.T) {
+	tun := DefaultTuning()
+	tun.DeadBand = 0.01
+	for _, c := range []struct {
+		name    string
+		verdict uint8
+		want    bool
+	}{{"ramping", watchRamp, true}, {"backing off", watchBackOffSaturated, true}, {"holding", watchHoldCost, false}} {
+		next := &Result{Total: 1000, Backends: []Explanation{{Weight: 17, WarmupTimer: 0.6, WarmupWatch: watchNames[c.verdict]}, {Weight: 983}}}
+		next.Backends[0].rampMoved = c.verdict != watchHoldCost
+		if got := Worth([]uint16{16, 984}, next, tun); got != c.want {
+			t.Errorf("%s: Worth = %v, want %v", c.name, got, c.want)
+		}
+	}
 }
 
 // TestWatchedWarmupBadCarry: whatever the carried ramp says (garbage, a clock that went back,

@@ -3,7 +3,8 @@ package weights
 import "math"
 
 // Worth reports whether next differs enough from the weights last applied (prev, in the
-// same order) to rewrite the switch: a backend gaining or losing all weight always counts;
+// same order) to rewrite the switch: a backend gaining or losing all weight, or a watched
+// warm-up ramp moving, always counts;
 // otherwise some bucket must move by more than DeadBand of the total. The dead-band is there
 // for noisy measurements; the static and equal policies have none, so for them any change is
 // worth a rewrite (otherwise the step limit's last small step toward their exact target would
@@ -25,6 +26,12 @@ func Worth(prev []uint16, next *Result, t Tuning) bool {
 	}
 	for i, e := range next.Backends {
 		if (prev[i] == 0) != (e.Weight == 0) {
+			return true
+		}
+		// A watched ramp that moved is written at once: under the dead-band its first steps
+		// (a few units each) would wait, and a hold would then freeze a fraction the switch
+		// never had. A holding one waits like any other.
+		if e.rampMoved && e.Weight != prev[i] {
 			return true
 		}
 		if math.Abs(float64(e.Weight)-float64(prev[i])) > limit {

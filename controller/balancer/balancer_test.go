@@ -422,3 +422,27 @@ func TestThroughputSmoothedLikeTheCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestAdvanceCarriesTheRamp: a period carries a ramping backend's warm-up fraction, clears
+// it once the backend is live and done, and keeps it while the backend is not live (a stale
+// report or a drain interrupting a held ramp must not end it at full weight).
+func TestAdvanceCarriesTheRamp(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		status   weights.Status
+		exp      weights.Explanation
+		wantWarm float64
+	}{
+		{"ramping", weights.StatusWarming, weights.Explanation{Warmup: 0.2, WarmupTimer: 0.6}, 0.2},
+		{"done", weights.StatusUp, weights.Explanation{Warmup: 1}, 0},
+		{"stale", weights.StatusStale, weights.Explanation{Warmup: 1}, 0.3},
+		{"drained", weights.StatusDrained, weights.Explanation{Warmup: 1}, 0.3},
+	} {
+		books := []book{{warm: 0.3, warmAt: 5 * time.Second}}
+		in := []weights.Backend{{Status: c.status, WarmupElapsed: 7 * time.Second}}
+		advance(books, in, &weights.Result{Backends: []weights.Explanation{c.exp}}, true, false)
+		if books[0].warm != c.wantWarm {
+			t.Errorf("%s: carried %v, want %v", c.name, books[0].warm, c.wantWarm)
+		}
+	}
+}

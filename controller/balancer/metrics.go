@@ -62,7 +62,7 @@ func NewMetrics() *Metrics {
 		conns: g("backend_connections",
 			"Established connections on the backend's service ports, smoothed, as its probe or SNMP agent last reported; absent until it reports."),
 		warmup: g("backend_warmup_ratio",
-			"Fraction of its weight a ramping (warming) backend gets after warm-up; absent when it is not ramping."),
+			"Fraction of its weight a ramping backend gets (warming, or up while a held watched ramp finishes); absent when it is not ramping."),
 		headroom: g("backend_headroom_ratio", "Spare capacity C·(avail − own) of the headroom policy, in pool-mean units; absent when it did not run."),
 		fallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "flowweight", Name: "service_policy_fallback_backends",
 			Help: "Live backends without the service's own CPU, for which the headroom policy ran as 1/AL at the last update; 0 when it did not fall back."}, []string{"service"}),

@@ -190,10 +190,15 @@ func advance(books []book, in []weights.Backend, r *weights.Result, periodic, ap
 		e := &r.Backends[j]
 		if periodic {
 			books[j].learned = e.Learned
-			books[j].warm, books[j].warmAt = 0, 0
-			if e.WarmupTimer > 0 { // ramping: the next period continues from here
+			switch {
+			case e.WarmupTimer > 0: // ramping: the next period continues from here
 				books[j].warm, books[j].warmAt = e.Warmup, in[j].WarmupElapsed
+			case in[j].Status.Live(): // live and done ramping
+				books[j].warm, books[j].warmAt = 0, 0
 			}
+			// Not live (stale, drained, down): the carry stays, so a ramp a stale report or
+			// a drain interrupted resumes where it was; one the backend's death ended starts
+			// again, its warm-up having begun since (weights.Backend.PrevWarmupElapsed).
 		}
 		if periodic || apply {
 			books[j].prevShare = e.Full

@@ -57,6 +57,9 @@ func newShadow(s *config.Service, live weights.Tuning, old *service) *shadow {
 // its canary switches then rewrite).
 func (sh *shadow) compute(live []weights.Backend, periodic bool) bool {
 	for j, in := range live {
+		// The CPU the backend reports answers to the live weights (outside a canary), which the
+		// watched warm-up judges its cost by.
+		in.ServedWeight = in.PrevWeight
 		in.Learned, in.PrevShare, in.PrevWeight = sh.books[j].learned, sh.books[j].prevShare, 0
 		in.PrevWarmup, in.PrevWarmupElapsed = sh.books[j].warm, sh.books[j].warmAt
 		if sh.held != nil {
