@@ -136,7 +136,7 @@ func units(w []work, t Tuning, total, live int) {
 // every live backend is ramping there is no one to hand it to, and the shares stay as they
 // were. The fraction follows the timer, or in watch mode the newcomer's signals too
 // (warmwatch.go).
-func warmup(in []Backend, t Tuning, w []work, clamp []Clamp, anyRamp bool) {
+func warmup(in []Backend, t Tuning, w []work, clamp []Clamp, ramps []ramp, anyRamp bool) {
 	if t.Warmup <= 0 || !anyRamp {
 		return
 	}
@@ -151,13 +151,14 @@ func warmup(in []Backend, t Tuning, w []work, clamp []Clamp, anyRamp bool) {
 			continue
 		}
 		if x.ramp {
-			x.timer = 1
-			if x.warming {
-				x.timer = timerRamp(t, in[i].WarmupElapsed)
+			rp := &ramps[i]
+			rp.timer, rp.watch = 1, watchNone
+			if in[i].Status == StatusWarming {
+				rp.timer = timerRamp(t, in[i].WarmupElapsed)
 			}
-			x.warm = x.timer
+			x.warm = rp.timer
 			if t.WarmupMode == WarmupWatch {
-				x.warm, x.watch = watched(&in[i], x, &clamp[i], t, ref, x.timer)
+				x.warm, rp.watch = watched(&in[i], x, &clamp[i], t, ref, rp.timer)
 			}
 		}
 		if x.warm < 1 {

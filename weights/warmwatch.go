@@ -77,6 +77,12 @@ var watchNames = [...]string{"", "ramp", "hold: busier than the pool", "hold: mo
 	"hold: more CPU pressure than the pool", "back off: health checks late", "back off: saturated while the pool is not",
 	"ramp: past the limit, signals no longer heeded"}
 
+// ramp is a ramping backend's timer fraction and watch verdict, for its explanation.
+type ramp struct {
+	timer float64
+	watch uint8
+}
+
 // watchMaxGap bounds the time one update may ramp or back off for: a ramp carried across a
 // gap (the backend stale or drained for a while, the controller busy) resumes where it was
 // instead of jumping by the time away, whose signals nobody judged.
