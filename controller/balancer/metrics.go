@@ -205,47 +205,18 @@ func (m *Metrics) observeService(s *service) {
 		g.c.Set(e.C)
 		g.al.Set(e.AL)
 		g.computed.Set(float64(e.Weight))
-		// These exist only while measured (a gap, not a zero, on a dashboard).
-		switch {
-		case e.Used == "service_cpu":
-			if g.serviceCPU == nil {
-				g.serviceCPU = m.serviceCPU.WithLabelValues(s.cfg.Name, name)
-			}
-			g.serviceCPU.Set(e.Own)
-		case g.serviceCPU != nil || fresh: // fresh: a series the service before a reload made
-			m.serviceCPU.DeleteLabelValues(s.cfg.Name, name)
-			g.serviceCPU = nil
+		// These exist only while measured (a gap, not a zero, on a dashboard); fresh: delete a
+		// series the service before a reload made.
+		svc := s.cfg.Name
+		setWhile(m.serviceCPU, &g.serviceCPU, e.Used == "service_cpu", e.Own, fresh, svc, name)
+		setWhile(m.headroom, &g.headroom, e.Avail > 0, e.Headroom, fresh, svc, name)
+		setWhile(m.warmup, &g.warmup, e.WarmupTimer > 0, e.Warmup, fresh, svc, name)
+		hasConns := j < len(s.in) && s.in[j].HasMetrics
+		conns := 0.0
+		if hasConns {
+			conns = s.in[j].Conns
 		}
-		switch {
-		case e.Avail > 0:
-			if g.headroom == nil {
-				g.headroom = m.headroom.WithLabelValues(s.cfg.Name, name)
-			}
-			g.headroom.Set(e.Headroom)
-		case g.headroom != nil || fresh:
-			m.headroom.DeleteLabelValues(s.cfg.Name, name)
-			g.headroom = nil
-		}
-		switch {
-		case e.WarmupTimer > 0:
-			if g.warmup == nil {
-				g.warmup = m.warmup.WithLabelValues(s.cfg.Name, name)
-			}
-			g.warmup.Set(e.Warmup)
-		case g.warmup != nil || fresh:
-			m.warmup.DeleteLabelValues(s.cfg.Name, name)
-			g.warmup = nil
-		}
-		switch {
-		case j < len(s.in) && s.in[j].HasMetrics:
-			if g.conns == nil {
-				g.conns = m.conns.WithLabelValues(s.cfg.Name, name)
-			}
-			g.conns.Set(s.in[j].Conns)
-		case g.conns != nil || fresh:
-			m.conns.DeleteLabelValues(s.cfg.Name, name)
-			g.conns = nil
-		}
+		setWhile(m.conns, &g.conns, hasConns, conns, fresh, svc, name)
 		if out := s.out(); out != nil {
 			if g.applied == nil {
 				g.applied = m.applied.WithLabelValues(s.cfg.Name, name)
@@ -259,6 +230,22 @@ func (m *Metrics) observeService(s *service) {
 			}
 			g.state[k].Set(v)
 		}
+	}
+}
+
+// setWhile keeps a backend's series of vec at v while present, making it on first use, and
+// deletes it once absent (or, fresh, whatever series the service before a reload left). g is
+// the backend's handle, nil while the series does not exist.
+func setWhile(vec *prometheus.GaugeVec, g *prometheus.Gauge, present bool, v float64, fresh bool, service, backend string) {
+	switch {
+	case present:
+		if *g == nil {
+			*g = vec.WithLabelValues(service, backend)
+		}
+		(*g).Set(v)
+	case *g != nil || fresh:
+		vec.DeleteLabelValues(service, backend)
+		*g = nil
 	}
 }
 
