@@ -19,8 +19,8 @@ import (
 // full weight); once the neighbour stops, the ramp climbs back and ends at the full weight.
 // With warmup_mode = "timer" the same newcomer gets the timer's ramp: the signals did it.
 func TestWarmupWatches(t *testing.T) {
-	const quota = 0.25
-	s := startScenario(t, scenario.Options{Net: 107, Quotas: []float64{quota, quota, quota}, Warmup: 30 * time.Second,
+	const quota, warmup = 0.25, 20 * time.Second
+	s := startScenario(t, scenario.Options{Net: 107, Quotas: []float64{quota, quota, quota}, Warmup: warmup,
 		Weighting: map[string]string{"policy": `"static"`, "capacity": "{ cpu = 1.0, mem = 0.0 }"}})
 	waitWarm(t, s)
 	be3 := s.Backend("be3")
@@ -112,8 +112,8 @@ func TestWarmupWatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The ramp's limit (3 warm-ups from the warm-up's start, which is after up) would end it
-		// at 90 s at the earliest: done before that, its signals ended it.
-		if took := time.Since(up); took >= 3*30*time.Second {
+		// at 60 s at the earliest: done before that, its signals ended it.
+		if took := time.Since(up); took >= 3*warmup {
 			t.Errorf("be3 reached its full weight %v after it came up: the limit ended its ramp, not its signals", took.Round(time.Second))
 		}
 	})
