@@ -184,9 +184,17 @@ func banded(r policyRun) policyRun {
 	return r
 }
 
-// configure makes r the balancer of the next run: for a flowweight run, its policy (and
-// pinned weights on the switch); HAProxy is already running.
+// configure makes r the balancer of the next run: the switch's conntrack emptied, and for a
+// flowweight run its policy (and pinned weights on the switch); HAProxy is already running.
+//
+// The flush is for every peer: HAProxy's connections to the backends have the same addresses
+// and ports as flowweight's NATed ones, and one that met the TIME_WAIT entry the other side's
+// run left failed the switch's sequence check and waited out SYN retransmits (set 2 of
+// docs/results/warmup.md: 17,067 refused in one run, 305 of its steady requests timed out).
 func configure(s *scenario.Scenario, r policyRun) error {
+	if _, err := s.OVS.Appctl("dpctl/flush-conntrack"); err != nil {
+		return fmt.Errorf("flush the switch's conntrack: %w", err)
+	}
 	if r.hap != nil {
 		return nil
 	}

@@ -126,14 +126,6 @@ func (b *bench) warmupJoin() error {
 	for rep := range reps {
 		for j := range runs {
 			r := runs[(j+rep)%len(runs)]
-			// Each run starts with the switch's conntrack empty: HAProxy's connections to the
-			// backends have the same addresses and ports as flowweight's NATed ones, and one that
-			// met the other side's TIME_WAIT entry failed the sequence check and waited out SYN
-			// retransmits (set 2 of docs/results/warmup.md: 1,743 refused in one HAProxy run,
-			// 368 of its steady requests timed out).
-			if _, err := s.OVS.Appctl("dpctl/flush-conntrack"); err != nil {
-				return fmt.Errorf("warmup %s: flush conntrack: %w", r.label, err)
-			}
 			if err := configure(s, r); err != nil {
 				return fmt.Errorf("warmup %s: %w", r.label, err)
 			}
