@@ -113,8 +113,8 @@ func (b *bench) warmupJoin() error {
 	fmt.Printf("## Warm-up: a cold newcomer joins under 80 %% load\n\n")
 	fmt.Printf("Backends: quotas %s core, declared right; %s (quota %g) starts stopped and joins in each run with a cold start: `backendd -cold-factor %d -cold-for %v` (each request costs %d× the work for its first %v). Backend work: %s; `backendd -work %d`.\n\n",
 		fmtQuotas(base), newcomer.Name, quotas[len(quotas)-1], coldFactor, coldFor, coldFactor, coldFor, calibration, work)
-	fmt.Printf("Capacity of the first %d: %.1f req/s, the lower of the saturation run's (16 clients, no rate limit, 10 s: %.1f req/s; %s) and their quotas' %.3f core over the measured %v per request (%.1f req/s). Offered: %.0f req/s (80 %%), open loop, Poisson, a new TCP connection per request, 5 s timeout; %v measured before the join, %v from the newcomer's start. Warm-up: %v on every side (flowweight's `warmup`, HAProxy's `slowstart`), flowweight's `warmup_start` 0.5. HAProxy %s, `%s`.\n\n",
-		len(base), capacity, measured, pool, cores, unit.Round(10*time.Microsecond), quotaCap, rate, joinSteady, joinWindow, joinWarmup, haproxyVersion(), haproxyCheck)
+	fmt.Printf("Capacity of the first %d: %.1f req/s, the lower of the saturation run's (16 clients, no rate limit, 10 s: %.1f req/s; %s) and their quotas' %.3f core over the measured %v per request (%.1f req/s). Offered: %.0f req/s (80 %%), open loop, Poisson, a new TCP connection per request from %s, 5 s timeout; %v measured before the join, %v from the newcomer's start. Warm-up: %v on every side (flowweight's `warmup`, HAProxy's `slowstart`), flowweight's `warmup_start` 0.5. HAProxy %s, `%s`.\n\n",
+		len(base), capacity, measured, pool, cores, unit.Round(10*time.Microsecond), quotaCap, rate, sourcesText(), joinSteady, joinWindow, joinWarmup, haproxyVersion(), haproxyCheck)
 	fmt.Println("| repetition | peer | p99 of all, steady | p99 of all, join | join / steady | failed (steady; join) | newcomer's share of answers (join) | p99 per 5 s window: steady; join | switch conntrack after (by state); seq_chk_failed so far |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	type row struct {
