@@ -47,7 +47,8 @@ const (
 	// backs off instead of holding: its requests queue.
 	watchSaturated = 0.9
 	// watchBackOff is the fraction of its ramp a backing-off newcomer keeps per second, and
-	// watchRecover how fast (per second) it may climb back, never above the timer's ramp.
+	// watchRecover how fast (per second) it may climb at least, never above the timer's ramp
+	// (climb makes it faster for a short warmup).
 	watchBackOff = 0.5
 	watchRecover = 1.25
 	// watchFloor is where a watched ramp starts and the lowest a back-off reaches: the
@@ -158,6 +159,14 @@ func ramping(b *Backend, t Tuning) bool {
 		b.PrevWarmupElapsed <= b.WarmupElapsed
 }
 
+// climb is how much a ramp that keeps up may grow per second: watchRecover, or faster when
+// the warm-up is short, so that from watchFloor it reaches 1 within half the warm-up and a
+// newcomer that is fast from the start still meets the timer's line and finishes with it
+// (×1.25 takes 13.4 s from 0.05 to 1: longer than a 10 s warm-up).
+func climb(t Tuning) float64 {
+	return max(watchRecover, math.Pow(1/watchFloor, 2/t.Warmup.Seconds()))
+}
+
 // timerRamp is the timer's ramp fraction after elapsed.
 func timerRamp(t Tuning, elapsed time.Duration) float64 {
 	f := t.WarmupStart + (1-t.WarmupStart)*min(float64(elapsed)/float64(t.Warmup), 1)
@@ -198,7 +207,7 @@ func watched(b *Backend, x *work, cl *Clamp, t Tuning, ref poolRef, timer float6
 	switch verdict {
 	case watchRamp, watchPastLimit:
 		step := (1 - t.WarmupStart) * float64(gap) / float64(t.Warmup)
-		return min(max(prev+step, prev*math.Pow(watchRecover, dt)), timer), verdict
+		return min(max(prev+step, prev*math.Pow(climb(t), dt)), timer), verdict
 	case watchHold, watchHoldCost, watchHoldPressure:
 		return prev, verdict
 	default:

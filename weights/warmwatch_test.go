@@ -211,7 +211,7 @@ func TestWatchedWarmupBounds(t *testing.T) {
 						t.Errorf("start %v, %s, carry %v at %v, now %v: ramp %v outside [%v, %v] (%s)", start, name, prev, at[0], at[1],
 							e.Warmup, lo, e.WarmupTimer, e.WarmupWatch)
 					}
-					if prev > 0 && prev <= 1 && at[0] <= at[1] && e.Warmup > max(prev, lo)*math.Pow(watchRecover, watchMaxGap.Seconds())+
+					if prev > 0 && prev <= 1 && at[0] <= at[1] && e.Warmup > max(prev, lo)*math.Pow(climb(tun), watchMaxGap.Seconds())+
 						(1-start)*watchMaxGap.Seconds()/tun.Warmup.Seconds()+1e-9 {
 						t.Errorf("start %v, %s, carry %v at %v, now %v: ramp %v moved by more than a gap's worth", start, name, prev, at[0], at[1], e.Warmup)
 					}
@@ -282,6 +282,25 @@ func TestWatchedWarmupBadCarry(t *testing.T) {
 		r := compute([]Backend{up("a", .6, 2), b}, tun)
 		if got := r.Backends[1].Warmup; math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("%s: ramp %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestWatchedWarmupShortTimer: with a short warm-up a newcomer that is fast from the start
+// still meets the timer's line and finishes with the timer, however short.
+func TestWatchedWarmupShortTimer(t *testing.T) {
+	for _, w := range []time.Duration{4 * time.Second, 10 * time.Second, 20 * time.Second, 60 * time.Second, 5 * time.Minute} {
+		tun := DefaultTuning()
+		tun.Policy = PolicyStatic
+		tun.Warmup = w
+		secs := int(w.Seconds()) + 3
+		warm, verdict := rampRun(t, tun, secs, costing(func(int) float64 { return 1 }), nil)
+		at := int(w.Seconds())
+		if warm[at] != 1 {
+			t.Errorf("warm-up %v: ramp %v at its end (%q), want 1", w, warm[at], verdict[at])
+		}
+		if half := at / 2; warm[half] < 0.5 {
+			t.Errorf("warm-up %v: ramp %v half-way, want on the timer's line by then", w, warm[half])
 		}
 	}
 }
