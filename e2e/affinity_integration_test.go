@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,7 +91,7 @@ func TestAffinityClientIP(t *testing.T) {
 		}
 	}
 	// The run lasted several read-back periods: learned flows are no drift.
-	if log := s.ControllerLog(); strings.Contains(log, "drift detected") {
+	if log := controllerLogText(t, s); strings.Contains(log, "drift detected") {
 		t.Errorf("the controller took learned flows for drift:\n%s", grepLines(log, "drift"))
 	}
 
@@ -394,6 +395,16 @@ func field(line, key string) string {
 		v = v[:j]
 	}
 	return v
+}
+
+// controllerLogText is the controller's log as it stands (s.ControllerLog is its path).
+func controllerLogText(t *testing.T, s *scenario.Scenario) string {
+	t.Helper()
+	b, err := os.ReadFile(s.ControllerLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func grepLines(text, word string) string {

@@ -132,7 +132,7 @@ func testUDPPerFlow(t *testing.T, ipv6 bool) {
 			t.Errorf("%s: %.2f%% of the flows, its slots are %.2f%%: more than four sampling errors (%.2f points) apart", be.Name, 100*got, 100*p, 400*sigma)
 		}
 	}
-	if log := s.ControllerLog(); strings.Contains(log, "drift detected") {
+	if log := controllerLogText(t, s); strings.Contains(log, "drift detected") {
 		t.Errorf("the controller repaired drift: what it wrote does not read back as written:\n%s", log)
 	}
 	figure(t, fmt.Sprintf("UDP per flow (%s): %d flows from one client address at weights 1:2:4", udpWord, n),
