@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"io"
 
 	"flowweight/controller/ofswitch"
 	"flowweight/controller/ofwire"
@@ -77,6 +78,15 @@ func (p *planner) affinity(s Service) {
 				ofwire.RegMatch(regAffinityService, serviceTag(s))),
 			apply(affinityLearn(s, b), toForward()))
 	}
+}
+
+// AffinityHitFlowsRequest asks for the table-5 flows of every affinity service (kind
+// KindAffinityHit, one per backend with a bucket): each counts the new connections of
+// returning clients sent to that backend past the group, which the group's bucket counters
+// never see (docs/dataplane.md, "Correcting the measured share"). Pass it to ofswitch's
+// Multipart(ctx, ofp.MultipartTypeFlow, body); sum the reply with KindCounts.
+func AffinityHitFlowsRequest() io.WriterTo {
+	return ofwire.FlowStatsRequest(CookieMagic|uint64(KindAffinityHit), CookieMask|0xffff)
 }
 
 // affinityShared is table 4's lowest-priority flow, with no action: a client with no learned

@@ -12,8 +12,43 @@ import (
 // reply. A GROUP_MOD that adds or modifies a group starts its counters from zero (a new group
 // object with a new duration); the syncer must cope with a switch that keeps them too.
 type counters struct {
-	clock uint32 // advances one second per stats reply: the groups' durations
+	clock uint32 // advances one second per group stats reply: the groups' and flows' durations
 	stats map[uint32]*groupCounters
+	// flowStats are the flows' packet counters (HitFlow), started from zero when a flow is
+	// added (an ADD over a flow replaces it, counters and duration too).
+	flowStats map[flowKey]*flowCounter
+}
+
+type flowCounter struct {
+	born    uint32
+	packets uint64
+}
+
+func (c *counters) flowBorn(k flowKey) {
+	if c.flowStats == nil {
+		c.flowStats = map[flowKey]*flowCounter{}
+	}
+	c.flowStats[k] = &flowCounter{born: c.clock}
+}
+
+// HitFlow counts n packets through every flow whose cookie is cookie, as traffic would; it
+// fails when there is none.
+func (f *FakeSwitch) HitFlow(cookie, n uint64) error {
+	hit := false
+	for k, fl := range f.flows {
+		if fl.Cookie != cookie {
+			continue
+		}
+		if f.flowStats[k] == nil {
+			f.flowBorn(k)
+		}
+		f.flowStats[k].packets += n
+		hit = true
+	}
+	if !hit {
+		return fmt.Errorf("fake switch: no flow with cookie %#x", cookie)
+	}
+	return nil
 }
 
 type groupCounters struct {

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -146,6 +147,7 @@ func (f *FakeSwitch) groupMod(gm ofwire.GroupMod, reject rejectFunc) error {
 		for k, fl := range f.flows {
 			if usesGroup(fl, g.ID) {
 				delete(f.flows, k)
+				delete(f.flowStats, k)
 			}
 		}
 	default:
@@ -170,9 +172,11 @@ func (f *FakeSwitch) flowMod(fm ofwire.FlowMod, reject rejectFunc) error {
 			}
 		}
 		f.flows[fl.key()] = fl
+		f.flowBorn(fl.key())
 	case ofp.FlowDeleteStrict:
 		if cur, ok := f.flows[fl.key()]; ok && cur.Cookie&fm.CookieMask == fl.Cookie&fm.CookieMask {
 			delete(f.flows, fl.key())
+			delete(f.flowStats, fl.key())
 		}
 	case ofp.FlowDelete:
 		if fl.Match != "" {
@@ -181,6 +185,7 @@ func (f *FakeSwitch) flowMod(fm ofwire.FlowMod, reject rejectFunc) error {
 		for k, cur := range f.flows {
 			if (fl.Table == uint8(ofp.TableAll) || fl.Table == cur.Table) && cur.Cookie&fm.CookieMask == fl.Cookie&fm.CookieMask {
 				delete(f.flows, k)
+				delete(f.flowStats, k)
 			}
 		}
 	default:
@@ -222,13 +227,25 @@ func (f *FakeSwitch) State() State {
 // GroupDescReply is the OFPMP_GROUP_DESC reply body the switch would send.
 func (f *FakeSwitch) GroupDescReply() ([]byte, error) { return EncodeGroupDesc(f.State().Groups) }
 
-// FlowStatsReply is the OFPMP_FLOW reply body for flows whose cookie matches under mask.
+// FlowStatsReply is the OFPMP_FLOW reply body for flows whose cookie matches under mask,
+// with their packet counters (HitFlow) and durations.
 func (f *FakeSwitch) FlowStatsReply(cookie, mask uint64) ([]byte, error) {
-	var fl []Flow
+	var out []byte
 	for _, x := range f.State().Flows {
-		if x.Cookie&mask == cookie&mask {
-			fl = append(fl, x)
+		if x.Cookie&mask != cookie&mask {
+			continue
 		}
+		e, err := EncodeFlowStats([]Flow{x})
+		if err != nil {
+			return nil, err
+		}
+		if c := f.flowStats[x.key()]; c != nil {
+			// ofp_flow_stats: duration_sec at 4, packet_count at 32.
+			binary.BigEndian.PutUint32(e[4:], f.clock-c.born)
+			binary.BigEndian.PutUint64(e[32:], c.packets)
+			binary.BigEndian.PutUint64(e[40:], 60*c.packets)
+		}
+		out = append(out, e...)
 	}
-	return EncodeFlowStats(fl)
+	return out, nil
 }

@@ -238,6 +238,13 @@ func UDPSplitOf(s Service, flows []Flow) (GroupSplit, error) {
 // It fails on a counter that names no backend of s. ok is false when s has no slot flow in
 // the reply.
 func UDPSlotCounts(s Service, counters []FlowCounter) (perBackend []uint64, youngest time.Duration, ok bool, err error) {
+	return KindCounts(s, counters, KindUDPSlot)
+}
+
+// KindCounts is UDPSlotCounts for s's per-backend flows of any kind: KindUDPSlot, or
+// KindAffinityHit (AffinityHitFlowsRequest), whose counters count the new connections of
+// returning clients sent to their learned backend past the group.
+func KindCounts(s Service, counters []FlowCounter, kind Kind) (perBackend []uint64, youngest time.Duration, ok bool, err error) {
 	pos := make(map[uint16]int, len(s.Backends))
 	for i, b := range s.Backends {
 		pos[b.Index] = i
@@ -245,12 +252,12 @@ func UDPSlotCounts(s Service, counters []FlowCounter) (perBackend []uint64, youn
 	perBackend = make([]uint64, len(s.Backends))
 	for _, c := range counters {
 		svc, b, k, mine := ParseCookie(c.Cookie)
-		if !mine || k != KindUDPSlot || svc != s.Index {
+		if !mine || k != kind || svc != s.Index {
 			continue
 		}
 		i, found := pos[b]
 		if !found {
-			return nil, 0, false, fmt.Errorf("service %q: a slot flow's counter names backend index %d, which it does not have", s.Name, b)
+			return nil, 0, false, fmt.Errorf("service %q: a %s flow's counter names backend index %d, which it does not have", s.Name, kind, b)
 		}
 		age := c.Age()
 		if !ok || age < youngest {
