@@ -24,8 +24,19 @@ import (
 //     address, VIP, protocol and port → reg0 = backend address, reg1 = backend port, with the
 //     idle timeout and the cookie (service, backend, KindAffinity). A learned flow can only
 //     load fields, hence the resubmit: the packet comes back with the registers set.
-//   - table 5, per backend with a bucket: VIP and reg0/reg1 = that backend → ct(commit,nat)
-//     to it, bypassing the group; anything else to the VIP → the group.
+//   - table 5, per backend with a bucket: VIP and reg0/reg1 = that backend → tag reg2 with
+//     the service and ct(commit,nat) to it, recirculating to table 8, bypassing the group;
+//     anything else to the VIP → the group.
+//   - table 8, per backend: reg2 = the service's tag, reg0/reg1 = the backend → table 2. It
+//     only counts: each flow's counter is the backend's pinned new connections. Table 5's
+//     own counters cannot be: Open vSwitch credits a datapath flow's packets to the rules of
+//     its translation when its revalidator pushes them, and a client's datapath flow from
+//     before its learn (which still sends it through the group) is credited to table 5's
+//     backend flow once revalidated. After a recirculation the translation is the one
+//     executed, as the group's buckets (chosen after the dp_hash recirculation) show:
+//     measured on Open vSwitch 3.1, the buckets and the table-8 flows sum to every new
+//     connection and match what the clients saw, where the bucket and table-5 counters
+//     counted a returning client's connections twice.
 //   - each bucket sets reg2 to the service's tag and commits with NAT to its backend, as
 //     without affinity, but recirculates to table 6 instead of 2. The learn cannot sit in the
 //     bucket: Open vSwitch runs a bucket as an OpenFlow action set, which keeps set-field and
@@ -72,7 +83,11 @@ func (p *planner) affinity(s Service) {
 		}
 		p.flow(TableAffinityPick, PriorityAffinity, MakeCookie(s.Index, b.Index, KindAffinityHit),
 			append(toVIP(s), ofwire.RegMatch(regAffinityIP, ipv4Uint(b)), ofwire.RegMatch(regAffinityPort, uint32(b.port(s)))),
-			apply(commitNAT(s, b, TableForward)))
+			apply(setField32(regAffinityService, serviceTag(s)), commitNAT(s, b, TableAffinityCount)))
+		p.flow(TableAffinityCount, PriorityAffinity, MakeCookie(s.Index, b.Index, KindAffinityPinned),
+			fields(ofwire.RegMatch(regAffinityService, serviceTag(s)), ofwire.RegMatch(regAffinityIP, ipv4Uint(b)),
+				ofwire.RegMatch(regAffinityPort, uint32(b.port(s)))),
+			apply(toForward()))
 		p.flow(TableAffinityLearn, PriorityAffinity, MakeCookie(s.Index, b.Index, KindAffinityLearn),
 			fields(ethType(0x0800), ipProtoField(s), xm(ofp.XMTypeIPv4Dst, b.IP.AsSlice()), l4(s, true, b.port(s)),
 				ofwire.RegMatch(regAffinityService, serviceTag(s))),
@@ -80,22 +95,23 @@ func (p *planner) affinity(s Service) {
 	}
 }
 
-// AffinityHitFlowsRequest asks for the table-5 flows of every affinity service (kind
-// KindAffinityHit, one per backend with a bucket): each counts the new connections of
+// AffinityPinnedFlowsRequest asks for the table-8 flows of every affinity service (kind
+// KindAffinityPinned, one per backend with a bucket): each counts the new connections of
 // returning clients sent to that backend past the group, which the group's bucket counters
 // never see (docs/dataplane.md, "Correcting the measured share"). Pass it to ofswitch's
 // Multipart(ctx, ofp.MultipartTypeFlow, body); sum the reply with KindCounts.
-func AffinityHitFlowsRequest() io.WriterTo {
-	return ofwire.FlowStatsRequest(CookieMagic|uint64(KindAffinityHit), CookieMask|0xffff)
+func AffinityPinnedFlowsRequest() io.WriterTo {
+	return ofwire.FlowStatsRequest(CookieMagic|uint64(KindAffinityPinned), CookieMask|0xffff)
 }
 
 // affinityShared is table 4's lowest-priority flow, with no action: a client with no learned
 // flow comes back from the resubmit unchanged (a lookup miss there must not become a
-// packet-in); and table 6's, which forwards without learning should a bucket's backend have
-// no table-6 flow.
+// packet-in); table 6's, which forwards without learning should a bucket's backend have no
+// table-6 flow; and table 8's, which forwards uncounted should a pinned backend have none.
 func (p *planner) affinityShared() {
 	p.flow(TableAffinity, PriorityNormal, MakeCookie(NoIndex, NoIndex, KindAffinityNone), nil, nil)
 	p.flow(TableAffinityLearn, PriorityNormal, MakeCookie(NoIndex, NoIndex, KindAffinityLearnNone), nil, apply(toForward()))
+	p.flow(TableAffinityCount, PriorityNormal, MakeCookie(NoIndex, NoIndex, KindAffinityPinnedNone), nil, apply(toForward()))
 }
 
 // toForward continues in table 2 from table 6: goto_table may only go forward.

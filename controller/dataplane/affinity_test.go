@@ -72,13 +72,29 @@ func TestAffinityDesired(t *testing.T) {
 		_, b, _, _ := ParseCookie(f.Cookie)
 		hits = append(hits, b)
 		acts, _ := actionsOf(t, f)
-		ct := acts[0].(*ofwire.CT)
-		if ct.Table != TableForward || ct.Flags != ofwire.CTCommit {
-			t.Errorf("hit flow of backend %d: %#v, want a commit recirculating to table 2", b, ct)
+		tag, ok := acts[0].(*ofp.ActionSetField)
+		if !ok || len(acts) != 2 || tag.Field.Type != ofwire.RegMatch(regAffinityService, 0).Type {
+			t.Fatalf("hit flow of backend %d: %#v, want the service's tag in reg2, then a commit", b, acts)
+		}
+		ct := acts[1].(*ofwire.CT)
+		if ct.Table != TableAffinityCount || ct.Flags != ofwire.CTCommit {
+			t.Errorf("hit flow of backend %d: %#v, want a commit recirculating to table 8", b, ct)
 		}
 	}
 	if !slices.Equal(hits, []uint16{0, 1}) || len(t5[KindAffinityMiss]) != 1 {
 		t.Fatalf("table 5: hits for backends %v, %d group flows; want backends [0 1] and one", hits, len(t5[KindAffinityMiss]))
+	}
+	// Table 8: a counting flow per backend with a bucket, matching what its hit flow set, on
+	// to table 2; and the default.
+	t8 := flowsIn(d, TableAffinityCount)
+	if len(t8[KindAffinityPinned]) != 2 || len(t8[KindAffinityPinnedNone]) != 1 {
+		t.Fatalf("table 8: %v", t8)
+	}
+	for _, f := range t8[KindAffinityPinned] {
+		acts, _ := actionsOf(t, f)
+		if len(acts) != 1 || *acts[0].(*ofwire.Resubmit) != (ofwire.Resubmit{InPort: ofwire.InPortUnchanged, Table: TableForward}) {
+			t.Errorf("table 8 flow %v: want resubmit(,2)", f)
+		}
 	}
 	// Table 6: a learn flow per backend with a bucket, and the default.
 	t6 := flowsIn(d, TableAffinityLearn)

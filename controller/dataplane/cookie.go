@@ -47,6 +47,9 @@ const (
 	// UDP per flow (udpflow.go).
 	KindUDPHash Kind = 21 // table 1 (0 stateless): a new UDP flow to the VIP → multipath → table 7
 	KindUDPSlot Kind = 22 // table 7: per slot, backend in the cookie → the backend's bucket action
+	// Client affinity's counters (affinity.go).
+	KindAffinityPinned     Kind = 23 // table 8: per backend, a pinned new connection after its NAT → table 2
+	KindAffinityPinnedNone Kind = 24 // table 8: lowest priority → table 2 (shared)
 )
 
 var kindNames = map[Kind]string{
@@ -57,6 +60,7 @@ var kindNames = map[Kind]string{
 	KindAffinityLearn: "affinity-learn", KindAffinityLearnNone: "affinity-learn-none",
 	KindDispatch: "dispatch", KindDispatchPick: "dispatch-pick",
 	KindUDPHash: "udp-hash", KindUDPSlot: "udp-slot",
+	KindAffinityPinned: "affinity-pinned", KindAffinityPinnedNone: "affinity-pinned-none",
 }
 
 func (k Kind) String() string {

@@ -101,10 +101,11 @@ const (
 	TableForward  uint8 = 2
 	TableReturn   uint8 = 3
 	// Client affinity (affinity.go): 4 holds the learned flows, 5 acts on what they set, 6
-	// learns after a bucket chose.
+	// learns after a bucket chose, 8 counts what a learned flow pinned.
 	TableAffinity      uint8 = 4
 	TableAffinityPick  uint8 = 5
 	TableAffinityLearn uint8 = 6
+	TableAffinityCount uint8 = 8
 
 	PriorityARP     uint16 = 300
 	PriorityVIP     uint16 = 200 // above PriorityBackend: a backend talking to a VIP is a client

@@ -242,7 +242,7 @@ func UDPSlotCounts(s Service, counters []FlowCounter) (perBackend []uint64, youn
 }
 
 // KindCounts is UDPSlotCounts for s's per-backend flows of any kind: KindUDPSlot, or
-// KindAffinityHit (AffinityHitFlowsRequest), whose counters count the new connections of
+// KindAffinityPinned (AffinityPinnedFlowsRequest), whose counters count the new connections of
 // returning clients sent to their learned backend past the group.
 func KindCounts(s Service, counters []FlowCounter, kind Kind) (perBackend []uint64, youngest time.Duration, ok bool, err error) {
 	pos := make(map[uint16]int, len(s.Backends))
