@@ -168,6 +168,9 @@ func printStatus(w io.Writer, services []view.ServiceView) {
 				fmt.Fprintf(w, "  %s warm-up: %s\n", b.Name, rampLine(e.Warmup, e.WarmupTimer, e.WarmupWatch))
 			}
 		}
+		if line := correctionLine(s.Backends); line != "" {
+			fmt.Fprintln(w, "  "+line)
+		}
 		fmt.Fprintln(w)
 	}
 }
@@ -196,6 +199,43 @@ func measuredColumn(b view.BackendView) string {
 		unit = " pkts"
 	}
 	return fmt.Sprintf("%.1f%% of %d%s", 100**m.MeasuredShare, m.Total, unit)
+}
+
+// correctionLine says what the first switch does about the skew client affinity's pinned
+// connections cause (MEASURED is for that switch): "share correction on 0000000000000001:
+// settled (…): be1 group 4.7% (pinned 30.0%: its pinned clients alone exceed its share),
+// be2 group 47.6%, …"; "" when the service is not corrected there.
+func correctionLine(backends []view.BackendView) string {
+	var dpid, head string
+	var parts []string
+	for _, b := range backends {
+		if len(b.Measured) == 0 || b.Measured[0].Correction == nil {
+			continue
+		}
+		m := b.Measured[0]
+		c := m.Correction
+		if head == "" {
+			dpid = m.DPID
+			head = fmt.Sprintf("%s (%s)", c.State, c.Reason)
+		}
+		if m.DPID != dpid {
+			continue
+		}
+		part := fmt.Sprintf("%s group %.1f%%", b.Name, 100*c.GroupShare)
+		switch {
+		case c.PinnedShare > 0 && c.Bound != "":
+			part += fmt.Sprintf(" (pinned %.1f%%: %s)", 100*c.PinnedShare, c.Bound)
+		case c.PinnedShare > 0:
+			part += fmt.Sprintf(" (pinned %.1f%%)", 100*c.PinnedShare)
+		case c.Bound != "":
+			part += " (" + c.Bound + ")"
+		}
+		parts = append(parts, part)
+	}
+	if head == "" {
+		return ""
+	}
+	return fmt.Sprintf("share correction on %s: %s: %s", dpid, head, strings.Join(parts, ", "))
 }
 
 // shadowColumn is a backend's shadow weight and share ("—": its service has no shadow

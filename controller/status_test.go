@@ -226,3 +226,30 @@ func TestPrintStatusWarmup(t *testing.T) {
 		t.Errorf("a backend that is not ramping has a warm-up line:\n%s", out.String())
 	}
 }
+
+// TestPrintStatusCorrection: a service its first switch corrects gets one line under its
+// table, each backend's group share with what is pinned to it; one not corrected, none.
+func TestPrintStatusCorrection(t *testing.T) {
+	share := 0.333
+	corr := func(group, pinned float64, bound string) []view.MeasuredView {
+		return []view.MeasuredView{{DPID: "0000000000000001", Unit: "connections", MeasuredShare: &share,
+			Correction: &view.CorrectionView{State: "settled", SettledReadings: 3, ComputedShare: 1.0 / 3, PinnedShare: pinned,
+				GroupShare: group, Bound: bound, Reason: "pinned connections (30.0% of 2000) would skew the split by 20.0 points: the group's slots correct it"}}}
+	}
+	svc := view.ServiceView{Name: "web", Total: 999, Backends: []view.BackendView{
+		{Name: "be1", State: "up", Measured: corr(0.047, 0.301, "")},
+		{Name: "be2", State: "up", Measured: corr(0.476, 0, "")},
+		{Name: "be3", State: "up", Measured: corr(0.477, 0, "")},
+	}}
+	plain := view.ServiceView{Name: "api", Total: 10, Backends: []view.BackendView{{Name: "x", State: "up"}}}
+	var out strings.Builder
+	printStatus(&out, []view.ServiceView{svc, plain})
+	want := "  share correction on 0000000000000001: settled (pinned connections (30.0% of 2000) would skew the split by 20.0 points: the group's slots correct it): " +
+		"be1 group 4.7% (pinned 30.1%), be2 group 47.6%, be3 group 47.7%\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("no line %q in\n%s", want, out.String())
+	}
+	if n := strings.Count(out.String(), "share correction"); n != 1 {
+		t.Errorf("%d correction lines, want 1:\n%s", n, out.String())
+	}
+}

@@ -212,7 +212,7 @@ func (b *Balancer) intentLocked(standby bool) *intent.Intent {
 			GroupID: uint32(s.cfg.GroupID), Zone: uint16(s.cfg.Zone), AffinityTimeout: uint16(s.cfg.AffinityTimeout / time.Second),
 			Dispatch: dataplane.Dispatch(s.cfg.Dispatch), UDPHash: dataplane.UDPHash(s.cfg.UDPHash)},
 			Held: s.hold, WantSeed: standby || (s.hold && s.applied == nil && s.seed == nil), Datapaths: s.cfg.ParsedDatapaths(),
-			Canary: s.cfg.ParsedCanary()}
+			Canary: s.cfg.ParsedCanary(), CorrectShare: s.cfg.ShareCorrection != "off"}
 		if s.shadow != nil && is.Canary != nil && s.shadow.held != nil {
 			is.CanaryWeights = slices.Clone(s.shadow.held)
 		}

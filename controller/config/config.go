@@ -168,6 +168,13 @@ type Service struct {
 	// dispatch choose otherwise and take no udp_hash.
 	UDPHash string `toml:"udp_hash"`
 
+	// ShareCorrection is whether each switch moves the group's slots so that the measured
+	// share of all new connections meets the weights when client affinity pins part of them
+	// past the group (a heavy client would otherwise add its whole share to its backend's):
+	// "on" (default) or "off" (docs/dataplane.md, "Correcting the measured share"). Only a
+	// service with affinity_timeout is corrected; the others are measured only.
+	ShareCorrection string `toml:"share_correction"`
+
 	// Parsed once by Validate, read by the accessors (ParsedVIP, ...).
 	vip       netip.Addr
 	vipMAC    net.HardwareAddr
@@ -321,6 +328,9 @@ func (c *Config) fill() {
 		}
 		if s.Zone == 0 {
 			s.Zone = s.GroupID
+		}
+		if s.ShareCorrection == "" {
+			s.ShareCorrection = "on"
 		}
 		for j := range s.Backends {
 			b := &s.Backends[j]

@@ -52,3 +52,24 @@ func TestUDPHash(t *testing.T) {
 		})
 	}
 }
+
+func TestShareCorrection(t *testing.T) {
+	cases := []struct {
+		name  string
+		lines string // added after group_id
+		want  string
+		err   []string // substrings; nil: valid
+	}{
+		{"on by default", "", "on", nil},
+		{"on with affinity", "affinity_timeout = \"10s\"", "on", nil},
+		{"off", "affinity_timeout = \"10s\"\nshare_correction = \"off\"", "off", nil},
+		{"unknown", `share_correction = "auto"`, "", []string{`service "web".share_correction`, `"auto" is not one of on, off`}},
+		{"case matters", `share_correction = "On"`, "", []string{`service "web".share_correction`}},
+		{"not a string", `share_correction = true`, "", []string{"share_correction"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			checkServiceKey(t, tc.lines, tc.err, func(c *Config) string { return c.Services[0].ShareCorrection }, tc.want)
+		})
+	}
+}

@@ -176,6 +176,9 @@ func (c *Config) validateServices(p *configs.Problems) (needKey []string) {
 		case s.AffinityTimeout != 0:
 			p.Addf(key+".udp_hash", "affinity_timeout keeps a client address on one backend: it takes no udp_hash")
 		}
+		if s.ShareCorrection != "on" && s.ShareCorrection != "off" {
+			p.Addf(key+".share_correction", "%q is not one of on, off", s.ShareCorrection)
+		}
 		if s.GroupID < 1 || s.GroupID > 0xffffff00 {
 			p.Addf(key+".group_id", "%d outside [1,4294967040]", s.GroupID)
 		} else if other, dup := groups[s.GroupID]; dup {

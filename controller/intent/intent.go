@@ -63,6 +63,10 @@ type Service struct {
 	CanaryWeights []uint16
 	// Change is this update's rewrite of the weights, nil when they did not change.
 	Change *Change
+	// CorrectShare lets each switch move the group's slots so that the measured share of all
+	// new connections, those client affinity pins past the group included, meets the
+	// weights (switchsync/correct.go; config share_correction).
+	CorrectShare bool
 }
 
 // PlacedOn reports whether s belongs on the switch dpid.

@@ -79,10 +79,13 @@ func BucketDeltas(prev, cur GroupReading) (d []uint64, why string, first bool) {
 }
 
 // Sample is one accepted delta of a service's group, per backend name: what was counted and
-// the share of the slot table each backend had while it was.
+// the share of the slot table each backend had while it was. With client affinity, Pinned is
+// what each backend's table-8 flow counted (new connections of returning clients, sent to
+// their learned backend past the group); Counts includes them.
 type Sample struct {
 	From, To time.Time
 	Counts   map[string]uint64
+	Pinned   map[string]uint64
 	Planned  map[string]float64
 }
 
@@ -127,6 +130,30 @@ func (w Window) Skip(at time.Time) Window {
 	return out
 }
 
+// Recent is w's latest samples that hold at least n counts between them (all of w when it
+// holds fewer): a share over the last n counts follows a change as fast as the traffic allows.
+func (w Window) Recent(n uint64) Window {
+	out := Window{Span: w.Span}
+	var got uint64
+	i := len(w.Samples)
+	for i > 0 && got < n {
+		i--
+		for _, c := range w.Samples[i].Counts {
+			got += c
+		}
+	}
+	out.Samples = w.Samples[i:]
+	if len(out.Samples) > 0 {
+		from := out.Samples[0].From
+		for _, t := range w.Skips {
+			if !t.Before(from) {
+				out.Skips = append(out.Skips, t)
+			}
+		}
+	}
+	return out
+}
+
 // since copies w without what ended more than Span before now.
 func (w Window) since(now time.Time) Window {
 	cut := now.Add(-w.Span)
@@ -148,9 +175,11 @@ func (w Window) since(now time.Time) Window {
 type Measured struct {
 	// Unit is what a count is (UnitConnections, UnitPackets).
 	Unit string
-	// From and To bound the window; Total is every count in it.
+	// From and To bound the window; Total is every count in it, Pinned those pinned past
+	// the group by client affinity.
 	From, To time.Time
 	Total    uint64
+	Pinned   uint64
 	// Skipped counts the deltas discarded within the window.
 	Skipped  int
 	Backends map[string]MeasuredBackend
@@ -161,13 +190,14 @@ type Measured struct {
 
 // MeasuredBackend is one backend's part of a Measured.
 type MeasuredBackend struct {
-	// Count is what the backend's buckets counted in the window; Share is Count/Total (0 when
+	// Count is what the backend's buckets counted in the window, and with client affinity
+	// its connections pinned past the group (Pinned, of them); Share is Count/Total (0 when
 	// Total is 0).
-	Count uint64
-	Share float64
-	// Planned is the share the slot table gave the backend, weighted by the counts of each
-	// sample (the table may have changed within the window); with no counts, the latest
-	// sample's.
+	Count, Pinned uint64
+	Share         float64
+	// Planned is the share the slot table gave the backend, weighted by the group's counts
+	// of each sample (the table may have changed within the window); with no counts, the
+	// latest sample's. It is a share of what the group placed, Total less Pinned.
 	Planned float64
 }
 
@@ -180,23 +210,28 @@ func (w Window) Measure(unit string) Measured {
 	m.From, m.To = w.Samples[0].From, w.Samples[len(w.Samples)-1].To
 	expected := map[string]float64{}
 	for _, s := range w.Samples {
-		var total uint64
+		var total, pinned uint64
 		for name, n := range s.Counts {
 			b := m.Backends[name]
 			b.Count += n
+			b.Pinned += s.Pinned[name]
 			m.Backends[name] = b
 			total += n
+			pinned += s.Pinned[name]
 		}
 		for name, p := range s.Planned {
-			expected[name] += float64(total) * p
+			expected[name] += float64(total-pinned) * p
 		}
 		m.Total += total
+		m.Pinned += pinned
 	}
 	last := w.Samples[len(w.Samples)-1]
 	for name, b := range m.Backends {
 		if m.Total > 0 {
 			b.Share = float64(b.Count) / float64(m.Total)
-			b.Planned = expected[name] / float64(m.Total)
+		}
+		if g := m.Total - m.Pinned; g > 0 {
+			b.Planned = expected[name] / float64(g)
 		} else {
 			b.Planned = last.Planned[name]
 		}

@@ -3,6 +3,7 @@ package switchsync
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -28,8 +29,9 @@ const measureEvery = time.Second
 type measureState struct {
 	last   time.Time         // the last reading (zero: none)
 	epochs map[uint32]uint64 // per group: rewrites made or seen
-	// slotEpochs is per service index: rewrites of its UDP slot flows made or seen (a
-	// per-flow UDP service is measured by its slot flows' counters, udpSampleOf).
+	// slotEpochs is per service index: rewrites of its counted flows made or seen (a
+	// per-flow UDP service is measured by its slot flows' counters, udpSampleOf; an affinity
+	// service's pinned connections by its table-8 flows', sampleOf).
 	slotEpochs map[uint16]uint64
 	readings   map[uint32]GroupReading      // per group: the last reading
 	windows    map[string]Window            // per service
@@ -74,13 +76,14 @@ func (m *measureState) rewritten(before, after dataplane.State) {
 	}
 }
 
-// slotTables renders each service's UDP slot flows (by service index) as one string, so two
-// states' tables compare with ==.
+// slotTables renders each service's counted per-backend flows (by service index: a per-flow
+// UDP service's slot flows, an affinity service's table-8 flows) as one string, so two states'
+// tables compare with ==.
 func slotTables(st dataplane.State) map[uint16]string {
 	var out map[uint16]string
 	for _, f := range st.Flows {
 		svc, _, k, ok := dataplane.ParseCookie(f.Cookie)
-		if !ok || k != dataplane.KindUDPSlot {
+		if !ok || (k != dataplane.KindUDPSlot && k != dataplane.KindAffinityPinned) {
 			continue
 		}
 		if out == nil {
@@ -148,8 +151,10 @@ func (s *Syncer) measure(ctx context.Context, in *intent.Intent) {
 	for _, g := range s.current.Groups {
 		held[g.ID] = g
 	}
-	slots, slotsRead := s.readSlotCounters(ctx, in)
 	opt := Options(in, s.cfg.OVS)
+	slots, slotsRead := s.readFlowCounters(ctx, in, dataplane.UDPSlotFlowsRequest(), "slot flow",
+		func(svc dataplane.Service) bool { return dataplane.PerFlowUDP(svc, opt) })
+	hits, hitsRead := s.readFlowCounters(ctx, in, dataplane.AffinityPinnedFlowsRequest(), "affinity flow", countsPinned)
 	m := &s.meas
 	out := make(map[string]Measured, len(s.st.Planned))
 	for _, svc := range s.st.Planned {
@@ -160,8 +165,12 @@ func (s *Syncer) measure(ctx context.Context, in *intent.Intent) {
 		var sample *Sample
 		var why string
 		switch {
+		case countsPinned(svc) && !hitsRead:
+			delete(m.readings, svc.GroupID) // the next reading starts a delta afresh
+		case countsPinned(svc):
+			sample, why = s.sampleOf(svc, held, byID, hits, now)
 		case !dataplane.PerFlowUDP(svc, opt):
-			sample, why = s.sampleOf(svc, held, byID, now)
+			sample, why = s.sampleOf(svc, held, byID, nil, now)
 		case slotsRead:
 			sample, why = s.udpSampleOf(svc, slots, now)
 		}
@@ -193,12 +202,23 @@ func (s *Syncer) measure(ctx context.Context, in *intent.Intent) {
 		}
 	}
 	s.st.Measured, s.st.MeasuredAt = out, now
+	s.correct(in)
 	s.publish()
 }
 
+// countsPinned says svc's new connections are not all placed by its group: with client
+// affinity a returning client's pass its backend's table-5 and table-8 flows instead, and the
+// syncer reads the table-8 flows' counters beside the group's.
+func countsPinned(svc dataplane.Service) bool {
+	return svc.AffinityTimeout > 0 && svc.Mode != dataplane.ModeStateless && svc.Dispatch != dataplane.DispatchReactive
+}
+
 // sampleOf turns the reading of svc's group into a sample: nil with no reason when there is
-// nothing to compare with yet, nil with a reason when the delta must be discarded.
-func (s *Syncer) sampleOf(svc dataplane.Service, held map[uint32]dataplane.Group, byID map[uint32]ofwire.GroupStats, now time.Time) (*Sample, string) {
+// nothing to compare with yet, nil with a reason when the delta must be discarded. For an
+// affinity service (countsPinned), hits are the table-8 flows' counters read with the group's:
+// one reading holds both, the pinned counts after the buckets, so a delta compares the two
+// over the same interval and by the same rules.
+func (s *Syncer) sampleOf(svc dataplane.Service, held map[uint32]dataplane.Group, byID map[uint32]ofwire.GroupStats, hits []dataplane.FlowCounter, now time.Time) (*Sample, string) {
 	m := &s.meas
 	id := svc.GroupID
 	g, ok := held[id]
@@ -222,37 +242,67 @@ func (s *Syncer) sampleOf(svc dataplane.Service, held map[uint32]dataplane.Group
 	for k, b := range gs.Buckets {
 		cur.Buckets[k] = b.Packets
 	}
+	pinned := countsPinned(svc)
+	var youngest time.Duration
+	hasHits := false
+	if pinned {
+		per, young, ok, err := dataplane.KindCounts(svc, hits, dataplane.KindAffinityPinned)
+		if err != nil {
+			return nil, err.Error()
+		}
+		cur.Epoch += m.slotEpochs[svc.Index]
+		cur.Buckets = append(cur.Buckets, per...)
+		if ok {
+			youngest, hasHits = young, true
+			cur.Age = min(cur.Age, young)
+		}
+	}
 	m.readings[id] = cur
 	d, why, first := BucketDeltas(prev, cur)
 	if first {
 		return nil, ""
 	}
+	if why == "" && hasHits && youngest < now.Sub(prev.At) {
+		// A table-8 flow added or replaced since the last reading restarted its counter.
+		why = fmt.Sprintf("an affinity flow is %v old, younger than the last reading %v ago", youngest, now.Sub(prev.At))
+	}
 	if why != "" {
 		return nil, fmt.Sprintf("group %d: %s", id, why)
 	}
+	var extra []uint64
+	if pinned {
+		d, extra = d[:len(gs.Buckets)], d[len(gs.Buckets):]
+	}
 	sm := SampleOf(prev.At, now, d, svc, split)
+	if pinned {
+		sm.Pinned = make(map[string]uint64, len(svc.Backends))
+		for i, n := range extra {
+			name := svc.Backends[i].Name
+			sm.Pinned[name] += n
+			sm.Counts[name] += n
+		}
+	}
 	return &sm, ""
 }
 
-// readSlotCounters reads the counters of the per-flow UDP services' slot flows, when one is
-// planned here; ok is false when none is or the read failed (then their windows stand still
+// readFlowCounters reads the counters of the flows req asks for, when a service planned here
+// needs them; ok is false when none does or the read failed (then their windows stand still
 // until the next reading, as every service's do when the group counters cannot be read).
-func (s *Syncer) readSlotCounters(ctx context.Context, in *intent.Intent) (counters []dataplane.FlowCounter, ok bool) {
-	opt := Options(in, s.cfg.OVS)
-	if !slices.ContainsFunc(s.st.Planned, func(svc dataplane.Service) bool { return dataplane.PerFlowUDP(svc, opt) }) {
+func (s *Syncer) readFlowCounters(ctx context.Context, in *intent.Intent, req io.WriterTo, what string, need func(dataplane.Service) bool) (counters []dataplane.FlowCounter, ok bool) {
+	if !slices.ContainsFunc(s.st.Planned, need) {
 		return nil, false
 	}
 	sw := s.cfg.Conn
 	cctx, cancel := context.WithTimeout(ctx, in.BarrierTimeout)
-	body, err := sw.Multipart(cctx, ofp.MultipartTypeFlow, dataplane.UDPSlotFlowsRequest())
+	body, err := sw.Multipart(cctx, ofp.MultipartTypeFlow, req)
 	cancel()
 	if err != nil {
-		s.cfg.Logger.Debug("slot flow counters unavailable", "dpid", sw.String(), "err", err)
+		s.cfg.Logger.Debug(what+" counters unavailable", "dpid", sw.String(), "err", err)
 		return nil, false
 	}
 	counters, err = dataplane.DecodeFlowCounters(body)
 	if err != nil {
-		s.cfg.Logger.Warn("slot flow counters", "dpid", sw.String(), "err", err)
+		s.cfg.Logger.Warn(what+" counters", "dpid", sw.String(), "err", err)
 		return nil, false
 	}
 	return counters, true

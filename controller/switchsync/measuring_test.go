@@ -177,10 +177,10 @@ func TestSampleOfDiscards(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := New(Config{Conn: NewFakeConn(1)})
 			held := map[uint32]dataplane.Group{5: c.held}
-			if sm, why := s.sampleOf(svc, held, c.first, t0); sm != nil || (why != "" && c.held.Equal(g)) {
+			if sm, why := s.sampleOf(svc, held, c.first, nil, t0); sm != nil || (why != "" && c.held.Equal(g)) {
 				t.Fatalf("first reading: %v, %q; want only a base", sm, why)
 			}
-			sm, why := s.sampleOf(svc, held, c.second, t0.Add(time.Second))
+			sm, why := s.sampleOf(svc, held, c.second, nil, t0.Add(time.Second))
 			if (c.why == "") != (why == "") || !strings.Contains(why, c.why) || (why == "") != (sm != nil) {
 				t.Fatalf("second reading: %v, %q; want reason %q", sm, why, c.why)
 			}
@@ -231,5 +231,68 @@ func TestMeasuringBoundedUnderFastRewrites(t *testing.T) {
 	testutil.Until(t, 20*time.Second, func() bool { return s.Status().Measured["web"].Backends["b"].Count == 5 }, "counted after the write")
 	if got := conn.GroupStatsReads(); got != reads+3 {
 		t.Fatalf("%d readings since the fast rewrites, want 3", got-reads)
+	}
+}
+
+// TestSampleOfPinned: with client affinity a reading holds the table-5 flows' counters beside
+// the buckets; their delta is each backend's pinned connections (in Counts too), and a
+// pinned counter that cannot be compared discards the whole delta with its reason.
+func TestSampleOfPinned(t *testing.T) {
+	w := web("web", 5, nil, 500, 500)
+	w.AffinityTimeout = 10
+	in := intentOf(1, 1, time.Hour, w)
+	svc := Located(in, 1, locateAll)[0]
+	g := want(in, 1).Groups[0]
+	t0 := time.Unix(5000, 0)
+	groups := func(age uint32, n ...uint64) map[uint32]ofwire.GroupStats {
+		gs := ofwire.GroupStats{GroupID: 5, DurationSec: age}
+		for _, v := range n {
+			gs.Buckets = append(gs.Buckets, ofwire.BucketCounter{Packets: v})
+		}
+		return map[uint32]ofwire.GroupStats{5: gs}
+	}
+	hit := func(backend uint16, age uint32, n uint64) dataplane.FlowCounter {
+		return dataplane.FlowCounter{Cookie: dataplane.MakeCookie(5, backend, dataplane.KindAffinityPinned), Packets: n, DurationSec: age}
+	}
+	cases := []struct {
+		name          string
+		first, second []dataplane.FlowCounter
+		why           string // "" accepted
+	}{
+		{"accepted", []dataplane.FlowCounter{hit(0, 100, 10), hit(1, 100, 0)}, []dataplane.FlowCounter{hit(0, 101, 40), hit(1, 101, 2)}, ""},
+		{"pinned counter backwards", []dataplane.FlowCounter{hit(0, 100, 10)}, []dataplane.FlowCounter{hit(0, 101, 4)}, "went backwards"},
+		{"affinity flow re-created", []dataplane.FlowCounter{hit(0, 100, 10)}, []dataplane.FlowCounter{hit(0, 0, 12)}, ""},
+		{"unknown backend", []dataplane.FlowCounter{hit(0, 100, 10)}, []dataplane.FlowCounter{hit(7, 101, 12)}, "backend index 7"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := New(Config{Conn: NewFakeConn(1)})
+			held := map[uint32]dataplane.Group{5: g}
+			if sm, why := s.sampleOf(svc, held, groups(100, 1, 2, 3), c.first, t0); sm != nil || why != "" {
+				t.Fatalf("first reading: %v, %q; want only a base", sm, why)
+			}
+			sm, why := s.sampleOf(svc, held, groups(101, 2, 4, 6), c.second, t0.Add(time.Second))
+			if c.name == "affinity flow re-created" {
+				// Its duration went back: the delta is discarded (the group's did not).
+				if sm != nil || why == "" {
+					t.Fatalf("re-created flow: %v, %q; want the delta discarded", sm, why)
+				}
+				return
+			}
+			if (c.why == "") != (why == "") || !strings.Contains(why, c.why) {
+				t.Fatalf("second reading: %v, %q; want reason %q", sm, why, c.why)
+			}
+			if sm == nil {
+				return
+			}
+			// Buckets: a 1+3, b 2; pinned: a 30, b 2.
+			if sm.Pinned["a"] != 30 || sm.Pinned["b"] != 2 || sm.Counts["a"] != 4+30 || sm.Counts["b"] != 2+2 {
+				t.Fatalf("counts %v pinned %v, want a 34 (30 pinned), b 4 (2 pinned)", sm.Counts, sm.Pinned)
+			}
+			m := (Window{Span: MeasureWindow}).Add(*sm).Measure(UnitConnections)
+			if m.Pinned != 32 || m.Total != 38 || m.Backends["a"].Planned != 0.5 {
+				t.Fatalf("measured %+v, want 32 pinned of 38, a planned 0.5 of the group's", m)
+			}
+		})
 	}
 }

@@ -31,6 +31,13 @@ func NewPlans() *Plans { return &Plans{m: map[string]dataplane.State{}} }
 // already planned the same state for this intent generation.
 func (p *Plans) Desired(in *intent.Intent, dpid uint64, ovs dataplane.OVSVersion, locate Locator) (st dataplane.State, svcs []dataplane.Service, hit bool) {
 	svcs = Located(in, dpid, locate)
+	st, hit = p.DesiredOf(in, svcs, ovs)
+	return st, svcs, hit
+}
+
+// DesiredOf is Desired for a planner input svcs already located (and corrected) for one
+// switch.
+func (p *Plans) DesiredOf(in *intent.Intent, svcs []dataplane.Service, ovs dataplane.OVSVersion) (st dataplane.State, hit bool) {
 	opt := Options(in, ovs)
 	key := planKey(svcs, opt)
 	p.mu.Lock()
@@ -38,7 +45,7 @@ func (p *Plans) Desired(in *intent.Intent, dpid uint64, ovs dataplane.OVSVersion
 		if in.Gen < p.gen {
 			// An older intent than the cache's: plan it alone, leaving the newer entries.
 			p.mu.Unlock()
-			return dataplane.Desired(svcs, opt), svcs, false
+			return dataplane.Desired(svcs, opt), false
 		}
 		p.gen = in.Gen
 		clear(p.m)
@@ -51,7 +58,7 @@ func (p *Plans) Desired(in *intent.Intent, dpid uint64, ovs dataplane.OVSVersion
 	}
 	p.mu.Unlock()
 	if hit {
-		return st, svcs, true
+		return st, true
 	}
 	// Planned outside the lock: syncers of different layouts plan in parallel, and two of the
 	// same layout at once both plan (the same result) rather than wait.
@@ -61,7 +68,7 @@ func (p *Plans) Desired(in *intent.Intent, dpid uint64, ovs dataplane.OVSVersion
 		p.m[key] = st
 	}
 	p.mu.Unlock()
-	return st, svcs, false
+	return st, false
 }
 
 // Stats returns the lookups that found a shared state and those that planned.

@@ -152,6 +152,9 @@ type Status struct {
 	// (measuring.go; nil before the first reading).
 	Measured   map[string]Measured
 	MeasuredAt time.Time
+	// Corrections are, per service whose share this switch corrects (intent.Service's
+	// CorrectShare with client affinity), the correction at the last reading (correct.go).
+	Corrections map[string]Correction
 	// Contested says why this switch claimed, in the term we lead, that another controller
 	// is master ("": it did not): we do not write to it until its next read-back asks for
 	// MASTER again, or the election moves on.
@@ -198,6 +201,13 @@ type Syncer struct {
 	// affinity is the planner input last applied (nil: none since start), from which
 	// AffinityEnds tells which backends' learned affinities to delete.
 	affinity []dataplane.Service
+	// base is the planner input of the last plan before corrections (the weights' computed
+	// shares); corr the corrections in use, by service; replan asks for a plan at the next
+	// step because a correction moved (corrected: since the last rewrite).
+	base      []dataplane.Service
+	corr      map[string]Correction
+	replan    bool
+	corrected bool
 }
 
 // New makes a syncer for cfg.Conn; it does nothing until Run.
@@ -307,7 +317,7 @@ func (s *Syncer) Run(ctx context.Context) {
 
 // step brings the switch to in when it is not there already, then reads counters if in asks.
 func (s *Syncer) step(ctx context.Context, in *intent.Intent) {
-	if !s.known || s.resync || s.planned != in.Gen {
+	if !s.known || s.resync || s.planned != in.Gen || s.replan {
 		s.sync(ctx, in)
 	} else if s.st.Seq != in.Seq {
 		s.st.Seq = in.Seq // nothing to plan: the switch holds this intent too
@@ -338,13 +348,16 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 		s.adopt(cur, in)
 	}
 	var desired dataplane.State
-	var svcs []dataplane.Service
 	shared := false
+	s.replan = false
+	base := Located(in, sw.DatapathID(), s.locate())
+	svcs := s.applyCorrections(in, base)
 	if s.cfg.Plans != nil {
-		desired, svcs, shared = s.cfg.Plans.Desired(in, sw.DatapathID(), s.cfg.OVS, s.locate())
+		desired, shared = s.cfg.Plans.DesiredOf(in, svcs, s.cfg.OVS)
 	} else {
-		desired, svcs = Desired(in, sw.DatapathID(), s.cfg.OVS, s.locate())
+		desired = dataplane.Desired(svcs, Options(in, s.cfg.OVS))
 	}
+	s.base = base
 	s.st.Planned = svcs
 	if s.cfg.Notes != nil && !shared {
 		// A shared plan's notes were noted by the syncer that planned it.
@@ -395,7 +408,7 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 	}
 	if len(plan) == 0 {
 		s.planned, s.st.Seq, s.st.Known = in.Gen, in.Seq, true
-		s.applied = weightsOf(svcs)
+		s.applied, s.corrected = weightsOf(base), false
 		s.affinity = svcs
 		s.publish()
 		return
@@ -438,7 +451,7 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 		s.cfg.Up.Event("role", "", fmt.Sprintf("switch %s: master in term %d, confirmed by barrier", sw, term))
 	}
 	inc(s.cfg.Metrics.Rewrites)
-	s.logChanges(in, svcs, n, elapsed)
+	s.logChanges(in, base, n, elapsed)
 	s.st.Seq, s.st.Known, s.st.LastApply, s.st.LastRTT = in.Seq, true, s.cfg.Now(), elapsed
 	s.publish()
 }
@@ -471,10 +484,14 @@ func (s *Syncer) logChanges(in *intent.Intent, svcs []dataplane.Service, n int, 
 	switch {
 	case s.applied == nil:
 		s.cfg.Logger.Info("switch programmed", "dpid", sw.String(), "services", len(svcs), "messages", n, "barrier_rtt", rtt)
+	case changed == 0 && s.corrected:
+		// Corrections are logged as they start and end (correcting.go); their steps are
+		// debug.
+		s.cfg.Logger.Debug("slots corrected", "dpid", sw.String(), "messages", n, "barrier_rtt", rtt)
 	case changed == 0:
 		s.cfg.Logger.Info("switch state repaired", "dpid", sw.String(), "messages", n, "barrier_rtt", rtt)
 	}
-	s.applied = now
+	s.applied, s.corrected = now, false
 }
 
 func names(s *intent.Service) []string {

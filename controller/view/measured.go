@@ -28,7 +28,11 @@ func (b *Board) measuredView(views []ServiceView) {
 				if !ok {
 					continue
 				}
-				bv.Measured = append(bv.Measured, measuredOf(dpid, m, mb))
+				mv := measuredOf(dpid, m, mb)
+				if c, ok := st.Corrections[views[i].Name]; ok {
+					mv.Correction = correctionOf(c, bv.Name)
+				}
+				bv.Measured = append(bv.Measured, mv)
 			}
 		}
 	}
@@ -43,6 +47,10 @@ func measuredOf(dpid string, m switchsync.Measured, mb switchsync.MeasuredBacken
 	} else {
 		v.MeasuredNewConnections = &n
 	}
+	if m.Pinned > 0 || mb.Pinned > 0 {
+		p := mb.Pinned
+		v.PinnedNewConnections = &p
+	}
 	if m.Total > 0 {
 		share := mb.Share
 		v.MeasuredShare = &share
@@ -52,13 +60,36 @@ func measuredOf(dpid string, m switchsync.Measured, mb switchsync.MeasuredBacken
 	return v
 }
 
+// correctionOf is backend name's part of c (nil when c does not know the backend: it has no
+// bucket).
+func correctionOf(c switchsync.Correction, name string) *CorrectionView {
+	cb, ok := c.Backends[name]
+	if !ok {
+		return nil
+	}
+	state := "off"
+	switch {
+	case c.Active && c.Settled > 0:
+		state = "settled"
+	case c.Active:
+		state = "correcting"
+	}
+	return &CorrectionView{State: state, ComputedShare: cb.Computed, PinnedShare: cb.PinnedShare, GroupShare: cb.Group,
+		Bound: cb.Bound, Skew: c.Skew, Threshold: c.Threshold, Reason: c.Why, SettledReadings: c.Settled, Residual: c.Residual}
+}
+
 var (
 	measuredShareDesc = prometheus.NewDesc("flowweight_backend_measured_share_ratio",
 		"Share of a service's select-group hits on a switch that went to a backend over the last minute, from the group's bucket counters: "+
 			"of new connections in conntrack mode, of packets in stateless mode. Absent until something was counted.",
 		[]string{"service", "backend", "dpid"}, nil)
+	correctedShareDesc = prometheus.NewDesc("flowweight_backend_corrected_group_share_ratio",
+		"Share of a service's select-group new connections a switch plans for a backend while it corrects the skew client affinity's pinned connections cause "+
+			"(share_correction); absent while no correction is active.",
+		[]string{"service", "backend", "dpid"}, nil)
 	measuredConnsDesc = prometheus.NewDesc("flowweight_backend_measured_new_connections_total",
-		"New connections a conntrack-mode service's select group on a switch sent to a backend, as its bucket counters measured them since the controller connected to the switch.",
+		"New connections a conntrack-mode service's select group on a switch sent to a backend, as its bucket counters measured them since the controller connected to the switch; "+
+			"with client affinity, also those sent past the group to returning clients' learned backend (its table-8 flow's counter).",
 		[]string{"service", "backend", "dpid"}, nil)
 )
 
@@ -68,6 +99,7 @@ type measuredCollector struct{ b *Board }
 func (c measuredCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- measuredShareDesc
 	ch <- measuredConnsDesc
+	ch <- correctedShareDesc
 }
 
 func (c measuredCollector) Collect(ch chan<- prometheus.Metric) {
@@ -77,6 +109,11 @@ func (c measuredCollector) Collect(ch chan<- prometheus.Metric) {
 			for name, mb := range m.Backends {
 				if m.Total > 0 {
 					ch <- prometheus.MustNewConstMetric(measuredShareDesc, prometheus.GaugeValue, mb.Share, svc, name, dpid)
+				}
+			}
+			if c, ok := st.Corrections[svc]; ok && c.Active {
+				for name, x := range c.Group {
+					ch <- prometheus.MustNewConstMetric(correctedShareDesc, prometheus.GaugeValue, x, svc, name, dpid)
 				}
 			}
 			if m.Unit != switchsync.UnitConnections {

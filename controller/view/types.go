@@ -137,6 +137,39 @@ type MeasuredView struct {
 	// it that were discarded (a group rewritten or re-created, counters gone backwards).
 	WindowSeconds float64 `json:"window_seconds"`
 	SkippedDeltas int     `json:"skipped_deltas"`
+	// PinnedNewConnections, with client affinity, is how many of MeasuredNewConnections
+	// returning clients opened to their learned backend past the group (its table-8 flow's
+	// counter): MeasuredShare is then of every new connection, PlannedShare of the group's.
+	PinnedNewConnections *uint64 `json:"pinned_new_connections,omitempty"`
+	// Correction is what the switch does about the pinned connections' skew
+	// (share_correction; docs/dataplane.md, "Correcting the measured share").
+	Correction *CorrectionView `json:"correction,omitempty"`
+}
+
+// CorrectionView is one backend's part of a service's share correction on one switch.
+type CorrectionView struct {
+	// State is "off" (the skew is within what sampling explains, or too few connections),
+	// "correcting" (the group's slots are moving toward the split), or "settled" (the split
+	// the group's shares give with the pinned connections is within a point of the computed
+	// one); SettledReadings counts the readings in a row it has been, Residual is the
+	// largest difference left.
+	State           string `json:"state"`
+	SettledReadings int    `json:"settled_readings"`
+	// ComputedShare is the share the weights give the backend, PinnedShare the share of all
+	// the window's new connections pinned to it, GroupShare the share of the group's new
+	// connections the correction plans for it (ComputedShare when off).
+	ComputedShare float64 `json:"computed_share"`
+	PinnedShare   float64 `json:"pinned_share"`
+	GroupShare    float64 `json:"group_share"`
+	// Bound names what limited the backend's group share ("" none).
+	Bound string `json:"bound,omitempty"`
+	// Skew is the service's largest difference between a computed share and the split its
+	// pinned connections alone would make, Threshold what starts a correction; Reason says
+	// what the last reading did.
+	Skew      float64 `json:"skew"`
+	Threshold float64 `json:"threshold"`
+	Residual  float64 `json:"residual"`
+	Reason    string  `json:"reason"`
 }
 
 // SwitchView is one connected switch as its syncer last reported it: how far behind the
