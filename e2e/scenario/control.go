@@ -217,6 +217,24 @@ func (s *Scenario) Reload(capacities []float64, mode string) error {
 	})
 }
 
+// SetServiceKey sets key k of service "web" to the raw TOML value v ("" removes it) in
+// controller.toml and reloads as Reload does.
+func (s *Scenario) SetServiceKey(k, v string) error {
+	s.mu.Lock()
+	keys := make(map[string]string, len(s.Opts.ServiceKeys)+1)
+	for kk, vv := range s.Opts.ServiceKeys {
+		keys[kk] = vv
+	}
+	if v == "" {
+		delete(keys, k)
+	} else {
+		keys[k] = v
+	}
+	s.Opts.ServiceKeys = keys
+	s.mu.Unlock()
+	return s.Reload(nil, "")
+}
+
 // latestEvent returns the time of the newest event of kind whose text holds text, zero when
 // there is none.
 func (s *Scenario) latestEvent(kind, text string) (time.Time, error) {
