@@ -69,7 +69,9 @@ func Plan(desired, current State) [][]ofswitch.Message {
 			wanted[i] = true
 		}
 		if !ok || current.Flows[i] != f {
-			if f.Table == TableUDPSlot {
+			if f.Table == TableUDPSlot || f.Table == TableAffinityCount {
+				// Flows others lead to go first: a table-5 flow recirculating to table 8
+				// must find table 8's flows there (an upgrade adds both at once).
 				addSlots = append(addSlots, flowMessage(ofp.FlowAdd, f))
 			} else {
 				addFlows = append(addFlows, flowMessage(ofp.FlowAdd, f))

@@ -241,9 +241,9 @@ func UDPSlotCounts(s Service, counters []FlowCounter) (perBackend []uint64, youn
 	return KindCounts(s, counters, KindUDPSlot)
 }
 
-// KindCounts is UDPSlotCounts for s's per-backend flows of any kind: KindUDPSlot, or
-// KindAffinityPinned (AffinityPinnedFlowsRequest), whose counters count the new connections of
-// returning clients sent to their learned backend past the group.
+// KindCounts sums the packet counters of s's per-backend flows of one kind (KindUDPSlot, or
+// KindAffinityPinned from AffinityPinnedFlowsRequest: the new connections of returning clients
+// sent to their learned backend past the group) per backend, by the rules of UDPSlotCounts.
 func KindCounts(s Service, counters []FlowCounter, kind Kind) (perBackend []uint64, youngest time.Duration, ok bool, err error) {
 	pos := make(map[uint16]int, len(s.Backends))
 	for i, b := range s.Backends {
