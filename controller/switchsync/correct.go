@@ -25,24 +25,30 @@ import (
 //	group share x_i = (p_i·N − P_i) / G
 //
 // for computed share p_i, N connections in the window, P_i of them pinned to backend i and G
-// placed by the group, bounded to [p_i/10, 3·p_i] and normalised, then moved half-way from
-// the share in use at each reading (a damped step that settles within seconds). It acts only
-// while the skew the pinned connections would cause uncorrected is beyond what sampling
-// explains (three sampling errors, and at least a point), and lets go below half of that.
+// placed by the group, shifted alike to sum to 1 within [p_i/10, 3·p_i], then moved half-way
+// from the share in use at each reading (a damped step: settled in about 15 s at a hundred
+// new connections a second, docs/benchmarks.md). It acts only while the group places at
+// least a fifth of the connections and the skew the pinned ones would cause uncorrected is
+// beyond what sampling explains (three sampling errors, and at least a point), and lets go
+// below half of that.
 
 const (
 	// correctMinCount is the fewest new connections in a window that a correction is moved
 	// on: below it the pinned shares are noise, and the correction in use is kept.
 	correctMinCount = 200
-	// CorrectCounts is how many of the latest counts a correction reads (Window.Recent):
+	// correctCounts is how many of the latest counts a correction reads (Window.Recent):
 	// enough that a pinned share is a few tenths of a point from its rate, few enough that
 	// the correction follows a heavy client that moves within seconds at a hundred new
 	// connections a second (the whole minute's window would take a minute).
-	CorrectCounts = 2000
+	correctCounts = 2000
 	// correctLow and correctHigh bound a backend's share of the group's connections relative
 	// to its computed share: the correction can take 90 % of a backend's slots or triple
-	// them, never more, so no reading can drive a weight to 0 or to the whole group.
+	// them, never more, so no reading can drive a weight to 0 or to the whole group (of
+	// three or more backends).
 	correctLow, correctHigh = 0.1, 3.0
+	// correctMinGroup is the least share of a window's connections the group must place for
+	// a correction: it corrects with those alone.
+	correctMinGroup = 0.2
 	// correctStep is how far each reading moves the share in use toward the solve.
 	correctStep = 0.5
 	// correctFloor is the least skew acted on, whatever the sampling error says.
@@ -52,7 +58,9 @@ const (
 	// pinned counts of returning light clients wobble by about that from reading to reading).
 	correctSlots    = 256
 	correctDeadBand = 2
-	// correctSettled is the largest residual (Correction.Residual) of a settled correction.
+	// correctSettled is the largest residual (Correction.Residual) of a settled correction: a
+	// correction kept within the dead band misses its target by under 2 slots of the group's
+	// share, under a point of the whole split.
 	correctSettled = 0.01
 )
 
@@ -62,9 +70,10 @@ type Correction struct {
 	// Active says the group's shares are corrected (Group), not the computed ones.
 	Active bool
 	// Residual is the largest difference over the backends, in points of the whole split
-	// (a fraction), between the share the group's shares in use give with the window's pinned
-	// connections and the computed share: what the correction still misses. Settled counts
-	// the readings in a row whose residual was within a point; 0 while it is farther.
+	// (a fraction), between the group's shares in use and the bounded solve of the latest
+	// window: what the correction still misses of what it can do (a backend whose pinned
+	// clients alone exceed its share stays off its computed share however settled). Settled
+	// counts the readings in a row whose residual was within a point; 0 while it is farther.
 	Residual float64
 	Settled  int
 	// Group is, per backend name, the share of the group's new connections the correction
@@ -151,6 +160,14 @@ func Correct(prev Correction, m Measured, computed map[string]float64) Correctio
 		c.Why = "no new connection passed the group in the window: the correction in use stays"
 		return hold(prev, c, names)
 	}
+	if g/n < correctMinGroup {
+		// Nearly every connection pinned: the group's few would have to carry the whole
+		// correction, and clients' pinned volumes (whole clusters of connections, not
+		// independent draws) would swing it. Measured, not corrected.
+		c.Why = fmt.Sprintf("the group placed %.1f%% of the window's %d new connections, under %.0f%%: too few to correct the pinned skew with",
+			100*g/n, m.Total, 100*correctMinGroup)
+		return c
+	}
 	sigma := 0.0
 	for _, name := range names {
 		p := computed[name]
@@ -170,60 +187,98 @@ func Correct(prev Correction, m Measured, computed map[string]float64) Correctio
 		}
 		return c
 	}
-	solve := make(map[string]float64, len(names))
-	var sum float64
-	for _, name := range names {
-		p := computed[name]
-		x := (p*n - float64(m.Backends[name].Pinned)) / g
-		b := c.Backends[name]
-		switch {
-		case x < correctLow*p:
-			if x <= 0 {
-				b.Bound = "its pinned clients alone exceed its share"
-			} else {
-				b.Bound = fmt.Sprintf("at least %.0f%% of its computed share", 100*correctLow)
-			}
-			x = correctLow * p
-		case x > correctHigh*p:
-			b.Bound = fmt.Sprintf("at most %.0f× its computed share", correctHigh)
-			x = correctHigh * p
-		}
-		c.Backends[name] = b
-		solve[name] = x
-		sum += x
-	}
+	target := boundedShares(c, m, computed, names, n, g)
 	from := prev.Group
 	if !prev.Active || !sameNames(from, names) {
 		from = computed
 	}
-	c.Group = make(map[string]float64, len(names))
-	moved := false
+	// Within the dead band of the shares in use: no rewrite. Within twice it: the last
+	// step, to the target. Farther: half-way.
+	far, near := false, true
 	for _, name := range names {
-		x := from[name] + correctStep*(solve[name]/sum-from[name])
-		c.Group[name] = x
-		if math.Abs(x-from[name])*correctSlots >= correctDeadBand {
-			moved = true
+		d := math.Abs(target[name]-from[name]) * correctSlots
+		far = far || d >= correctDeadBand
+		near = near && d < 2*correctDeadBand
+	}
+	switch {
+	case prev.Active && sameNames(prev.Group, names) && !far:
+		c.Group = prev.Group
+	case near:
+		c.Group = target
+	default:
+		c.Group = make(map[string]float64, len(names))
+		for _, name := range names {
+			c.Group[name] = from[name] + correctStep*(target[name]-from[name])
 		}
 	}
-	if prev.Active && sameNames(prev.Group, names) && !moved {
-		c.Group = prev.Group // within the dead band of the one in use: no rewrite
-	}
 	for _, name := range names {
-		// The whole split with the shares in use: pinned plus the group's part of the rest.
-		whole := (float64(m.Backends[name].Pinned) + c.Group[name]*g) / n
-		c.Residual = math.Max(c.Residual, math.Abs(whole-computed[name]))
-	}
-	if c.Residual <= correctSettled {
-		c.Settled = prev.Settled + 1
-	}
-	for _, name := range names {
+		// What the shares in use still miss of the target, in points of the whole split.
+		c.Residual = math.Max(c.Residual, math.Abs(target[name]-c.Group[name])*g/n)
 		b := c.Backends[name]
 		b.Group = c.Group[name]
 		c.Backends[name] = b
 	}
+	if c.Residual <= correctSettled {
+		c.Settled = prev.Settled + 1
+	}
 	c.Why = fmt.Sprintf("pinned connections (%.1f%% of %d) would skew the split by %.1f points: the group's slots correct it",
 		100*float64(c.Pinned)/n, m.Total, 100*c.Skew)
 	return c
+}
+
+// boundedShares solves the group's shares for the window (x_i = (p_i·N − P_i)/G), each
+// within [correctLow, correctHigh] of its computed share and summing to 1, and notes in c
+// which bound limited a backend. The solve is shifted by one amount for every backend before
+// the bounds clamp it, the amount found by bisection: the bounds always admit a sum of 1
+// (their floors sum to correctLow, their ceilings to correctHigh), and a shared shift keeps the
+// differences the pinned counts make.
+func boundedShares(c Correction, m Measured, computed map[string]float64, names []string, n, g float64) map[string]float64 {
+	raw := make(map[string]float64, len(names))
+	for _, name := range names {
+		raw[name] = (computed[name]*n - float64(m.Backends[name].Pinned)) / g
+	}
+	shifted := func(mu float64) (map[string]float64, float64) {
+		x := make(map[string]float64, len(names))
+		var sum float64
+		for _, name := range names {
+			p := computed[name]
+			x[name] = min(max(raw[name]+mu, correctLow*p), correctHigh*p)
+			sum += x[name]
+		}
+		return x, sum
+	}
+	lo, hi := -2.0, 2.0 // every raw share is within [-N/G, N/G] ⊂ [-5, 5] at G/N ≥ 0.2
+	for range 3 {
+		if _, s := shifted(lo); s > 1 {
+			lo *= 4
+		}
+		if _, s := shifted(hi); s < 1 {
+			hi *= 4
+		}
+	}
+	for range 60 {
+		mid := (lo + hi) / 2
+		if _, s := shifted(mid); s < 1 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	x, sum := shifted((lo + hi) / 2)
+	for _, name := range names {
+		x[name] /= sum // the last rounding of the bisection
+		p, b := computed[name], c.Backends[name]
+		switch {
+		case raw[name] <= 0:
+			b.Bound = "its pinned clients alone exceed its share"
+		case x[name] <= correctLow*p*(1+1e-9):
+			b.Bound = fmt.Sprintf("at least %.0f%% of its computed share", 100*correctLow)
+		case x[name] >= correctHigh*p*(1-1e-9):
+			b.Bound = fmt.Sprintf("at most %.0f× its computed share", correctHigh)
+		}
+		c.Backends[name] = b
+	}
+	return x
 }
 
 // hold keeps prev's shares in c (a reading too thin to move them on).

@@ -2,6 +2,7 @@ package switchsync
 
 import (
 	"maps"
+	"slices"
 
 	"flowweight/controller/dataplane"
 	"flowweight/controller/intent"
@@ -17,6 +18,13 @@ import (
 // correct moves each correction on the window just measured, and asks for a plan when one
 // moved. Called at the end of measure, from Run's goroutine.
 func (s *Syncer) correct(in *intent.Intent) {
+	if s.cfg.Lead != nil && s.master == 0 {
+		// A standby writes nothing: it would log and show corrections no switch holds.
+		if len(s.corr) > 0 {
+			s.corr, s.st.Corrections = nil, nil
+		}
+		return
+	}
 	base := make(map[string]dataplane.Service, len(s.base))
 	for _, svc := range s.base {
 		base[svc.Name] = svc
@@ -33,7 +41,7 @@ func (s *Syncer) correct(in *intent.Intent) {
 			next[is.Name] = prev // no new counts since: each step is one reading's news
 			continue
 		}
-		c := Correct(prev, s.meas.windows[is.Name].Recent(CorrectCounts).Measure(m.Unit), Computed(svc))
+		c := Correct(prev, s.meas.windows[is.Name].Recent(correctCounts).Measure(m.Unit), Computed(svc))
 		c.At = m.To
 		next[is.Name] = c
 		if c.Active != prev.Active {
@@ -45,12 +53,12 @@ func (s *Syncer) correct(in *intent.Intent) {
 			}
 		}
 		if c.Active != prev.Active || (c.Active && !maps.Equal(c.Group, prev.Group)) {
-			s.replan, s.corrected = true, true
+			s.replan = true
 		}
 	}
 	for name, prev := range s.corr {
 		if _, ok := next[name]; !ok && prev.Active {
-			s.replan, s.corrected = true, true // no longer corrected: plan the computed shares
+			s.replan = true // no longer corrected: plan the computed shares
 		}
 	}
 	s.corr = next
@@ -73,21 +81,24 @@ func correctable(is *intent.Service) bool {
 }
 
 // applyCorrections is base with each corrected service's weights replaced by its
-// correction's (Correction.Apply); base is not modified.
-func (s *Syncer) applyCorrections(in *intent.Intent, base []dataplane.Service) []dataplane.Service {
-	if len(s.corr) == 0 {
-		return base
+// correction's (Correction.Apply), and whether any was; base is not modified.
+func (s *Syncer) applyCorrections(in *intent.Intent, base []dataplane.Service) ([]dataplane.Service, bool) {
+	if !slices.ContainsFunc(slices.Collect(maps.Values(s.corr)), func(c Correction) bool { return c.Active }) {
+		return base, false
 	}
 	ask := make(map[string]bool, len(in.Services))
 	for i := range in.Services {
 		ask[in.Services[i].Name] = correctable(&in.Services[i])
 	}
 	out := make([]dataplane.Service, len(base))
+	corrected := false
 	for i, svc := range base {
 		if c, ok := s.corr[svc.Name]; ok && ask[svc.Name] {
-			svc = c.Apply(svc)
+			if a := c.Apply(svc); !slices.EqualFunc(a.Backends, svc.Backends, func(x, y dataplane.Backend) bool { return x.Weight == y.Weight }) {
+				svc, corrected = a, true
+			}
 		}
 		out[i] = svc
 	}
-	return out
+	return out, corrected
 }

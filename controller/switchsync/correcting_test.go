@@ -13,8 +13,8 @@ import (
 )
 
 // TestSyncerCorrectsPinnedShare drives a syncer against the fake switch: every second 700
-// new connections pass the group by its slot table and 300 are pinned to backend a by its
-// table-5 flow. The syncer counts both, corrects, rewrites the group, and settles where the
+// new connections pass the group by its slot table and 300 are pinned to backend a (its
+// table-8 flow counts them). The syncer counts both, corrects, rewrites the group, and settles where the
 // whole split meets the computed thirds; with share_correction off it measures the skew and
 // plans the computed weights.
 func TestSyncerCorrectsPinnedShare(t *testing.T) {

@@ -234,7 +234,7 @@ func TestMeasuringBoundedUnderFastRewrites(t *testing.T) {
 	}
 }
 
-// TestSampleOfPinned: with client affinity a reading holds the table-5 flows' counters beside
+// TestSampleOfPinned: with client affinity a reading holds the table-8 flows' counters beside
 // the buckets; their delta is each backend's pinned connections (in Counts too), and a
 // pinned counter that cannot be compared discards the whole delta with its reason.
 func TestSampleOfPinned(t *testing.T) {

@@ -203,11 +203,12 @@ type Syncer struct {
 	affinity []dataplane.Service
 	// base is the planner input of the last plan before corrections (the weights' computed
 	// shares); corr the corrections in use, by service; replan asks for a plan at the next
-	// step because a correction moved (corrected: since the last rewrite).
-	base      []dataplane.Service
-	corr      map[string]Correction
-	replan    bool
-	corrected bool
+	// step because a correction moved; appliedPlan the weights last applied with the
+	// corrections (applied is without).
+	base        []dataplane.Service
+	corr        map[string]Correction
+	replan      bool
+	appliedPlan map[string][]uint16
 }
 
 // New makes a syncer for cfg.Conn; it does nothing until Run.
@@ -351,17 +352,20 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 	shared := false
 	s.replan = false
 	base := Located(in, sw.DatapathID(), s.locate())
-	svcs := s.applyCorrections(in, base)
-	if s.cfg.Plans != nil {
+	svcs, corrected := s.applyCorrections(in, base)
+	if s.cfg.Plans != nil && !corrected {
 		desired, shared = s.cfg.Plans.DesiredOf(in, svcs, s.cfg.OVS)
 	} else {
+		// A corrected plan is this switch's alone, and changes with every correction step
+		// within one generation: caching it would only grow the cache.
 		desired = dataplane.Desired(svcs, Options(in, s.cfg.OVS))
 	}
 	s.base = base
 	s.st.Planned = svcs
 	if s.cfg.Notes != nil && !shared {
-		// A shared plan's notes were noted by the syncer that planned it.
-		s.cfg.Notes.Note(svcs, Options(in, s.cfg.OVS))
+		// A shared plan's notes were noted by the syncer that planned it. The notes compare
+		// the realised split with the computed weights: a correction's are not those.
+		s.cfg.Notes.Note(base, Options(in, s.cfg.OVS))
 	}
 	// Only news asks for an update: the seeds stay the same while the hold lasts, and asking
 	// on every sync would make every update ask for the next.
@@ -408,7 +412,7 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 	}
 	if len(plan) == 0 {
 		s.planned, s.st.Seq, s.st.Known = in.Gen, in.Seq, true
-		s.applied, s.corrected = weightsOf(base), false
+		s.applied, s.appliedPlan = weightsOf(base), weightsOf(svcs)
 		s.affinity = svcs
 		s.publish()
 		return
@@ -451,7 +455,7 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 		s.cfg.Up.Event("role", "", fmt.Sprintf("switch %s: master in term %d, confirmed by barrier", sw, term))
 	}
 	inc(s.cfg.Metrics.Rewrites)
-	s.logChanges(in, base, n, elapsed)
+	s.logChanges(in, base, svcs, n, elapsed)
 	s.st.Seq, s.st.Known, s.st.LastApply, s.st.LastRTT = in.Seq, true, s.cfg.Now(), elapsed
 	s.publish()
 }
@@ -459,9 +463,9 @@ func (s *Syncer) sync(ctx context.Context, in *intent.Intent) {
 // logChanges says what a successful apply changed: one line per service whose weights this
 // switch had from us and that moved, else one line for the repair (or the first programming,
 // which would otherwise be a line per service per switch at a fleet's connect).
-func (s *Syncer) logChanges(in *intent.Intent, svcs []dataplane.Service, n int, elapsed time.Duration) {
+func (s *Syncer) logChanges(in *intent.Intent, svcs, planned []dataplane.Service, n int, elapsed time.Duration) {
 	sw := s.cfg.Conn
-	now := weightsOf(svcs)
+	now, nowPlanned := weightsOf(svcs), weightsOf(planned)
 	rtt := elapsed.Round(time.Microsecond).String()
 	changed := 0
 	if s.applied != nil {
@@ -484,14 +488,13 @@ func (s *Syncer) logChanges(in *intent.Intent, svcs []dataplane.Service, n int, 
 	switch {
 	case s.applied == nil:
 		s.cfg.Logger.Info("switch programmed", "dpid", sw.String(), "services", len(svcs), "messages", n, "barrier_rtt", rtt)
-	case changed == 0 && s.corrected:
-		// Corrections are logged as they start and end (correcting.go); their steps are
-		// debug.
+	case changed == 0 && !maps.EqualFunc(nowPlanned, s.appliedPlan, slices.Equal):
+		// A correction's step (correcting.go logs when one starts and ends): debug.
 		s.cfg.Logger.Debug("slots corrected", "dpid", sw.String(), "messages", n, "barrier_rtt", rtt)
 	case changed == 0:
 		s.cfg.Logger.Info("switch state repaired", "dpid", sw.String(), "messages", n, "barrier_rtt", rtt)
 	}
-	s.applied, s.corrected = now, false
+	s.applied, s.appliedPlan = now, nowPlanned
 }
 
 func names(s *intent.Service) []string {

@@ -54,8 +54,16 @@ func measuredOf(dpid string, m switchsync.Measured, mb switchsync.MeasuredBacken
 	if m.Total > 0 {
 		share := mb.Share
 		v.MeasuredShare = &share
+	}
+	// PlannedShare is of what the group placed: with affinity's pinned connections left out
+	// (all of them without affinity), the group's own split and its sampling error.
+	if g := m.Total - m.Pinned; g > 0 {
+		if m.Pinned > 0 {
+			gs := float64(mb.Count-mb.Pinned) / float64(g)
+			v.MeasuredGroupShare = &gs
+		}
 		// max: a planned share a rounding above 1 must not make the error NaN (JSON has none).
-		v.SamplingError = math.Sqrt(max(mb.Planned*(1-mb.Planned), 0) / float64(m.Total))
+		v.SamplingError = math.Sqrt(max(mb.Planned*(1-mb.Planned), 0) / float64(g))
 	}
 	return v
 }
@@ -80,7 +88,8 @@ func correctionOf(c switchsync.Correction, name string) *CorrectionView {
 
 var (
 	measuredShareDesc = prometheus.NewDesc("flowweight_backend_measured_share_ratio",
-		"Share of a service's select-group hits on a switch that went to a backend over the last minute, from the group's bucket counters: "+
+		"Share of a service's select-group hits on a switch that went to a backend over the last minute, from the group's bucket counters "+
+			"(with client affinity, and the new connections pinned to it past the group): "+
 			"of new connections in conntrack mode, of packets in stateless mode. Absent until something was counted.",
 		[]string{"service", "backend", "dpid"}, nil)
 	correctedShareDesc = prometheus.NewDesc("flowweight_backend_corrected_group_share_ratio",

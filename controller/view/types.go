@@ -139,8 +139,11 @@ type MeasuredView struct {
 	SkippedDeltas int     `json:"skipped_deltas"`
 	// PinnedNewConnections, with client affinity, is how many of MeasuredNewConnections
 	// returning clients opened to their learned backend past the group (its table-8 flow's
-	// counter): MeasuredShare is then of every new connection, PlannedShare of the group's.
-	PinnedNewConnections *uint64 `json:"pinned_new_connections,omitempty"`
+	// counter): MeasuredShare is then of every new connection, PlannedShare of the group's,
+	// and MeasuredGroupShare the group's own split to compare it with (SamplingError is of
+	// the group's count).
+	PinnedNewConnections *uint64  `json:"pinned_new_connections,omitempty"`
+	MeasuredGroupShare   *float64 `json:"measured_group_share,omitempty"`
 	// Correction is what the switch does about the pinned connections' skew
 	// (share_correction; docs/dataplane.md, "Correcting the measured share").
 	Correction *CorrectionView `json:"correction,omitempty"`
