@@ -27,6 +27,9 @@ type measuredBackend struct {
 		MeasuredNewConnections *uint64  `json:"measured_new_connections"`
 		Total                  uint64   `json:"total"`
 		SamplingError          float64  `json:"sampling_error"`
+		// With client affinity (correction_integration_test.go).
+		PinnedNewConnections *uint64             `json:"pinned_new_connections"`
+		Correction           *measuredCorrection `json:"correction"`
 	} `json:"measured"`
 }
 

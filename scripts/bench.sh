@@ -17,8 +17,9 @@
 #   plan             go test -bench Plan ./controller/switchsync/      (docs/benchmarks.md, "Fleet")
 #   fleet            go run ./cmd/fleet: 100 bridges, and 10,000 backends (docs/benchmarks.md, "Fleet")
 #   failover         HA on etcd: 20 election failovers, then 20 leader kills and 20 freezes through the real switch (docs/benchmarks.md, "Controller failover")
+#   share-correction go test -tags integration -count=3 -run TestShareCorrection ./e2e/: affinity's pinned skew off, then corrected (docs/benchmarks.md, "Share correction")
 #
-# About 30 minutes on this 2-core machine when the lab switch is free (an estimate: the lab
+# About 37 minutes on this 2-core machine when the lab switch is free (an estimate: the lab
 # step's hidden run alone takes about 9; the lab steps wait for the host-wide lab lock while
 # another test holds it). Logs go to OUT (default a new temp dir);
 # the summary lists every step with its status and time and the lines worth reading.
@@ -39,7 +40,7 @@ ONLY=${ONLY:-}
 LAB_RUN=${LAB_RUN:-share,disruption,quality,hidden}
 mkdir -p "$OUT"
 
-steps=(weights sim-bench report push snmp probe-sample ofswitch plan fwsim peers probe-footprint lab detect fleet failover)
+steps=(weights sim-bench report push snmp probe-sample ofswitch plan fwsim peers probe-footprint lab detect fleet failover share-correction)
 declare -A cmd=(
 	[weights]="go test -run '^\$' -bench Compute -benchmem -benchtime 1000x -count 2 ./weights"
 	[sim-bench]="go test -run '^\$' -bench RunDynamic -benchtime 5x -count 2 ./weights/sim/"
@@ -55,6 +56,7 @@ declare -A cmd=(
 	[plan]="go test -run '^\$' -bench Plan -benchmem -benchtime 10x -count 2 ./controller/switchsync/"
 	[fleet]="go run ./cmd/fleet -switches 100 -services 10 -backends 4 -changes 100 -silent && go run ./cmd/fleet -switches 1 -services 1000 -backends 10 -changes 0 -hold 30s"
 	[detect]="go test -count=1 -tags integration -run '^\$' -bench KillDetection -benchtime 1x -timeout 20m -v ./e2e/"
+	[share-correction]="go test -count=3 -tags integration -run '^TestShareCorrection\$' -timeout 30m -v ./e2e/"
 	[failover]="FLOWWEIGHT_HA_ROUNDS=20 go test -count=1 -tags integration -run '^TestFailoverTime\$' -v ./controller/ha/ && go test -count=1 -tags integration -run '^TestHAFailover\$' -timeout 30m -v ./e2e/ -args -ha.rounds 20 -ha.frozen 20 -ha.judge-move"
 )
 # What the summary shows of each log.
@@ -65,6 +67,7 @@ declare -A pick=(
 	[lab]='^(#|\||Pool|Neighbour|Hidden run|Backends:|Offered)'
 	[detect]='(Benchmark|kill +[0-9]+:|target|ok|FAIL)'
 	[failover]='(figure:|round [0-9]+:|failover|--- |ok|FAIL)'
+	[share-correction]='(figure:|--- |ok|FAIL)'
 	[fleet]='^(#|-|  -)'
 )
 
