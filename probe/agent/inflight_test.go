@@ -42,8 +42,10 @@ func TestInFlightReports(t *testing.T) {
 		t.Fatalf("the full report at 10 s: %+v", r)
 	}
 	counts.set(result{sample.Values{}, errors.New("sock_diag: boom")})
-	sent := h.a.Stats.Sent.Load()
+	// Read the count once the agent waits again: the test receives a report when the sender
+	// has it, before the agent counts it as sent.
 	d := <-h.clk.Started()
+	sent := h.a.Stats.Sent.Load()
 	h.clk.Advance(d) // a failed count: nothing sent
 	if d != time.Second {
 		t.Fatalf("wait %v", d)
