@@ -59,3 +59,53 @@ func TestCFSQuota(t *testing.T) {
 		t.Fatalf("a job in a fresh period: %v", got)
 	}
 }
+
+// TestCFSQuotaCPU: under a quota the probe reads the CPU used over the quota, whether the
+// jobs ran in a burst or were throttled. Fifty 2 ms jobs in one second on a 0.125-core quota
+// use 0.1 s of CPU: 80 % of the quota (0.1 of a core read as wall time, the bug this pins).
+func TestCFSQuotaCPU(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		gap  float64 // seconds between arrivals
+	}{
+		{"spread: every job runs in a burst", 0.02},
+		{"back to back: the quota throttles", 0},
+	} {
+		st := newStation(Backend{Name: "q", Speed: 0.125, CFSPeriod: 100 * time.Millisecond}, nil, 0, 10)
+		last := 0.0
+		for i := range 50 {
+			last = st.serve(float64(i)*tt.gap, 0.002)
+		}
+		// One sample interval of 10 s holds every job: 0.1 s of CPU over 10 s × 0.125.
+		if got, want := st.util(0), 0.1/(10*0.125); math.Abs(got-want) > 1e-9 || last > 10 {
+			t.Errorf("%s: util %v, want %v (last job done at %v)", tt.name, got, want, last)
+		}
+	}
+}
+
+// TestInFlightStaleness: counts taken by probes every period and used a delay later steer
+// the fast loop worse than counts read as it runs; so do the loop's own counts used late.
+func TestInFlightStaleness(t *testing.T) {
+	run := func(c Config) float64 {
+		t.Helper()
+		c.Backends, c.Load, c.MeanSize, c.Jobs, c.Seed, c.Warmup = FastLoopPoolCFS, 0.8, fastLoopJobSize, 120_000, 1, 30*time.Second
+		r, err := Run(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.P99
+	}
+	fl := func(report, delay time.Duration) Config {
+		return Config{Policy: Headroom, ServiceCPU: true, Sample: time.Second, Update: time.Second,
+			InFlight: 50 * time.Millisecond, InFlightReport: report, InFlightDelay: delay}
+	}
+	lc := run(Config{Policy: LeastConn})
+	fresh, stale := run(fl(0, 0)), run(fl(50*time.Millisecond, 5*time.Millisecond))
+	late := run(fl(0, 5*time.Millisecond))
+	if !(lc > 0 && fresh < stale && fresh < late) {
+		t.Fatalf("80 %%: per request %.4f, fresh %.4f, probes every 50ms 5ms late %.4f, loop's counts 5ms late %.4f", lc, fresh, stale, late)
+	}
+	if _, err := Run(Config{Backends: FastLoopPoolCFS, Load: 0.5, Jobs: 10, Policy: Headroom, InFlightDelay: time.Millisecond}); err == nil {
+		t.Fatal("a delay without the fast loop: accepted")
+	}
+}

@@ -152,9 +152,12 @@ func (st *station) serve(t, z float64) float64 {
 	st.free[j] = f
 	st.push(f)
 	if st.cfs {
-		// The CPU a probe reads under a quota is the CPU time used over the quota, not the
-		// wall time a throttled job spends in the system.
-		st.addBusy(max(start, f-z/st.nomSpd), f)
+		// The CPU a probe reads under a quota is the CPU time used over the quota: z of CPU
+		// is z/nomSpd of the quota, however fast the burst ran it and however long the
+		// throttle held it. (It once added the wall time of the job's last z/nomSpd seconds,
+		// cut at its start: a job that ran in a burst counted as its CPU over one core, a
+		// fraction of the quota it used, and the headroom policy saw a loaded backend idle.)
+		st.addBusyAmount(start, f, z/st.nomSpd)
 	} else {
 		st.addBusy(start, f)
 	}
@@ -205,6 +208,28 @@ func (st *station) addBusy(from, to float64) {
 		}
 		st.grow(b)
 		st.busy[b] += end - from
+		from = end
+	}
+}
+
+// addBusyAmount adds amount busy server-seconds spread evenly over [from, to).
+func (st *station) addBusyAmount(from, to, amount float64) {
+	if to <= from {
+		b := st.bin(from)
+		st.grow(b)
+		st.busy[b] += amount
+		return
+	}
+	rate := amount / (to - from)
+	for from < to {
+		b := st.bin(from)
+		end := min(to, float64(b+1)*st.sample)
+		if end <= from { // rounding at a bin edge
+			end = min(to, float64(b+2)*st.sample)
+			b++
+		}
+		st.grow(b)
+		st.busy[b] += (end - from) * rate
 		from = end
 	}
 }
