@@ -18,17 +18,21 @@ import (
 func main() {
 	seed := flag.Uint64("seed", 1, "first seed; every cell also runs seed+1, and the tables show the spread")
 	jobs := flag.Int("jobs", 2_000_000, "arrivals per quality run")
-	table := flag.String("table", "all", "quality | oscillation | tuning | all | seeds | fastloop (the last two not part of all)")
+	table := flag.String("table", "all", "quality | oscillation | tuning | all | seeds | fastloop | staleness (the last three not part of all)")
 	nSeeds := flag.Int("seeds", 12, "seeds of -table seeds, from -seed on")
 	ovs := flag.Bool("ovs-slots", false, "dispatch through the controller's 256-slot layout on Open vSwitch 3.1.0's select group (controller/dataplane's exact slot model)")
 	flag.Parse()
-	if *table == "fastloop" {
-		rows, err := sim.FastLoop(sim.TableOptions{Seeds: []uint64{*seed, *seed + 1}, Jobs: min(*jobs, 400_000), OVSSlots: *ovs})
+	if *table == "fastloop" || *table == "staleness" {
+		run := sim.FastLoop
+		if *table == "staleness" {
+			run = sim.FastLoopStaleness
+		}
+		rows, err := run(sim.TableOptions{Seeds: []uint64{*seed, *seed + 1}, Jobs: min(*jobs, 400_000), OVSSlots: *ovs})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "fwsim:", err)
 			os.Exit(1)
 		}
-		fmt.Printf("<!-- fwsim -table fastloop -seed %d -jobs %d -ovs-slots=%v -->\n", *seed, min(*jobs, 400_000), *ovs)
+		fmt.Printf("<!-- fwsim -table %s -seed %d -jobs %d -ovs-slots=%v -->\n", *table, *seed, min(*jobs, 400_000), *ovs)
 		sim.WriteFastLoop(os.Stdout, rows)
 		return
 	}

@@ -100,6 +100,62 @@ func fastLoopRows(add func(load float64, label string, period time.Duration, c C
 	}
 }
 
+// A stale count is one that no longer describes the queue it is used on. The fast-loop table
+// reads every backend's jobs at the moment the loop runs; in the lab a count is taken by the
+// probe every in_flight_interval, travels to the controller, waits for the loop's next tick
+// and then for the switch's rewrite. FastLoopStaleness prices that age, the lab's pool under
+// CFS quotas only (docs/weights.md, "The fast loop: work in flight").
+var FastLoopStale = []struct{ Period, Report, Delay time.Duration }{
+	{20 * time.Millisecond, 0, 0},
+	{20 * time.Millisecond, 20 * time.Millisecond, 0},
+	{20 * time.Millisecond, 20 * time.Millisecond, 5 * time.Millisecond},
+	{10 * time.Millisecond, 10 * time.Millisecond, 5 * time.Millisecond},
+	{50 * time.Millisecond, 0, 0},
+	{50 * time.Millisecond, 50 * time.Millisecond, 0},
+	{50 * time.Millisecond, 50 * time.Millisecond, 5 * time.Millisecond},
+	{50 * time.Millisecond, 20 * time.Millisecond, 5 * time.Millisecond},
+}
+
+// FastLoopStaleness runs the staleness table: per load of 80 and 95 %, per-request least
+// connections, the oracle fixed split, headroom alone, and headroom with the fast loop at each
+// FastLoopStale period, probe interval and delay.
+func FastLoopStaleness(o TableOptions) ([]FastLoopRow, error) {
+	o.defaults()
+	var rows []FastLoopRow
+	var cfgs []Config
+	add := func(load float64, label string, period time.Duration, c Config) {
+		rows = append(rows, FastLoopRow{Pool: "CFS quota", Load: load, Label: label, Period: period})
+		for _, seed := range o.Seeds {
+			c.Backends, c.Load, c.MeanSize, c.Jobs, c.Seed, c.OVSSlots = FastLoopPoolCFS, load, fastLoopJobSize, o.Jobs, seed, o.OVSSlots
+			c.Warmup = 30 * time.Second
+			cfgs = append(cfgs, c)
+		}
+	}
+	for _, load := range FastLoopLoads[1:] {
+		add(load, "least connections, per request", 0, Config{Policy: LeastConn})
+		add(load, "oracle fixed split", 0, Config{Policy: Oracle})
+		add(load, "headroom every 1s", time.Second, Config{Policy: Headroom, ServiceCPU: true, Sample: time.Second, Update: time.Second})
+		for _, f := range FastLoopStale {
+			counts := "read as the loop runs"
+			if f.Report > 0 {
+				counts = "counted every " + f.Report.String()
+			}
+			add(load, fmt.Sprintf("headroom every 1s, in flight every %v, %s, %v late", f.Period, counts, f.Delay), f.Period,
+				Config{Policy: Headroom, ServiceCPU: true, Sample: time.Second, Update: time.Second, InFlight: f.Period,
+					InFlightReport: f.Report, InFlightDelay: f.Delay})
+		}
+	}
+	rs, err := RunAll(cfgs)
+	if err != nil {
+		return nil, err
+	}
+	k := len(o.Seeds)
+	for i := range rows {
+		rows[i].Runs = rs[i*k : (i+1)*k]
+	}
+	return rows, nil
+}
+
 // WriteFastLoop prints the table: p99 and its ratio to per-request least connections.
 func WriteFastLoop(w io.Writer, rows []FastLoopRow) {
 	fmt.Fprintln(w, "| backends | load | dispatch | mean ms | p99 ms | p99 / per-request least connections | rewrites per second |")

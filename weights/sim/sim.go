@@ -134,6 +134,14 @@ type Config struct {
 	// the dispatcher's weights become the last update's corrected by each backend's jobs in
 	// the system at that moment (the work in flight a probe counts). Weight policies only.
 	InFlight time.Duration
+	// InFlightReport, when > 0, is the probes' in-flight interval: each backend's count is
+	// taken every InFlightReport (the backends' phases spread over the interval, as
+	// independent probes are), and the fast loop uses the latest count that has reached it.
+	// Zero: the loop reads every backend's count at the moment it runs, as no real loop can.
+	InFlightReport time.Duration
+	// InFlightDelay is how long a count takes to steer the dispatch: the report's transit,
+	// the controller's work and the switch's rewrite. Counts younger than it are not used yet.
+	InFlightDelay time.Duration
 	// OVSSlots quantises weighted dispatch like Open vSwitch's select group (see slots.go).
 	OVSSlots bool
 	Steps    []Step
@@ -258,6 +266,9 @@ func (c Config) Validate() error {
 	if c.InFlight < 0 || (c.InFlight > 0 && c.Policy.weightsPolicy() == "") {
 		bad("in_flight: %v needs a weights policy and a period >= 0", c.InFlight)
 	}
+	if c.InFlightReport < 0 || c.InFlightDelay < 0 || (c.InFlightReport > 0 || c.InFlightDelay > 0) && c.InFlight == 0 {
+		bad("in_flight_report %v, in_flight_delay %v: need in_flight and must not be negative", c.InFlightReport, c.InFlightDelay)
+	}
 	if c.Update <= 0 || c.Update%c.Sample != 0 {
 		bad("update: %v must be a positive multiple of sample %v", c.Update, c.Sample)
 	}
@@ -326,6 +337,16 @@ type sim struct {
 	fastW      []uint16 // in force
 	fastNext   []uint16
 	fastWrites int
+	// The probes' counts (Config.InFlightReport): per backend, the next count's time and
+	// the counts taken, oldest first, until the loop has used a newer one.
+	probeNext []float64
+	counts    [][]count
+}
+
+// count is one probe's in-flight count, taken at t.
+type count struct {
+	t float64
+	n int
 }
 
 func newSim(cfg *Config) *sim {
@@ -375,17 +396,41 @@ func (s *sim) run() {
 	if fast > 0 {
 		nextFast = fast
 	}
+	report := s.cfg.InFlightReport.Seconds()
+	s.probeNext = make([]float64, s.n)
+	s.counts = make([][]count, s.n)
+	for i := range s.probeNext {
+		s.probeNext[i] = math.Inf(1)
+		if report > 0 {
+			s.probeNext[i] = report * float64(i+1) / float64(s.n)
+		}
+	}
 	for range s.cfg.Jobs {
 		t += s.arrive.ExpFloat64() / s.lambda
 		z := s.size()
-		for next <= t || nextFast <= t {
-			if next <= nextFast {
+		for {
+			p := 0
+			for i := range s.probeNext {
+				if s.probeNext[i] < s.probeNext[p] {
+					p = i
+				}
+			}
+			probe := s.probeNext[p]
+			at := min(next, nextFast, probe)
+			if at > t {
+				break
+			}
+			switch at {
+			case probe:
+				s.counts[p] = append(s.counts[p], count{t: probe, n: s.bs[p].inSystem(probe)})
+				s.probeNext[p] += report
+			case next:
 				s.tick(next)
 				next += s.sample
-				continue
+			default:
+				s.follow(nextFast)
+				nextFast += fast
 			}
-			s.follow(nextFast)
-			nextFast += fast
 		}
 		i := s.disp.choose(t)
 		f := s.bs[i].serve(t, z)
@@ -419,8 +464,27 @@ func (s *sim) follow(at float64) {
 		return
 	}
 	n := make([]weights.InFlight, len(s.bs))
+	delay := s.cfg.InFlightDelay.Seconds()
 	for i, b := range s.bs {
-		n[i] = weights.InFlight{N: float64(b.inSystem(at)), OK: true}
+		if s.cfg.InFlightReport == 0 {
+			if delay == 0 {
+				n[i] = weights.InFlight{N: float64(b.inSystem(at)), OK: true}
+				continue
+			}
+			// A count per loop step, taken when it runs and used a delay later.
+			s.counts[i] = append(s.counts[i], count{t: at, n: b.inSystem(at)})
+		}
+		// The latest count that has arrived; older ones are dropped.
+		cs, k := s.counts[i], -1
+		for j := range cs {
+			if cs[j].t+delay <= at {
+				k = j
+			}
+		}
+		if k >= 0 {
+			n[i] = weights.InFlight{N: float64(cs[k].n), OK: true}
+			s.counts[i] = append(cs[:0], cs[k:]...)
+		}
 	}
 	weights.FollowInFlight(s.pipe.applied, n, &s.fast)
 	w := s.fast.Weights(s.fastNext[:0])
