@@ -84,7 +84,7 @@ func (b *bench) hiddenPeers() error {
 	runs := []policyRun{
 		fastLoopOff(feedback(labelFWDefault, "headroom")),
 		{label: labelHAWeighted, hap: hap, settle: settleHAProxy},
-		banded(feedback(labelFWBanded, "headroom")),
+		banded(feedback(fastLabel(labelFWBanded), "headroom")),
 		reactive(feedback(labelFWReactive, "headroom")),
 	}
 	for _, c := range staticSearch {

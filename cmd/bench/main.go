@@ -50,6 +50,7 @@ func main() {
 	flag.StringVar(&traceDir, "trace", "", "peers, step, overload: write each flowweight run's per-backend weights and signals, every 250 ms, to a file in this directory")
 	flag.IntVar(&sourceAddrs, "sources", 0, "peers, step, overload: send the connections from this many more client addresses in turn (0: the client's own; at most 50)")
 	idle := flag.Duration("idle", 20*time.Second, "step: the idle time before the step")
+	flag.DurationVar(&fastLoopPeriod, "fast-loop", fastLoopPeriod, "peers, step, overload, hidden-peers, dispatch: the probes' in_flight_interval, and the controller's in_flight_period in the fast-loop runs")
 	flag.Parse()
 	if *repeat < 0 || *repeat > 20 {
 		fmt.Fprintf(os.Stderr, "bench: -repeat %d: want 1 to 20\n", *repeat)

@@ -18,8 +18,8 @@ const (
 	labelHAWeighted = "HAProxy leastconn, weights = capacities"
 	labelFixed      = "fixed split = quotas (static)"
 	labelFWDefault  = "flowweight headroom (default)"
-	labelFWFast     = "flowweight headroom, fast loop 50 ms"
-	labelFWBanded   = "flowweight headroom, banded fast loop 50 ms"
+	labelFWFast     = "flowweight headroom, fast loop" // + the period (-fast-loop)
+	labelFWBanded   = "flowweight headroom, banded fast loop"
 	labelFWLeast    = "flowweight least_conn"
 	labelFWReactive = "flowweight reactive dispatch (headroom weights)"
 )
@@ -149,8 +149,8 @@ func (pl *peerLab) peerRuns() []policyRun {
 		{label: labelHAWeighted, hap: pl.weighted, settle: settleHAProxy},
 		{label: labelFixed, policy: "static", extra: map[string]string{"capacity": cpuOnly}, want: pl.quotas},
 		fastLoopOff(feedback(labelFWDefault, "headroom")),
-		feedback(labelFWFast, "headroom"),
-		banded(feedback(labelFWBanded, "headroom")),
+		feedback(fastLabel(labelFWFast), "headroom"),
+		banded(feedback(fastLabel(labelFWBanded), "headroom")),
 		fastLoopOff(feedback(labelFWLeast, "least_conn")),
 		reactive(feedback(labelFWReactive, "headroom")),
 	}
@@ -165,8 +165,14 @@ func reactive(r policyRun) policyRun {
 	return r
 }
 
-// fastLoopPeriod is the fast loop's suggested period, used by the run that turns it on.
-const fastLoopPeriod = 50 * time.Millisecond
+// fastLoopPeriod is -fast-loop: the probes' in_flight_interval in every run, and the
+// controller's in_flight_period in the runs that turn the fast loop on.
+var fastLoopPeriod = 50 * time.Millisecond
+
+// fastLabel is a fast-loop run's label with its period.
+func fastLabel(l string) string {
+	return fmt.Sprintf("%s %d ms", l, fastLoopPeriod.Milliseconds())
+}
 
 // fastLoopOff is r with the controller's fast loop off (weighting.in_flight_period "0s", the
 // default; the scenario turns it on for the probes' sake).
