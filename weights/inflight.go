@@ -29,14 +29,58 @@ type InFlight struct {
 	// queue of a backend that refuses or resets connections is not spare capacity (least
 	// connections' black hole: a dead backend answers fastest and would draw the most).
 	Failing bool
+	// Mean is the backend's own moving average of N (InFlightTracker), when HasMean: the
+	// count is then judged against it, g = (Mean+1)/(N+1), instead of against the others'
+	// counts alone, g = 1/(N+1).
+	Mean    float64
+	HasMean bool
 }
+
+// InFlightMeanTau is the time constant of InFlightTracker's averages: a few slow-loop
+// periods' worth of queue is "usual"; what the fast loop answers is a queue building within
+// tens of milliseconds, as a CFS quota's throttle or a burst of arrivals builds one.
+const InFlightMeanTau = time.Second
+
+// InFlightTracker keeps each backend's moving average of its in-flight counts, for
+// Tuning.InFlightReference "own". The zero value is ready; it restarts when the number of
+// backends changes.
+type InFlightTracker struct {
+	mean []float64
+	at   []time.Time
+}
+
+// Apply updates the averages with n read at now (a count without OK leaves its average as
+// it is) and sets Mean and HasMean on every count that has one. A backend's first count is
+// its own average.
+func (t *InFlightTracker) Apply(n []InFlight, now time.Time) {
+	if len(t.mean) != len(n) {
+		t.mean, t.at = make([]float64, len(n)), make([]time.Time, len(n))
+	}
+	for i := range n {
+		if !n[i].OK || math.IsNaN(n[i].N) || math.IsInf(n[i].N, 0) {
+			continue
+		}
+		x := max(n[i].N, 0)
+		if dt := now.Sub(t.at[i]); t.at[i].IsZero() || dt < 0 {
+			t.mean[i] = x
+		} else {
+			t.mean[i] += (1 - math.Exp(-dt.Seconds()/InFlightMeanTau.Seconds())) * (x - t.mean[i])
+		}
+		t.at[i] = now
+		n[i].Mean, n[i].HasMean = t.mean[i], true
+	}
+}
+
+// Reset forgets every average.
+func (t *InFlightTracker) Reset() { t.mean, t.at = t.mean[:0], t.at[:0] }
 
 // FollowInFlight is the fast loop: it corrects the weights in force from the slow loop,
 // base, by work in flight and writes the result into out (out keeps its buffers across
 // calls, like Compute's; out.Weights reads them). The slow loop (Compute, every update
 // period) says what share each backend can take; work in flight, read at tens of hertz, says
-// where the queues are now. Each live backend's share becomes base·g/ḡ with g = 1/(n+1) and
-// ḡ the base-weighted mean of g over the backends with a reading, the factor g/ḡ bounded to
+// where the queues are now. Each live backend's share becomes base·g/ḡ with g = 1/(n+1)
+// (g = (m+1)/(n+1) against its own average m, InFlight.HasMean) and ḡ the base-weighted mean
+// of g over the backends with a reading, the factor g/ḡ bounded to
 // [1/MaxInFlightBoost, MaxInFlightBoost]: weighted least connections spread over the next
 // period instead of decided per connection. Equal queues (and an idle pool) give exactly the
 // slow weights, so the idle split is the one the slow loop planned for a surge. A backend
@@ -63,7 +107,7 @@ func FollowInFlight(base []uint16, n []InFlight, out *Result) {
 		}
 		if w > 0 && i < len(n) && n[i].OK {
 			sumBase += float64(w)
-			sumG += float64(w) / (max(n[i].N, 0) + 1)
+			sumG += float64(w) * inFlightG(n[i])
 		}
 	}
 	out.Total, out.live = total, live
@@ -77,7 +121,7 @@ func FollowInFlight(base []uint16, n []InFlight, out *Result) {
 		if i >= len(n) || !n[i].OK {
 			return 1
 		}
-		f := (1 / (max(n[i].N, 0) + 1)) / meanG
+		f := inFlightG(n[i]) / meanG
 		return min(max(f, 1.0/MaxInFlightBoost), MaxInFlightBoost)
 	}
 	least := math.Inf(1)
@@ -112,6 +156,23 @@ func FollowInFlight(base []uint16, n []InFlight, out *Result) {
 	for i := range out.Backends {
 		out.Backends[i] = Explanation{Weight: out.w[i].weight, Final: float64(out.w[i].weight) / float64(max(total, 1))}
 	}
+}
+
+// inFlightG is a count's g: 1/(N+1), or (Mean+1)/(N+1) against the backend's own average.
+// A count below 0 or not a number counts as empty, an infinite one as the fullest, and an
+// average that is not a finite count as none: nothing reaches the shares unbounded.
+func inFlightG(x InFlight) float64 {
+	n := x.N
+	if math.IsInf(n, 1) {
+		return 0 // the least favoured; its factor is bounded
+	}
+	if !(n >= 0) {
+		n = 0
+	}
+	if m := x.Mean; x.HasMean && m >= 0 && !math.IsInf(m, 0) {
+		return (m + 1) / (n + 1)
+	}
+	return 1 / (n + 1)
 }
 
 // MovedBeyond reports whether next differs from prev (the weights last written, same order

@@ -2,7 +2,9 @@ package weights
 
 import (
 	"math"
+	"slices"
 	"testing"
+	"time"
 )
 
 func TestFollowInFlight(t *testing.T) {
@@ -94,5 +96,60 @@ func TestMovedBeyond(t *testing.T) {
 		if got := MovedBeyond(tt.prev, tt.next, tt.band); got != tt.want {
 			t.Errorf("%s: MovedBeyond = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestInFlightOwnReference: against their own averages, steady queues of different lengths
+// give the base weights, a queue above its average loses share, one below gains, and counts
+// that are not numbers stay bounded.
+func TestInFlightOwnReference(t *testing.T) {
+	base := []uint16{250, 250, 500}
+	for _, tt := range []struct {
+		name string
+		n    []InFlight
+		want func(w []uint16) bool
+	}{
+		{"each at its average", []InFlight{{N: 1, OK: true, Mean: 1, HasMean: true}, {N: 3, OK: true, Mean: 3, HasMean: true}, {N: 9, OK: true, Mean: 9, HasMean: true}},
+			func(w []uint16) bool { return slices.Equal(w, base) }},
+		{"the third's queue doubled", []InFlight{{N: 1, OK: true, Mean: 1, HasMean: true}, {N: 3, OK: true, Mean: 3, HasMean: true}, {N: 19, OK: true, Mean: 9, HasMean: true}},
+			func(w []uint16) bool { return w[2] < 500 && w[0] > 250 && w[1] > 250 }},
+		{"the first below its average", []InFlight{{N: 0, OK: true, Mean: 3, HasMean: true}, {N: 3, OK: true, Mean: 3, HasMean: true}, {N: 9, OK: true, Mean: 9, HasMean: true}},
+			func(w []uint16) bool { return w[0] > 250 && w[0] <= 4*250*1000/(4*250+750) }},
+		{"infinite and NaN counts", []InFlight{{N: math.Inf(1), OK: true, Mean: 1, HasMean: true}, {N: math.NaN(), OK: true, Mean: math.NaN(), HasMean: true}, {N: 9, OK: true, Mean: math.Inf(1), HasMean: true}},
+			func(w []uint16) bool { return w[0] >= 1 && w[0] < 250 && int(w[0])+int(w[1])+int(w[2]) == 1000 }},
+	} {
+		var out Result
+		FollowInFlight(base, tt.n, &out)
+		if w := out.Weights(nil); !tt.want(w) {
+			t.Errorf("%s: %v from %v", tt.name, w, base)
+		}
+	}
+}
+
+// TestInFlightTracker: a backend's first count is its average; later ones pull it by
+// 1 − e^(−dt/τ); a count without OK leaves it; a change in the number of backends restarts.
+func TestInFlightTracker(t *testing.T) {
+	var tr InFlightTracker
+	t0 := time.Unix(1000, 0)
+	n := []InFlight{{N: 4, OK: true}, {}}
+	tr.Apply(n, t0)
+	if !n[0].HasMean || n[0].Mean != 4 || n[1].HasMean {
+		t.Fatalf("first: %+v", n)
+	}
+	n = []InFlight{{N: 14, OK: true}, {N: 2, OK: true}}
+	tr.Apply(n, t0.Add(InFlightMeanTau))
+	if want := 4 + 10*(1-math.Exp(-1)); math.Abs(n[0].Mean-want) > 1e-9 || n[1].Mean != 2 {
+		t.Fatalf("after one τ: %+v, want %v", n, want)
+	}
+	n = []InFlight{{N: 1, OK: true}}
+	tr.Apply(n, t0.Add(2*InFlightMeanTau))
+	if n[0].Mean != 1 {
+		t.Fatalf("one backend fewer: %+v, want a fresh average", n)
+	}
+	tr.Reset()
+	n = []InFlight{{N: 7, OK: true}}
+	tr.Apply(n, t0)
+	if n[0].Mean != 7 {
+		t.Fatalf("after Reset: %+v", n)
 	}
 }

@@ -130,6 +130,14 @@ type Tuning struct {
 	// ovs-vswitchd used 0.10 cores more (docs/results/fast-loop.md). Default 0: every change
 	// is written; [0, 0.5].
 	InFlightDeadBand float64 `toml:"in_flight_dead_band"`
+	// InFlightReference is what the fast loop compares a backend's count with.
+	// InFlightOwn (the default): the backend's own moving average of its counts
+	// (InFlightTracker), so the loop answers a queue building now and the steady split stays
+	// the slow loop's. InFlightPool: the other backends' counts (weighted least connections),
+	// which in a steady state evens the queues out, and with them the utilisations: it undoes
+	// the headroom policy's tilt toward the backends with the most spare capacity, and a
+	// connection's handshake and close count as work (docs/weights.md, "The fast loop").
+	InFlightReference string `toml:"in_flight_reference"`
 	// SlowShare is the fraction of its target share a slow backend keeps: one whose health
 	// checks time out while it is busy ("busy is not dead", docs/weights.md). Default 0.5;
 	// (0, 1]. 1 never cuts: a static split then stays the split it was given under any load,
@@ -163,8 +171,16 @@ func DefaultTuning() Tuning {
 		PlanMargin:       0.25,
 		Pressure:         1,
 		SlowShare:        DefaultSlowShare,
+
+		InFlightReference: InFlightOwn,
 	}
 }
+
+// Values of Tuning.InFlightReference.
+const (
+	InFlightOwn  = "own"
+	InFlightPool = "pool"
+)
 
 // Bounds of Tuning.InFlightPeriod when it is not 0.
 const (
@@ -262,6 +278,9 @@ func (t Tuning) Validate() []error {
 	}
 	if !(t.InFlightDeadBand >= 0 && t.InFlightDeadBand <= 0.5) {
 		bad("in_flight_dead_band", "%v outside [0,0.5]", t.InFlightDeadBand)
+	}
+	if t.InFlightReference != InFlightOwn && t.InFlightReference != InFlightPool {
+		bad("in_flight_reference", "%q: want %q or %q", t.InFlightReference, InFlightOwn, InFlightPool)
 	}
 	if t.InFlightPeriod != 0 && (t.InFlightPeriod < MinInFlightPeriod || t.InFlightPeriod > MaxInFlightPeriod) {
 		bad("in_flight_period", "%v: want 0 (off) or %v..%v", t.InFlightPeriod, MinInFlightPeriod, MaxInFlightPeriod)

@@ -45,7 +45,10 @@ func (s *service) follows(standby bool) bool {
 // follow recomputes the fast weights from n (one per backend, in config order) and reports
 // whether they changed by more than the fast loop's dead-band (weighting.in_flight_dead_band)
 // since the last written ones.
-func (s *service) follow(n []weights.InFlight) bool {
+func (s *service) follow(n []weights.InFlight, now time.Time) bool {
+	if s.tuning.InFlightReference == weights.InFlightOwn {
+		s.inflightMean.Apply(n, now)
+	}
 	s.inflight = append(s.inflight[:0], n...)
 	weights.FollowInFlight(s.applied, n, &s.fast)
 	next := s.fast.Weights(s.followNext[:0])
@@ -63,6 +66,7 @@ func (s *service) follow(n []weights.InFlight) bool {
 func (s *service) unfollow() bool {
 	had := s.followed != nil
 	s.followed, s.inflight = nil, s.inflight[:0]
+	s.inflightMean.Reset()
 	return had
 }
 
@@ -144,7 +148,7 @@ func (b *Balancer) followOnce(period time.Duration) {
 	}
 	for i, w := range todo {
 		if period > 0 && slices.Contains(b.services, w.s) && w.s.follows(standby) {
-			changed = w.s.follow(counts[i]) || changed
+			changed = w.s.follow(counts[i], b.now()) || changed
 		}
 	}
 	if !changed {

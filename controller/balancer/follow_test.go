@@ -16,7 +16,7 @@ import (
 // in the view, and goes back to the slow weights when the counts age out or the policy is a
 // fixed split.
 func TestFastLoopFollowsInFlight(t *testing.T) {
-	b, clk, rep := fastLoopBalancer(t, "")
+	b, clk, rep := fastLoopBalancer(t, "\nin_flight_reference = \"pool\"")
 	s := b.services[0]
 	base := append([]uint16(nil), s.applied...)
 	if base == nil || len(s.followed) != 2 || s.followed[0] != base[0] || s.followed[1] != base[1] {
@@ -85,7 +85,7 @@ func TestFastLoopFollowsInFlight(t *testing.T) {
 // switches new weights only when some backend moved by more than the band since the last
 // written ones, and always when they go back to the slow weights.
 func TestFastLoopDeadBand(t *testing.T) {
-	b, clk, rep := fastLoopBalancer(t, "\nin_flight_dead_band = 0.1")
+	b, clk, rep := fastLoopBalancer(t, "\nin_flight_dead_band = 0.1\nin_flight_reference = \"pool\"")
 	s := b.services[0]
 	base := append([]uint16(nil), s.applied...)
 	written := func() []uint16 {
@@ -119,6 +119,45 @@ func TestFastLoopDeadBand(t *testing.T) {
 			t.Fatalf("even queues: %v, want the slow weights %v", got, base)
 		}
 		prev = got
+	}
+}
+
+// TestFastLoopOwnReference: with in_flight_reference "own" (the default) a backend's count is
+// judged against its own average: a steady difference between the backends' queues (the
+// bigger one always holds more) leaves the slow weights alone, a queue building on one
+// backend moves share off it, and the same queue held for seconds becomes its usual again.
+func TestFastLoopOwnReference(t *testing.T) {
+	b, clk, rep := fastLoopBalancer(t, "")
+	s := b.services[0]
+	base := append([]uint16(nil), s.applied...)
+	written := func() []uint16 {
+		var w []uint16
+		for _, be := range b.latest.Load().Services[0].Backends {
+			w = append(w, be.Weight)
+		}
+		return w
+	}
+	step := func(a, bb int) []uint16 {
+		clk.Advance(50 * time.Millisecond)
+		b.pool.Accept(rep("a", a), netip.AddrPort{})
+		b.pool.Accept(rep("b", bb), netip.AddrPort{})
+		b.followOnce(50 * time.Millisecond)
+		return written()
+	}
+	for range 40 { // two seconds of a steady 8 against 1
+		if w := step(8, 1); !slices.Equal(w, base) {
+			t.Fatalf("steady queues 8 and 1: %v, want the slow weights %v", w, base)
+		}
+	}
+	w := step(20, 1) // a's queue builds
+	if !(w[0] < base[0] && w[1] > base[1]) {
+		t.Fatalf("a's queue from 8 to 20: %v from base %v", w, base)
+	}
+	for range 200 { // ten seconds at 20: its usual now
+		w = step(20, 1)
+	}
+	if d := int(w[0]) - int(base[0]); d < -int(base[0])/50 {
+		t.Fatalf("after ten seconds at 20: %v, base %v", w, base)
 	}
 }
 

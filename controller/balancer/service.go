@@ -36,12 +36,14 @@ type service struct {
 	seed []uint16
 	// The fast loop (follow.go): names are the backends' names in config order; inflight the
 	// counts it last followed; followed the weights it corrected applied to (what the group
-	// holds while it is not nil); fast and followNext its scratch.
-	names      []string
-	inflight   []weights.InFlight
-	followed   []uint16
-	followNext []uint16
-	fast       weights.Result
+	// holds while it is not nil); inflightMean each backend's average count (the reference
+	// of weighting.in_flight_reference "own"); fast and followNext its scratch.
+	names        []string
+	inflight     []weights.InFlight
+	inflightMean weights.InFlightTracker
+	followed     []uint16
+	followNext   []uint16
+	fast         weights.Result
 	// seedFrom says where seed came from (logged); seedWhy why no switch seed was taken;
 	// seedNoted that the start-up source was logged (seed.go).
 	seedFrom, seedWhy string

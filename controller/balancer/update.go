@@ -151,7 +151,7 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 		// The fast loop's correction of the new weights, from the same snapshot, so the
 		// switches never see the slow weights alone while it runs (follow.go).
 		if s.follows(standby) && period > 0 {
-			if s.follow(s.inFlightFromStates(states, b.now(), inFlightMaxAge(period))) {
+			if s.follow(s.inFlightFromStates(states, b.now(), inFlightMaxAge(period)), b.now()) {
 				dirty = true
 			}
 		} else if s.unfollow() {
