@@ -103,17 +103,27 @@ func fastLoopRows(add func(load float64, label string, period time.Duration, c C
 // A stale count is one that no longer describes the queue it is used on. The fast-loop table
 // reads every backend's jobs at the moment the loop runs; in the lab a count is taken by the
 // probe every in_flight_interval, travels to the controller, waits for the loop's next tick
-// and then for the switch's rewrite. FastLoopStaleness prices that age, the lab's pool under
-// CFS quotas only (docs/weights.md, "The fast loop: work in flight").
-var FastLoopStale = []struct{ Period, Report, Delay time.Duration }{
-	{20 * time.Millisecond, 0, 0},
-	{20 * time.Millisecond, 20 * time.Millisecond, 0},
-	{20 * time.Millisecond, 20 * time.Millisecond, 5 * time.Millisecond},
-	{10 * time.Millisecond, 10 * time.Millisecond, 5 * time.Millisecond},
-	{50 * time.Millisecond, 0, 0},
-	{50 * time.Millisecond, 50 * time.Millisecond, 0},
-	{50 * time.Millisecond, 50 * time.Millisecond, 5 * time.Millisecond},
-	{50 * time.Millisecond, 20 * time.Millisecond, 5 * time.Millisecond},
+// and then for the switch's rewrite, and it counts connections, which outlive their work by
+// the handshake, the answer and the close. FastLoopStaleness prices each, and the reference
+// the count is judged against (the other backends' counts, or the backend's own average),
+// the lab's pool under CFS quotas only (docs/weights.md, "The fast loop: work in flight").
+var FastLoopStale = []struct {
+	Period, Report, Delay, Linger time.Duration
+	Own                           bool
+}{
+	{20 * time.Millisecond, 0, 0, 0, false},
+	{20 * time.Millisecond, 20 * time.Millisecond, 0, 0, false},
+	{20 * time.Millisecond, 20 * time.Millisecond, 5 * time.Millisecond, 0, false},
+	{20 * time.Millisecond, 20 * time.Millisecond, 5 * time.Millisecond, 0, true},
+	{20 * time.Millisecond, 20 * time.Millisecond, 5 * time.Millisecond, 3 * time.Millisecond, false},
+	{20 * time.Millisecond, 20 * time.Millisecond, 5 * time.Millisecond, 3 * time.Millisecond, true},
+	{10 * time.Millisecond, 10 * time.Millisecond, 5 * time.Millisecond, 0, false},
+	{50 * time.Millisecond, 0, 0, 0, false},
+	{50 * time.Millisecond, 50 * time.Millisecond, 0, 0, false},
+	{50 * time.Millisecond, 50 * time.Millisecond, 5 * time.Millisecond, 0, false},
+	{50 * time.Millisecond, 50 * time.Millisecond, 5 * time.Millisecond, 3 * time.Millisecond, false},
+	{50 * time.Millisecond, 50 * time.Millisecond, 5 * time.Millisecond, 3 * time.Millisecond, true},
+	{50 * time.Millisecond, 20 * time.Millisecond, 5 * time.Millisecond, 0, false},
 }
 
 // FastLoopStaleness runs the staleness table: per load of 80 and 95 %, per-request least
@@ -140,9 +150,14 @@ func FastLoopStaleness(o TableOptions) ([]FastLoopRow, error) {
 			if f.Report > 0 {
 				counts = "counted every " + f.Report.String()
 			}
-			add(load, fmt.Sprintf("headroom every 1s, in flight every %v, %s, %v late", f.Period, counts, f.Delay), f.Period,
+			ref := "against the pool"
+			if f.Own {
+				ref = "against its own average"
+			}
+			add(load, fmt.Sprintf("headroom every 1s, in flight every %v, %s, %v late, connections outlive their job by %v, %s",
+				f.Period, counts, f.Delay, f.Linger, ref), f.Period,
 				Config{Policy: Headroom, ServiceCPU: true, Sample: time.Second, Update: time.Second, InFlight: f.Period,
-					InFlightReport: f.Report, InFlightDelay: f.Delay})
+					InFlightReport: f.Report, InFlightDelay: f.Delay, InFlightLinger: f.Linger, InFlightOwn: f.Own})
 		}
 	}
 	rs, err := RunAll(cfgs)

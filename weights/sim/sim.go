@@ -142,6 +142,14 @@ type Config struct {
 	// InFlightDelay is how long a count takes to steer the dispatch: the report's transit,
 	// the controller's work and the switch's rewrite. Counts younger than it are not used yet.
 	InFlightDelay time.Duration
+	// InFlightLinger is how long a connection outlives its job in the count: a probe counts
+	// established connections, and the lab's requests hold theirs for the handshake, the
+	// answer and the close around the work (single-server backends only).
+	InFlightLinger time.Duration
+	// InFlightOwn compares each backend's count with its own moving average
+	// (weights.InFlightTracker; weighting.in_flight_reference "own", the controller's
+	// default) instead of with the other backends' counts.
+	InFlightOwn bool
 	// OVSSlots quantises weighted dispatch like Open vSwitch's select group (see slots.go).
 	OVSSlots bool
 	Steps    []Step
@@ -341,6 +349,23 @@ type sim struct {
 	// the counts taken, oldest first, until the loop has used a newer one.
 	probeNext []float64
 	counts    [][]count
+	open      [][]float64 // per backend, with InFlightLinger: when each counted connection closes
+	own       weights.InFlightTracker
+}
+
+// inFlight is backend i's count at t: its jobs in the system, or with InFlightLinger its
+// connections still open.
+func (s *sim) inFlight(i int, t float64) int {
+	if s.cfg.InFlightLinger == 0 {
+		return s.bs[i].inSystem(t)
+	}
+	q := s.open[i]
+	k := 0
+	for k < len(q) && q[k] <= t {
+		k++
+	}
+	s.open[i] = q[k:]
+	return len(s.open[i])
 }
 
 // count is one probe's in-flight count, taken at t.
@@ -397,6 +422,7 @@ func (s *sim) run() {
 		nextFast = fast
 	}
 	report := s.cfg.InFlightReport.Seconds()
+	s.open = make([][]float64, s.n)
 	s.probeNext = make([]float64, s.n)
 	s.counts = make([][]count, s.n)
 	for i := range s.probeNext {
@@ -422,7 +448,7 @@ func (s *sim) run() {
 			}
 			switch at {
 			case probe:
-				s.counts[p] = append(s.counts[p], count{t: probe, n: s.bs[p].inSystem(probe)})
+				s.counts[p] = append(s.counts[p], count{t: probe, n: s.inFlight(p, probe)})
 				s.probeNext[p] += report
 			case next:
 				s.tick(next)
@@ -434,6 +460,9 @@ func (s *sim) run() {
 		}
 		i := s.disp.choose(t)
 		f := s.bs[i].serve(t, z)
+		if s.cfg.InFlightLinger > 0 {
+			s.open[i] = append(s.open[i], f+s.cfg.InFlightLinger.Seconds())
+		}
 		if t >= s.warm {
 			s.resp = append(s.resp, f-t)
 		}
@@ -465,14 +494,14 @@ func (s *sim) follow(at float64) {
 	}
 	n := make([]weights.InFlight, len(s.bs))
 	delay := s.cfg.InFlightDelay.Seconds()
-	for i, b := range s.bs {
+	for i := range s.bs {
 		if s.cfg.InFlightReport == 0 {
 			if delay == 0 {
-				n[i] = weights.InFlight{N: float64(b.inSystem(at)), OK: true}
+				n[i] = weights.InFlight{N: float64(s.inFlight(i, at)), OK: true}
 				continue
 			}
 			// A count per loop step, taken when it runs and used a delay later.
-			s.counts[i] = append(s.counts[i], count{t: at, n: b.inSystem(at)})
+			s.counts[i] = append(s.counts[i], count{t: at, n: s.inFlight(i, at)})
 		}
 		// The latest count that has arrived; older ones are dropped.
 		cs, k := s.counts[i], -1
@@ -485,6 +514,9 @@ func (s *sim) follow(at float64) {
 			n[i] = weights.InFlight{N: float64(cs[k].n), OK: true}
 			s.counts[i] = append(cs[:0], cs[k:]...)
 		}
+	}
+	if s.cfg.InFlightOwn {
+		s.own.Apply(n, time.Unix(0, 0).Add(time.Duration(at*float64(time.Second))))
 	}
 	weights.FollowInFlight(s.pipe.applied, n, &s.fast)
 	w := s.fast.Weights(s.fastNext[:0])
