@@ -20,6 +20,7 @@ const (
 	labelFWDefault  = "flowweight headroom (default)"
 	labelFWFast     = "flowweight headroom, fast loop" // + the period (-fast-loop)
 	labelFWBanded   = "flowweight headroom, banded fast loop"
+	labelFWFastPool = "flowweight headroom, fast loop against the pool"
 	labelFWLeast    = "flowweight least_conn"
 	labelFWReactive = "flowweight reactive dispatch (headroom weights)"
 )
@@ -151,6 +152,7 @@ func (pl *peerLab) peerRuns() []policyRun {
 		fastLoopOff(feedback(labelFWDefault, "headroom")),
 		feedback(fastLabel(labelFWFast), "headroom"),
 		banded(feedback(fastLabel(labelFWBanded), "headroom")),
+		poolReference(feedback(fastLabel(labelFWFastPool), "headroom")),
 		fastLoopOff(feedback(labelFWLeast, "least_conn")),
 		reactive(feedback(labelFWReactive, "headroom")),
 	}
@@ -178,6 +180,14 @@ func fastLabel(l string) string {
 // default; the scenario turns it on for the probes' sake).
 func fastLoopOff(r policyRun) policyRun {
 	r.extra = map[string]string{"in_flight_period": `"0s"`}
+	return r
+}
+
+// poolReference is r with the fast loop judging each count against the other backends'
+// (weighting.in_flight_reference "pool", the only reference before 2026-12-07) instead of
+// against the backend's own average.
+func poolReference(r policyRun) policyRun {
+	r.extra = map[string]string{"in_flight_reference": `"pool"`}
 	return r
 }
 
