@@ -114,14 +114,12 @@ type Tuning struct {
 	// InFlightPeriod is the fast loop's period: this often the controller corrects the
 	// weights of the adaptive policies (headroom, dynamic, least_conn) by each backend's work
 	// in flight, from the probes' in-flight reports (FollowInFlight). Default 0: off: in the
-	// lab at 80 % it has not beaten the slow loop (166.7 ms against 159.4, with or without a
-	// dead-band), and each correction is a group rewrite that costs Open vSwitch (0.05–0.11
-	// cores more), though the probes' counts now cost little (docs/results/fast-loop.md);
-	// otherwise [10ms, 1s], 50ms suggested. The period matters more than anything else at
-	// high load: in the simulator's lab-shaped pool at 80 % load, headroom every second
-	// corrected every 20 ms matched per-request least connections' p99, every 50 ms came to
-	// 1.21x, and a 1 s loop alone to 30x for least_conn (fwsim -table fastloop). Static and
-	// equal stay fixed splits.
+	// lab at 80 % it has not beaten the slow loop, at 50 ms or at 20 ms, because each
+	// correction is a group rewrite after which Open vSwitch revalidates every datapath flow
+	// (3-4 ms of its CPU each in the lab, and the packets it forwards wait); the simulator,
+	// which has no such cost, puts it at 0.82x per-request least connections at 20 ms and
+	// headroom alone at 1.35x (docs/weights.md, "The fast loop"); otherwise [10ms, 1s].
+	// Static and equal stay fixed splits.
 	InFlightPeriod time.Duration `toml:"in_flight_period"`
 	// InFlightDeadBand is the fast loop's dead-band, as a fraction of Total: its corrected
 	// weights are written only when some backend moved by more than this since the last
@@ -131,12 +129,14 @@ type Tuning struct {
 	// is written; [0, 0.5].
 	InFlightDeadBand float64 `toml:"in_flight_dead_band"`
 	// InFlightReference is what the fast loop compares a backend's count with.
-	// InFlightOwn (the default): the backend's own moving average of its counts
-	// (InFlightTracker), so the loop answers a queue building now and the steady split stays
-	// the slow loop's. InFlightPool: the other backends' counts (weighted least connections),
-	// which in a steady state evens the queues out, and with them the utilisations: it undoes
-	// the headroom policy's tilt toward the backends with the most spare capacity, and a
-	// connection's handshake and close count as work (docs/weights.md, "The fast loop").
+	// InFlightPool (the default): the other backends' counts, weighted least connections
+	// spread over the next period. InFlightOwn: the backend's own moving average of its
+	// counts (InFlightTracker), so a steady split stays the slow loop's and only a queue
+	// building now moves share. Against the pool a steady state evens the queues out, which
+	// undoes the headroom policy's tilt; in the simulator "own" is better for it (0.77x
+	// against 0.87x per-request least connections at 80 %), but in the lab's one set it was
+	// worse (126.2 ms against 84.8 ms), so the default stays (docs/results/fast-loop.md,
+	// "The simulator against the lab").
 	InFlightReference string `toml:"in_flight_reference"`
 	// SlowShare is the fraction of its target share a slow backend keeps: one whose health
 	// checks time out while it is busy ("busy is not dead", docs/weights.md). Default 0.5;
@@ -172,7 +172,7 @@ func DefaultTuning() Tuning {
 		Pressure:         1,
 		SlowShare:        DefaultSlowShare,
 
-		InFlightReference: InFlightOwn,
+		InFlightReference: InFlightPool,
 	}
 }
 

@@ -122,12 +122,12 @@ func TestFastLoopDeadBand(t *testing.T) {
 	}
 }
 
-// TestFastLoopOwnReference: with in_flight_reference "own" (the default) a backend's count is
+// TestFastLoopOwnReference: with in_flight_reference "own" a backend's count is
 // judged against its own average: a steady difference between the backends' queues (the
 // bigger one always holds more) leaves the slow weights alone, a queue building on one
 // backend moves share off it, and the same queue held for seconds becomes its usual again.
 func TestFastLoopOwnReference(t *testing.T) {
-	b, clk, rep := fastLoopBalancer(t, "")
+	b, clk, rep := fastLoopBalancer(t, "\nin_flight_reference = \"own\"")
 	s := b.services[0]
 	base := append([]uint16(nil), s.applied...)
 	written := func() []uint16 {
