@@ -9,7 +9,7 @@
 #   snmp             go test -bench . ./collector/snmp/ and -tags integration PollSnmpd (docs/benchmarks.md)
 #   probe-sample     go test -bench SampleHost ./probe/sample          (docs/benchmarks.md)
 #   ofswitch         go test -tags integration -bench 'Rewrite|OfctlModGroup' ./controller/ofswitch/ (docs/benchmarks.md)
-#   fwsim            go run ./cmd/fwsim                                (docs/benchmarks.md)
+#   fwsim            go run ./cmd/fwsim (and -table fastloop, staleness) (docs/benchmarks.md)
 #   peers            bash scripts/bench-peers.sh                       (docs/benchmarks.md)
 #   probe-footprint  scripts/probe-footprint.sh                        (docs/benchmarks.md)
 #   lab              go run ./cmd/bench                                (docs/benchmarks.md)
@@ -49,7 +49,7 @@ declare -A cmd=(
 	[snmp]="go test -run '^\$' -bench . -benchtime 2000x -count 2 ./collector/snmp/ && go test -tags integration -run '^\$' -bench PollSnmpd -benchtime 100x -count 2 ./collector/snmp/"
 	[probe-sample]="go test -run '^\$' -bench SampleHost -benchmem -benchtime 1000x -count 2 ./probe/sample"
 	[ofswitch]="go test -tags integration -run '^\$' -bench 'Rewrite|OfctlModGroup' -benchtime 200x -count 2 ./controller/ofswitch/"
-	[fwsim]="go run ./cmd/fwsim"
+	[fwsim]="go run ./cmd/fwsim && go run ./cmd/fwsim -table fastloop && go run ./cmd/fwsim -table staleness"
 	[peers]="bash scripts/bench-peers.sh"
 	[probe-footprint]="DURATION=\${FOOTPRINT_DURATION:-30} bash scripts/probe-footprint.sh"
 	[lab]="go run ./cmd/bench -run $LAB_RUN -conns 1500 -measure 15s"
@@ -72,7 +72,7 @@ declare -A pick=(
 )
 
 # How many of those lines (default 60): the lab's tables are longer.
-declare -A picklines=([lab]=200)
+declare -A picklines=([lab]=200 [fwsim]=260)
 
 declare -A status secs
 failed=0
