@@ -88,13 +88,7 @@ func TestFastLoopDeadBand(t *testing.T) {
 	b, clk, rep := fastLoopBalancer(t, "\nin_flight_dead_band = 0.1\nin_flight_reference = \"pool\"")
 	s := b.services[0]
 	base := append([]uint16(nil), s.applied...)
-	written := func() []uint16 {
-		var w []uint16
-		for _, be := range b.latest.Load().Services[0].Backends {
-			w = append(w, be.Weight)
-		}
-		return w
-	}
+	written := func() []uint16 { return writtenWeights(b) }
 	steps := []struct {
 		name  string
 		a, b  int
@@ -130,13 +124,7 @@ func TestFastLoopOwnReference(t *testing.T) {
 	b, clk, rep := fastLoopBalancer(t, "\nin_flight_reference = \"own\"")
 	s := b.services[0]
 	base := append([]uint16(nil), s.applied...)
-	written := func() []uint16 {
-		var w []uint16
-		for _, be := range b.latest.Load().Services[0].Backends {
-			w = append(w, be.Weight)
-		}
-		return w
-	}
+	written := func() []uint16 { return writtenWeights(b) }
 	step := func(a, bb int) []uint16 {
 		clk.Advance(50 * time.Millisecond)
 		b.pool.Accept(rep("a", a), netip.AddrPort{})
@@ -159,6 +147,15 @@ func TestFastLoopOwnReference(t *testing.T) {
 	if d := int(w[0]) - int(base[0]); d < -int(base[0])/50 {
 		t.Fatalf("after ten seconds at 20: %v, base %v", w, base)
 	}
+}
+
+// writtenWeights is the first service's weights in the intent the switches were last handed.
+func writtenWeights(b *Balancer) []uint16 {
+	var w []uint16
+	for _, be := range b.latest.Load().Services[0].Backends {
+		w = append(w, be.Weight)
+	}
+	return w
 }
 
 // fastLoopBalancer is a balancer with the fast loop on (extra: more [weighting] lines) whose

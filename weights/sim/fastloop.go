@@ -73,11 +73,15 @@ func FastLoop(o TableOptions) ([]FastLoopRow, error) {
 	for _, pool = range []string{"FCFS", "CFS quota"} {
 		fastLoopRows(add)
 	}
+	return runFastLoopRows(rows, cfgs, len(o.Seeds))
+}
+
+// runFastLoopRows runs cfgs, k per row in rows' order, and hands each row its runs.
+func runFastLoopRows(rows []FastLoopRow, cfgs []Config, k int) ([]FastLoopRow, error) {
 	rs, err := RunAll(cfgs)
 	if err != nil {
 		return nil, err
 	}
-	k := len(o.Seeds)
 	for i := range rows {
 		rows[i].Runs = rs[i*k : (i+1)*k]
 	}
@@ -160,15 +164,7 @@ func FastLoopStaleness(o TableOptions) ([]FastLoopRow, error) {
 					InFlightReport: f.Report, InFlightDelay: f.Delay, InFlightLinger: f.Linger, InFlightOwn: f.Own})
 		}
 	}
-	rs, err := RunAll(cfgs)
-	if err != nil {
-		return nil, err
-	}
-	k := len(o.Seeds)
-	for i := range rows {
-		rows[i].Runs = rs[i*k : (i+1)*k]
-	}
-	return rows, nil
+	return runFastLoopRows(rows, cfgs, len(o.Seeds))
 }
 
 // WriteFastLoop prints the table: p99 and its ratio to per-request least connections.

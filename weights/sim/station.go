@@ -198,19 +198,7 @@ func (st *station) grow(b int) {
 	}
 }
 
-func (st *station) addBusy(from, to float64) {
-	for from < to {
-		b := st.bin(from)
-		end := min(to, float64(b+1)*st.sample)
-		if end <= from { // rounding at a bin edge
-			end = min(to, float64(b+2)*st.sample)
-			b++
-		}
-		st.grow(b)
-		st.busy[b] += end - from
-		from = end
-	}
-}
+func (st *station) addBusy(from, to float64) { st.addBusyAmount(from, to, to-from) }
 
 // addBusyAmount adds amount busy server-seconds spread evenly over [from, to).
 func (st *station) addBusyAmount(from, to, amount float64) {
