@@ -455,6 +455,8 @@ func TestTuningValidate(t *testing.T) {
 		{"max_capacity_ratio", func(t *Tuning) { t.MaxCapacityRatio = 0.5 }},
 		{"max_capacity_ratio", func(t *Tuning) { t.MaxCapacityRatio = math.NaN() }},
 		{"max_capacity_ratio", func(t *Tuning) { t.MaxCapacityRatio = 1e6 }},
+		{"in_flight_reference", func(t *Tuning) { t.InFlightReference = "Own" }},
+		{"in_flight_reference", func(t *Tuning) { t.InFlightReference = "" }},
 	} {
 		tun := DefaultTuning()
 		c.mod(&tun)

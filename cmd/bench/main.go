@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"flowweight/e2e/scenario"
+	"flowweight/weights"
 )
 
 func main() {
@@ -52,6 +53,11 @@ func main() {
 	idle := flag.Duration("idle", 20*time.Second, "step: the idle time before the step")
 	flag.DurationVar(&fastLoopPeriod, "fast-loop", fastLoopPeriod, "peers, step, overload, hidden-peers, dispatch: the probes' in_flight_interval, and the controller's in_flight_period in the fast-loop runs")
 	flag.Parse()
+	if fastLoopPeriod < weights.MinInFlightPeriod || fastLoopPeriod > weights.MaxInFlightPeriod || fastLoopPeriod%time.Millisecond != 0 {
+		fmt.Fprintf(os.Stderr, "bench: -fast-loop %v: want whole milliseconds from %v to %v (the controller's in_flight_period)\n",
+			fastLoopPeriod, weights.MinInFlightPeriod, weights.MaxInFlightPeriod)
+		os.Exit(2)
+	}
 	if *repeat < 0 || *repeat > 20 {
 		fmt.Fprintf(os.Stderr, "bench: -repeat %d: want 1 to 20\n", *repeat)
 		os.Exit(2)

@@ -20,7 +20,7 @@ const (
 	labelFWDefault  = "flowweight headroom (default)"
 	labelFWFast     = "flowweight headroom, fast loop" // + the period (-fast-loop)
 	labelFWBanded   = "flowweight headroom, banded fast loop"
-	labelFWFastPool = "flowweight headroom, fast loop against the pool"
+	labelFWFastOwn  = "flowweight headroom, fast loop against its own average"
 	labelFWLeast    = "flowweight least_conn"
 	labelFWReactive = "flowweight reactive dispatch (headroom weights)"
 )
@@ -152,7 +152,7 @@ func (pl *peerLab) peerRuns() []policyRun {
 		fastLoopOff(feedback(labelFWDefault, "headroom")),
 		feedback(fastLabel(labelFWFast), "headroom"),
 		banded(feedback(fastLabel(labelFWBanded), "headroom")),
-		poolReference(feedback(fastLabel(labelFWFastPool), "headroom")),
+		ownReference(feedback(fastLabel(labelFWFastOwn), "headroom")),
 		fastLoopOff(feedback(labelFWLeast, "least_conn")),
 		reactive(feedback(labelFWReactive, "headroom")),
 	}
@@ -183,11 +183,11 @@ func fastLoopOff(r policyRun) policyRun {
 	return r
 }
 
-// poolReference is r with the fast loop judging each count against the other backends'
-// (weighting.in_flight_reference "pool", the only reference before 2026-12-07) instead of
-// against the backend's own average.
-func poolReference(r policyRun) policyRun {
-	r.extra = map[string]string{"in_flight_reference": `"pool"`}
+// ownReference is r with the fast loop judging each backend's count against its own moving
+// average (weighting.in_flight_reference "own") instead of against the other backends'
+// counts (the default, "pool").
+func ownReference(r policyRun) policyRun {
+	r.extra = map[string]string{"in_flight_reference": `"own"`}
 	return r
 }
 

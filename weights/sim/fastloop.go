@@ -150,16 +150,20 @@ func FastLoopStaleness(o TableOptions) ([]FastLoopRow, error) {
 		add(load, "oracle fixed split", 0, Config{Policy: Oracle})
 		add(load, "headroom every 1s", time.Second, Config{Policy: Headroom, ServiceCPU: true, Sample: time.Second, Update: time.Second})
 		for _, f := range FastLoopStale {
-			counts := "read as the loop runs"
+			label := fmt.Sprintf("headroom every 1s, in flight every %v, read as the loop runs", f.Period)
 			if f.Report > 0 {
-				counts = "counted every " + f.Report.String()
+				label = fmt.Sprintf("headroom every 1s, in flight every %v, counted every %v", f.Period, f.Report)
 			}
-			ref := "against the pool"
+			if f.Delay > 0 {
+				label += fmt.Sprintf(", %v late", f.Delay)
+			}
+			if f.Linger > 0 {
+				label += fmt.Sprintf(", connections outlive their job by %v", f.Linger)
+			}
 			if f.Own {
-				ref = "against its own average"
+				label += ", against its own average"
 			}
-			add(load, fmt.Sprintf("headroom every 1s, in flight every %v, %s, %v late, connections outlive their job by %v, %s",
-				f.Period, counts, f.Delay, f.Linger, ref), f.Period,
+			add(load, label, f.Period,
 				Config{Policy: Headroom, ServiceCPU: true, Sample: time.Second, Update: time.Second, InFlight: f.Period,
 					InFlightReport: f.Report, InFlightDelay: f.Delay, InFlightLinger: f.Linger, InFlightOwn: f.Own})
 		}

@@ -147,8 +147,8 @@ type Config struct {
 	// answer and the close around the work (single-server backends only).
 	InFlightLinger time.Duration
 	// InFlightOwn compares each backend's count with its own moving average
-	// (weights.InFlightTracker; weighting.in_flight_reference "own", the controller's
-	// default) instead of with the other backends' counts.
+	// (weights.InFlightTracker; the controller's weighting.in_flight_reference "own") instead
+	// of with the other backends' counts ("pool", the controller's default).
 	InFlightOwn bool
 	// OVSSlots quantises weighted dispatch like Open vSwitch's select group (see slots.go).
 	OVSSlots bool
@@ -276,6 +276,23 @@ func (c Config) Validate() error {
 	}
 	if c.InFlightReport < 0 || c.InFlightDelay < 0 || (c.InFlightReport > 0 || c.InFlightDelay > 0) && c.InFlight == 0 {
 		bad("in_flight_report %v, in_flight_delay %v: need in_flight and must not be negative", c.InFlightReport, c.InFlightDelay)
+	}
+	if c.InFlightDelay > 0 && c.InFlightReport == 0 {
+		// The loop's own count, taken as it runs, could only be used a whole period later.
+		bad("in_flight_delay %v: needs in_flight_report (the probes' counts)", c.InFlightDelay)
+	}
+	if c.InFlightLinger < 0 || c.InFlightLinger > 0 && c.InFlight == 0 {
+		bad("in_flight_linger %v: needs in_flight and must not be negative", c.InFlightLinger)
+	}
+	if c.InFlightLinger > 0 {
+		for i, b := range c.Backends {
+			if b.Servers > 1 {
+				bad("in_flight_linger: backend %d has %d servers: single-server backends only (their jobs finish in arrival order)", i, b.Servers)
+			}
+		}
+	}
+	if c.InFlightOwn && c.InFlight == 0 {
+		bad("in_flight_own: needs in_flight")
 	}
 	if c.Update <= 0 || c.Update%c.Sample != 0 {
 		bad("update: %v must be a positive multiple of sample %v", c.Update, c.Sample)
@@ -495,13 +512,9 @@ func (s *sim) follow(at float64) {
 	n := make([]weights.InFlight, len(s.bs))
 	delay := s.cfg.InFlightDelay.Seconds()
 	for i := range s.bs {
-		if s.cfg.InFlightReport == 0 {
-			if delay == 0 {
-				n[i] = weights.InFlight{N: float64(s.inFlight(i, at)), OK: true}
-				continue
-			}
-			// A count per loop step, taken when it runs and used a delay later.
-			s.counts[i] = append(s.counts[i], count{t: at, n: s.inFlight(i, at)})
+		if s.cfg.InFlightReport == 0 { // read as the loop runs (no delay: validated)
+			n[i] = weights.InFlight{N: float64(s.inFlight(i, at)), OK: true}
+			continue
 		}
 		// The latest count that has arrived; older ones are dropped.
 		cs, k := s.counts[i], -1

@@ -87,7 +87,7 @@ func (st *station) speedAt(t float64) float64 {
 // per-server speed (total speed / k) over the schedule.
 func (st *station) finish(t, z float64) float64 {
 	if st.cfs {
-		return st.finishCFS(t, z)
+		return st.finishCFS(t, z, false)
 	}
 	if len(st.seg) == 1 {
 		return t + z*float64(st.k)/st.seg[0].speed
@@ -111,9 +111,17 @@ func (st *station) finish(t, z float64) float64 {
 	return math.Inf(1) // unreachable: the last segment lasts for ever
 }
 
+// addCPU records cpu core-seconds used over [from, to) under a quota, in quota-seconds: a
+// probe under a quota reads the CPU used over the quota, not the wall time a throttled job
+// spends in the system. (It once added the wall time of a job's last z/quota seconds, cut at
+// its start: a job run in a burst counted as its CPU over one core, a fraction of the quota
+// it used, and the headroom policy saw a loaded small backend as idle.)
+func (st *station) addCPU(from, to, cpu float64) { st.addBusyAmount(from, to, cpu/st.nomSpd) }
+
 // finishCFS is finish under a CFS quota: the job runs at the burst speed while the period's
-// budget lasts, and waits for the next period when it is used up.
-func (st *station) finishCFS(t, z float64) float64 {
+// budget lasts, and waits for the next period when it is used up. With record (serve; a bare
+// finish, as tests call it, records nothing) it records the CPU of each stretch it runs.
+func (st *station) finishCFS(t, z float64, record bool) float64 {
 	need := z
 	// The period is tracked as an index, never re-derived from t alone at a boundary: a
 	// float division at (p+1)·P can land on p again and loop for ever.
@@ -131,10 +139,16 @@ func (st *station) finishCFS(t, z float64) float64 {
 		run := min(end-t, left/st.cfsBurst) // seconds it may run in this period
 		if need <= run*st.cfsBurst {
 			st.cfsUsed += need
+			if record {
+				st.addCPU(t, t+need/st.cfsBurst, need)
+			}
 			return t + need/st.cfsBurst
 		}
 		need -= run * st.cfsBurst
 		st.cfsUsed += run * st.cfsBurst
+		if record {
+			st.addCPU(t, t+run, run*st.cfsBurst)
+		}
 		t += run
 	}
 }
@@ -148,17 +162,15 @@ func (st *station) serve(t, z float64) float64 {
 		}
 	}
 	start := max(t, st.free[j])
-	f := st.finish(start, z)
+	var f float64
+	if st.cfs {
+		f = st.finishCFS(start, z, true)
+	} else {
+		f = st.finish(start, z)
+	}
 	st.free[j] = f
 	st.push(f)
-	if st.cfs {
-		// The CPU a probe reads under a quota is the CPU time used over the quota: z of CPU
-		// is z/nomSpd of the quota, however fast the burst ran it and however long the
-		// throttle held it. (It once added the wall time of the job's last z/nomSpd seconds,
-		// cut at its start: a job that ran in a burst counted as its CPU over one core, a
-		// fraction of the quota it used, and the headroom policy saw a loaded backend idle.)
-		st.addBusyAmount(start, f, z/st.nomSpd)
-	} else {
+	if !st.cfs { // a quota's CPU was recorded as it ran (finishCFS)
 		st.addBusy(start, f)
 	}
 	b := st.bin(f)
