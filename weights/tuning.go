@@ -118,7 +118,7 @@ type Tuning struct {
 	// correction is a group rewrite after which Open vSwitch revalidates every datapath flow
 	// (3-4 ms of its CPU each in the lab, and the packets it forwards wait); the simulator,
 	// which has no such cost, puts it at 0.82x per-request least connections at 20 ms and
-	// headroom alone at 1.35x (docs/weights.md, "The fast loop"); otherwise [10ms, 1s].
+	// headroom alone at 1.36x (docs/weights.md, "The fast loop"); otherwise [10ms, 1s].
 	// Static and equal stay fixed splits.
 	InFlightPeriod time.Duration `toml:"in_flight_period"`
 	// InFlightDeadBand is the fast loop's dead-band, as a fraction of Total: its corrected
