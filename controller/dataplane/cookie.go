@@ -50,6 +50,8 @@ const (
 	// Client affinity's counters (affinity.go).
 	KindAffinityPinned     Kind = 23 // table 8: per backend, a pinned new connection after its NAT → table 2
 	KindAffinityPinnedNone Kind = 24 // table 8: lowest priority → table 2 (shared)
+	// Reactive dispatch's fallback (dispatch.go).
+	KindDispatchFallback Kind = 25 // table 1: +new+trk to the VIP → group, below KindDispatch's lease
 )
 
 var kindNames = map[Kind]string{
@@ -61,6 +63,7 @@ var kindNames = map[Kind]string{
 	KindDispatch: "dispatch", KindDispatchPick: "dispatch-pick",
 	KindUDPHash: "udp-hash", KindUDPSlot: "udp-slot",
 	KindAffinityPinned: "affinity-pinned", KindAffinityPinnedNone: "affinity-pinned-none",
+	KindDispatchFallback: "dispatch-fallback",
 }
 
 func (k Kind) String() string {

@@ -267,11 +267,17 @@ type planner struct {
 }
 
 func (p *planner) flow(table uint8, prio uint16, cookie uint64, match []ofp.XM, instr ofp.Instructions) {
+	p.leased(table, prio, cookie, match, instr, 0)
+}
+
+// leased is flow with a hard timeout of lease seconds (0: none), which the switch's syncer
+// renews (Leased): a flow that must not outlive the controller that keeps it.
+func (p *planner) leased(table uint8, prio uint16, cookie uint64, match []ofp.XM, instr ofp.Instructions, lease uint16) {
 	m, err := ofwire.EncodeFields(match)
 	if err != nil {
 		panic(fmt.Sprintf("dataplane: encoding a validated match: %v", err))
 	}
-	f := Flow{Table: table, Priority: prio, Cookie: cookie, Match: m, Instructions: encodeInstructions(instr)}
+	f := Flow{Table: table, Priority: prio, Cookie: cookie, HardTimeout: lease, Match: m, Instructions: encodeInstructions(instr)}
 	if p.seen[f.key()] {
 		return
 	}

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,9 +17,10 @@ func reactiveService() Service {
 }
 
 // TestDispatchDesired: a reactive service sends new connections with reg3 = 0 to the
-// controller, has a pick flow per located backend (whatever its weight: a connection marked
-// for it in the moment its weight fell still finds its way) and no flow to the group, and
-// keeps the rest of conntrack mode as it is.
+// controller by a leased flow (hard timeout DispatchLease), has a pick flow per located
+// backend (whatever its weight: a connection marked for it in the moment its weight fell
+// still finds its way), a fallback to the group below the lease and no other flow to the
+// group, and keeps the rest of conntrack mode as it is, without timeouts.
 func TestDispatchDesired(t *testing.T) {
 	d := Desired([]Service{reactiveService()}, DefaultOptions())
 	ct := flowsIn(d, TableCT)
@@ -29,10 +31,23 @@ func TestDispatchDesired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := ct[KindDispatch]; len(f) != 1 || f[0].Priority != PriorityVIP || !strings.Contains(f[0].Match, reg0) {
+	if f := ct[KindDispatch]; len(f) != 1 || f[0].Priority != PriorityVIP || !strings.Contains(f[0].Match, reg0) || f[0].HardTimeout != DispatchLease {
 		t.Fatalf("flows to the controller: %v", f)
 	} else if acts, _ := actionsOf(t, f[0]); len(acts) != 1 || *acts[0].(*ofp.ActionOutput) != (ofp.ActionOutput{Port: ofp.PortController, MaxLen: ofp.ContentLenNoBuffer}) {
 		t.Fatalf("flow to the controller acts %v", acts)
+	}
+	// The fallback: the same new connections, whatever reg3 holds, to the group, below the
+	// lease and with no timeout of its own.
+	if f := ct[KindDispatchFallback]; len(f) != 1 || f[0].Priority != PriorityDispatchFallback || f[0].Priority >= PriorityVIP ||
+		strings.Contains(f[0].Match, reg0) || f[0].HardTimeout != 0 || f[0].IdleTimeout != 0 {
+		t.Fatalf("fallback flows: %v", f)
+	} else if acts, _ := actionsOf(t, f[0]); len(acts) != 1 || *acts[0].(*ofp.ActionGroup) != (ofp.ActionGroup{Group: ofp.Group(reactiveService().GroupID)}) {
+		t.Fatalf("fallback flow acts %v, want the service's group", acts)
+	}
+	for _, f := range d.Flows {
+		if (f.HardTimeout != 0) != (f.Cookie == MakeCookie(reactiveService().Index, NoIndex, KindDispatch)) || f.IdleTimeout != 0 {
+			t.Errorf("flow %v: only the flow to the controller holds a lease", f)
+		}
 	}
 	picks := ct[KindDispatchPick]
 	if len(picks) != 2 {
@@ -54,8 +69,29 @@ func TestDispatchDesired(t *testing.T) {
 	}
 	// Everything else is conntrack mode's.
 	plain := Desired([]Service{webService(ModeConntrack)}, DefaultOptions())
-	if len(d.Flows) != len(plain.Flows)-1+3 || len(d.Groups) != len(plain.Groups) {
+	if len(d.Flows) != len(plain.Flows)-1+4 || len(d.Groups) != len(plain.Groups) {
 		t.Errorf("reactive: %d flows and %d groups; group dispatch %d and %d", len(d.Flows), len(d.Groups), len(plain.Flows), len(plain.Groups))
+	}
+}
+
+// TestRenewals: the renewal of a reactive service's switch is the add of its leased flow
+// alone, as planned (the add replaces it, which restarts its hard timeout); a switch with no
+// lease renews nothing.
+func TestRenewals(t *testing.T) {
+	d := Desired([]Service{reactiveService(), webService(ModeConntrack)}, DefaultOptions())
+	msgs := Renewals(d)
+	if len(msgs) != 1 {
+		t.Fatalf("%d renewals, want the one flow to the controller: %v", len(msgs), msgs)
+	}
+	fm, ok := msgs[0].Body.(*ofwire.FlowMod)
+	if !ok || fm.Command != ofp.FlowAdd || fm.Flow.HardTimeout != DispatchLease || Kind(fm.Flow.Cookie&0xffff) != KindDispatch {
+		t.Fatalf("renewal %+v: want an add of the flow to the controller", msgs[0])
+	}
+	if !slices.Contains(d.Flows, Flow(fm.Flow)) {
+		t.Errorf("the renewal %v is not the planned flow", fm.Flow)
+	}
+	if r := Renewals(Desired([]Service{webService(ModeConntrack)}, DefaultOptions())); r != nil {
+		t.Errorf("group dispatch renews %v", r)
 	}
 }
 

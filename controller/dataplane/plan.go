@@ -99,6 +99,20 @@ func Plan(desired, current State) [][]ofswitch.Message {
 	return stages
 }
 
+// Renewals returns the OFPFC_ADD of every flow in current that holds a lease (a hard
+// timeout: reactive dispatch's flow to the controller), which renews it on the switch; nil
+// when none does. It is sent by the switch's leading syncer every LeaseRefresh, as one stage
+// with its barrier, and changes nothing else: the add replaces the flow with itself.
+func Renewals(current State) []ofswitch.Message {
+	var out []ofswitch.Message
+	for _, f := range current.Flows {
+		if f.HardTimeout != 0 {
+			out = append(out, flowMessage(ofp.FlowAdd, f))
+		}
+	}
+	return out
+}
+
 var groupVerb = map[ofp.GroupCommand]string{ofp.GroupAdd: "add", ofp.GroupModify: "modify", ofp.GroupDelete: "delete"}
 
 func groupMessage(cmd ofp.GroupCommand, g Group) ofswitch.Message {

@@ -13,7 +13,8 @@ import (
 // HardTimeout, the canonical Match TLVs and the raw Instructions). It is comparable with ==.
 // A flow's identity on the switch is (Table, Priority, Match); Cookie, IdleTimeout,
 // HardTimeout and Instructions are what an OFPFC_ADD with the same identity overwrites. Every
-// flow planned here has zero timeouts (never cut connections); they are kept so drift shows.
+// flow planned here has zero timeouts (never cut connections), but reactive dispatch's flow
+// to the controller, which holds a lease (dispatch.go); they are kept so drift shows.
 //
 // It is a type of its own over the codec's, not an alias, because its String names the cookie
 // by this package's layout (cookie.go); ofwire.Flow(f) and Flow(w) convert.

@@ -113,6 +113,9 @@ type Config struct {
 	// Lead is the election; nil without HA: this controller is the only one, writes without
 	// asking for a role, and the switch keeps it EQUAL.
 	Lead Lead
+	// LeaseRefresh is how often leased flows are renewed (lease.go); 0 is
+	// dataplane.LeaseRefresh, which the flows' hard timeout is sized for.
+	LeaseRefresh time.Duration
 
 	// locate, in this package's tests only, locates backends in place of Neighbours.
 	locate Locator
@@ -209,6 +212,8 @@ type Syncer struct {
 	corr        map[string]Correction
 	replan      bool
 	appliedPlan map[string][]uint16
+	// renewFailing: the last lease renewal failed (its warning is logged once).
+	renewFailing bool
 }
 
 // New makes a syncer for cfg.Conn; it does nothing until Run.
@@ -221,6 +226,9 @@ func New(cfg Config) *Syncer {
 	}
 	if cfg.Up == nil {
 		cfg.Up = nopUp{}
+	}
+	if cfg.LeaseRefresh <= 0 {
+		cfg.LeaseRefresh = dataplane.LeaseRefresh
 	}
 	s := &Syncer{cfg: cfg, wake: make(chan struct{}, 1), resync: true, out: make(chan frameOut),
 		stopped: make(chan struct{}), meas: newMeasureState()}
@@ -255,7 +263,7 @@ func (s *Syncer) publish() {
 }
 
 // Run syncs until ctx ends or the session does. Its goroutine is the only one that writes to
-// the switch: syncs, role requests and the ARP/ND packet-outs.
+// the switch: syncs, role requests, lease renewals and the ARP/ND packet-outs.
 func (s *Syncer) Run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -274,6 +282,8 @@ func (s *Syncer) Run(ctx context.Context) {
 	s.countTimer = time.NewTimer(time.Hour)
 	s.countTimer.Stop()
 	defer s.countTimer.Stop()
+	renewals := time.NewTicker(s.cfg.LeaseRefresh)
+	defer renewals.Stop()
 	for {
 		repair := false
 		select {
@@ -289,6 +299,9 @@ func (s *Syncer) Run(ctx context.Context) {
 			continue
 		case o := <-s.out:
 			s.send(ctx, o)
+			continue
+		case <-renewals.C:
+			s.renew(ctx)
 			continue
 		case <-s.cfg.Conn.RoleChanged():
 			s.roleChanged()
