@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -268,4 +270,216 @@ func scrape(s *scenario.Scenario, f func(name, labels string, v float64)) error 
 		f(name, labels, v)
 	}
 	return sc.Err()
+}
+
+// TestReactiveDispatchControllerLost: reactive dispatch's flow to the controller is leased
+// (docs/dataplane.md, "Reactive dispatch"). While the controller runs, its renewals keep the
+// lease and the group's fallback flow carries nothing; SIGKILLed, the lease runs out and the
+// switch serves new connections from the group alone; restarted, the controller takes every
+// new connection again. Before the lease, a lost controller cost every new connection until
+// one was back.
+func TestReactiveDispatchControllerLost(t *testing.T) {
+	s := startScenario(t, scenario.Options{Net: 103, Quotas: []float64{0.25, 0.25, 0.25}, Work: 2000,
+		Weighting: map[string]string{"policy": `"static"`}, ServiceKeys: map[string]string{"dispatch": `"reactive"`}})
+	waitWarm(t, s)
+	if _, err := waitFor(30*time.Second, func() error { _, err := s.InSync(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	lease, fallback, err := dispatchFlows(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(lease, "hard_timeout=4") {
+		t.Fatalf("the flow to the controller holds no lease: %s", lease)
+	}
+	t.Logf("lease: %s\nfallback: %s", lease, fallback)
+	load := func(what string, n int) scenario.LoadResult {
+		t.Helper()
+		res, err := s.Load(context.Background(), scenario.LoadOptions{Concurrency: 2, Duration: 30 * time.Second, MaxRequests: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %v", what, res)
+		if res.OK != n || res.Errors != 0 {
+			t.Fatalf("%s: %d of %d requests answered: %v", what, res.OK, n, res.ErrSamples)
+		}
+		return res
+	}
+
+	by0, err := dispatchedBy(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f0, p0 := fallbackPackets(t, s), pickPackets(t, s)
+	load("controller up", 30)
+	by1, err := dispatchedBy(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := by1["round_robin"] + by1["least_conn"] - by0["round_robin"] - by0["least_conn"]; n < 30 {
+		t.Errorf("the controller dispatched %v of 30 new connections", n)
+	}
+	// Flow counters reach OpenFlow when Open vSwitch's revalidators push them, not at once:
+	// once the pick flows counted the 30 connections, the fallback's count is as settled.
+	waitPackets(t, "the pick flows", func() int { return pickPackets(t, s) }, p0+30)
+	if f := fallbackPackets(t, s); f != f0 {
+		t.Errorf("the fallback flow counted %d packets while the controller ran, want none", f-f0)
+	}
+	// The VIP's address is answered by the controller (ARP to CONTROLLER), with either
+	// dispatch: pin the client's neighbour entry, learned by the load above, so that what is
+	// measured below is new connections, not address resolution.
+	if err := pinNeighbour(s); err != nil {
+		t.Fatal(err)
+	}
+
+	killed := time.Now()
+	if err := s.KillController(); err != nil {
+		t.Fatal(err)
+	}
+	// One request at a time, each with its own connection, until one is answered: the first
+	// wait for the lease to run out, and the client's SYN retransmissions carry them past it.
+	var first time.Duration
+	if _, err := waitFor(30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := scenario.Get(ctx, s.Client.HTTPClient(10*time.Second), fmt.Sprintf("http://%s:%d/", s.VIP, scenario.VIPPort)); err != nil {
+			return err
+		}
+		first = time.Since(killed)
+		return nil
+	}); err != nil {
+		t.Fatalf("no new connection served after the controller was killed: %v", err)
+	}
+	figure(t, "reactive dispatch, controller SIGKILLed: first new connection served after", "%v (lease %d s)", first.Round(10*time.Millisecond), 4)
+	if _, fb, err := dispatchFlows(s); err != nil || fb == "" {
+		t.Fatalf("fallback flow gone with the controller: %q %v", fb, err)
+	}
+	if l, _, _ := dispatchFlows(s); l != "" {
+		t.Errorf("the flow to the controller outlived its lease: %s", l)
+	}
+	f1 := fallbackPackets(t, s)
+	load("controller gone", 30)
+	waitPackets(t, "the fallback flow", func() int { return fallbackPackets(t, s) }, f1+30)
+
+	if err := s.StartController(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitFor(30*time.Second, func() error {
+		l, _, err := dispatchFlows(s)
+		if err != nil {
+			return err
+		}
+		if l == "" {
+			return fmt.Errorf("no flow to the controller yet")
+		}
+		_, err = s.InSync()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f2, p2 := fallbackPackets(t, s), pickPackets(t, s)
+	load("controller back", 30)
+	by2, err := dispatchedBy(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := by2["round_robin"] + by2["least_conn"]; n < 30 {
+		t.Errorf("the restarted controller dispatched %v of 30 new connections", n)
+	}
+	waitPackets(t, "the pick flows", func() int { return pickPackets(t, s) }, p2+30)
+	if f := fallbackPackets(t, s); f != f2 {
+		t.Errorf("the fallback flow counted %d packets with the controller back, want none", f-f2)
+	}
+}
+
+// waitPackets waits until count reaches want.
+func waitPackets(t *testing.T, what string, count func() int, want int) {
+	t.Helper()
+	if _, err := waitFor(15*time.Second, func() error {
+		if n := count(); n < want {
+			return fmt.Errorf("%s counted %d packets, want %d or more", what, n, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dispatchFlows returns the reactive service's flow to the controller (new connections,
+// reg3=0) and its fallback to the group, as dump-flows prints them ("" where absent).
+func dispatchFlows(s *scenario.Scenario) (lease, fallback string, err error) {
+	out, err := s.Bridge.DumpFlows()
+	if err != nil {
+		return "", "", err
+	}
+	for _, f := range strings.Split(out, "\n") {
+		switch {
+		case strings.Contains(f, "ct_state=+new+trk") && strings.Contains(f, "reg3=0") && strings.Contains(f, "actions=CONTROLLER"):
+			lease = strings.TrimSpace(f)
+		case strings.Contains(f, "ct_state=+new+trk") && strings.Contains(f, "priority=199") && strings.Contains(f, "actions=group:"):
+			fallback = strings.TrimSpace(f)
+		}
+	}
+	return lease, fallback, nil
+}
+
+var nPackets = regexp.MustCompile(`n_packets=(\d+)`)
+
+// fallbackPackets is the fallback flow's packet count.
+func fallbackPackets(t *testing.T, s *scenario.Scenario) int {
+	t.Helper()
+	_, f, err := dispatchFlows(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nPackets.FindStringSubmatch(f)
+	if m == nil {
+		t.Fatalf("no fallback flow with a packet count: %q", f)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// pickPackets sums the packet counts of the reactive service's pick flows (reg3 set by the
+// controller's packet-out, then the commit): one per dispatched connection.
+func pickPackets(t *testing.T, s *scenario.Scenario) int {
+	t.Helper()
+	out, err := s.Bridge.DumpFlows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0
+	for _, f := range strings.Split(out, "\n") {
+		if strings.Contains(f, "reg3=0x") && strings.Contains(f, "ct(commit") {
+			if m := nPackets.FindStringSubmatch(f); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				sum += n
+			}
+		}
+	}
+	return sum
+}
+
+// pinNeighbour makes the client's neighbour entry for the VIP permanent, as learned.
+func pinNeighbour(s *scenario.Scenario) error {
+	ctx := context.Background()
+	out, err := s.Client.Run(ctx, "ip", "neigh", "show", s.VIP.String())
+	if err != nil {
+		return err
+	}
+	f := strings.Fields(out)
+	dev, mac := "", ""
+	for i := 0; i+1 < len(f); i++ {
+		switch f[i] {
+		case "dev":
+			dev = f[i+1]
+		case "lladdr":
+			mac = f[i+1]
+		}
+	}
+	if dev == "" || mac == "" {
+		return fmt.Errorf("neighbour entry %q: no dev or lladdr", out)
+	}
+	_, err = s.Client.Run(ctx, "ip", "neigh", "replace", s.VIP.String(), "lladdr", mac, "dev", dev, "nud", "permanent")
+	return err
 }
