@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"flowweight/controller/dataplane"
 	"flowweight/e2e/scenario"
 )
 
@@ -289,7 +290,7 @@ func TestReactiveDispatchControllerLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(lease, "hard_timeout=4") {
+	if !strings.Contains(lease, fmt.Sprintf("hard_timeout=%d,", dataplane.DispatchLease)) {
 		t.Fatalf("the flow to the controller holds no lease: %s", lease)
 	}
 	t.Logf("lease: %s\nfallback: %s", lease, fallback)
@@ -306,22 +307,24 @@ func TestReactiveDispatchControllerLost(t *testing.T) {
 		return res
 	}
 
-	by0, err := dispatchedBy(s)
-	if err != nil {
-		t.Fatal(err)
+	// dispatched is every new connection this controller process placed.
+	dispatched := func() float64 {
+		t.Helper()
+		by, err := dispatchedBy(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return by["round_robin"] + by["least_conn"]
 	}
-	f0, p0 := fallbackPackets(t, s), pickPackets(t, s)
+	d0, f0, p0 := dispatched(), fallbackPackets(t, s), pickPackets(t, s)
 	load("controller up", 30)
-	by1, err := dispatchedBy(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := by1["round_robin"] + by1["least_conn"] - by0["round_robin"] - by0["least_conn"]; n < 30 {
+	if n := dispatched() - d0; n < 30 {
 		t.Errorf("the controller dispatched %v of 30 new connections", n)
 	}
-	// Flow counters reach OpenFlow when Open vSwitch's revalidators push them, not at once:
-	// once the pick flows counted the 30 connections, the fallback's count is as settled.
+	// The pick flows count the controller's packet-outs as they run; datapath hits reach the
+	// fallback's counters when the revalidators push them: wait for both.
 	waitPackets(t, "the pick flows", func() int { return pickPackets(t, s) }, p0+30)
+	settleCounters(t, s)
 	if f := fallbackPackets(t, s); f != f0 {
 		t.Errorf("the fallback flow counted %d packets while the controller ran, want none", f-f0)
 	}
@@ -336,27 +339,40 @@ func TestReactiveDispatchControllerLost(t *testing.T) {
 	if err := s.KillController(); err != nil {
 		t.Fatal(err)
 	}
-	// One request at a time, each with its own connection, until one is answered: the first
-	// wait for the lease to run out, and the client's SYN retransmissions carry them past it.
+	// Nobody renews the lease now: the flow to the controller must lapse within it and Open
+	// vSwitch's one-second expiry sweep, counted from the last renewal (at most a second
+	// before the kill); the bound allows a second more for a loaded machine.
+	lapsed, err := waitFor(time.Duration(dataplane.DispatchLease+3)*time.Second, func() error {
+		l, fb, err := dispatchFlows(s)
+		switch {
+		case err != nil:
+			return err
+		case fb == "":
+			return fmt.Errorf("the fallback flow is gone")
+		case l != "":
+			return fmt.Errorf("the flow to the controller is still there: %s", l)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("after the controller was killed: %v", err)
+	}
+	figure(t, "reactive dispatch, controller SIGKILLed: the flow to the controller lapsed after", "%v (lease %d s)", lapsed.Round(10*time.Millisecond), dataplane.DispatchLease)
+	// One request at a time, each a new connection with a short timeout (a SYN retransmission
+	// must not decide when it is answered), until one is answered from the group.
 	var first time.Duration
-	if _, err := waitFor(30*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if _, err := waitFor(15*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if _, err := scenario.Get(ctx, s.Client.HTTPClient(10*time.Second), fmt.Sprintf("http://%s:%d/", s.VIP, scenario.VIPPort)); err != nil {
+		if _, err := scenario.Get(ctx, s.Client.HTTPClient(time.Second), fmt.Sprintf("http://%s:%d/", s.VIP, scenario.VIPPort)); err != nil {
 			return err
 		}
 		first = time.Since(killed)
 		return nil
 	}); err != nil {
-		t.Fatalf("no new connection served after the controller was killed: %v", err)
+		t.Fatalf("no new connection served after the flow to the controller lapsed: %v", err)
 	}
-	figure(t, "reactive dispatch, controller SIGKILLed: first new connection served after", "%v (lease %d s)", first.Round(10*time.Millisecond), 4)
-	if _, fb, err := dispatchFlows(s); err != nil || fb == "" {
-		t.Fatalf("fallback flow gone with the controller: %q %v", fb, err)
-	}
-	if l, _, _ := dispatchFlows(s); l != "" {
-		t.Errorf("the flow to the controller outlived its lease: %s", l)
-	}
+	figure(t, "reactive dispatch, controller SIGKILLed: first new connection answered after", "%v", first.Round(10*time.Millisecond))
 	f1 := fallbackPackets(t, s)
 	load("controller gone", 30)
 	waitPackets(t, "the fallback flow", func() int { return fallbackPackets(t, s) }, f1+30)
@@ -379,16 +395,24 @@ func TestReactiveDispatchControllerLost(t *testing.T) {
 	}
 	f2, p2 := fallbackPackets(t, s), pickPackets(t, s)
 	load("controller back", 30)
-	by2, err := dispatchedBy(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := by2["round_robin"] + by2["least_conn"]; n < 30 {
+	if n := dispatched(); n < 30 {
 		t.Errorf("the restarted controller dispatched %v of 30 new connections", n)
 	}
 	waitPackets(t, "the pick flows", func() int { return pickPackets(t, s) }, p2+30)
+	settleCounters(t, s)
 	if f := fallbackPackets(t, s); f != f2 {
 		t.Errorf("the fallback flow counted %d packets with the controller back, want none", f-f2)
+	}
+}
+
+// settleCounters returns once Open vSwitch's revalidators have finished two rounds since the
+// call, so that every datapath hit until then is in the OpenFlow counters.
+func settleCounters(t *testing.T, s *scenario.Scenario) {
+	t.Helper()
+	for range 2 {
+		if out, err := s.OVS.Appctl("revalidator/wait"); err != nil {
+			t.Fatalf("ovs-appctl revalidator/wait: %v: %s", err, out)
+		}
 	}
 }
 

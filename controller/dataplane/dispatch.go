@@ -73,8 +73,10 @@ func DispatchActions(backend uint16) ofp.Actions {
 // and one pick flow per reachable backend.
 func (p *planner) dispatch(s Service) {
 	// reg3 = 0: a frame the controller marked for a backend whose pick flow is not on the
-	// switch (yet, or any more) is dropped, and the client retransmits, instead of coming
-	// back to the controller in a loop.
+	// switch (yet, or any more) must not come back to the controller in a loop; it falls
+	// through to the fallback below. The fallback is the select group's own hash: per flow
+	// for TCP, per client address for UDP (a reactive UDP service has no table-7 slot flows;
+	// docs/dataplane.md, "UDP per flow"), which is how it serves while no controller leads.
 	newConn := append(toVIP(s), ofwire.CTStateMatch(ofwire.CTNew|ofwire.CTTrk, 0), ofwire.RegMatch(regDispatch, 0))
 	p.leased(TableCT, PriorityVIP, MakeCookie(s.Index, NoIndex, KindDispatch), newConn,
 		apply(output(ofp.PortController, ofp.ContentLenNoBuffer)), DispatchLease)

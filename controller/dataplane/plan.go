@@ -99,14 +99,16 @@ func Plan(desired, current State) [][]ofswitch.Message {
 	return stages
 }
 
-// Renewals returns the OFPFC_ADD of every flow in current that holds a lease (a hard
-// timeout: reactive dispatch's flow to the controller), which renews it on the switch; nil
-// when none does. It is sent by the switch's leading syncer every LeaseRefresh, as one stage
-// with its barrier, and changes nothing else: the add replaces the flow with itself.
+// Renewals returns the OFPFC_ADD of every leased flow of ours in current (reactive
+// dispatch's flow to the controller, KindDispatch with its hard timeout), which renews it on
+// the switch; nil when there is none. It is sent by the switch's leading syncer every
+// LeaseRefresh, as one stage with its barrier, and changes nothing else: the add replaces the
+// flow with itself. Chosen by kind, not by any hard timeout, so a flow someone else gave a
+// timeout is never renewed as a lease.
 func Renewals(current State) []ofswitch.Message {
 	var out []ofswitch.Message
 	for _, f := range current.Flows {
-		if f.HardTimeout != 0 {
+		if _, _, kind, ours := ParseCookie(f.Cookie); ours && kind == KindDispatch && f.HardTimeout == DispatchLease {
 			out = append(out, flowMessage(ofp.FlowAdd, f))
 		}
 	}

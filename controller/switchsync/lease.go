@@ -6,37 +6,41 @@ import (
 
 	"flowweight/controller/dataplane"
 	"flowweight/controller/ofswitch"
+
+	"github.com/netrack/openflow/ofp"
 )
 
 // renew adds again the leased flows the switch holds from us (dataplane.Renewals: reactive
-// dispatch's flow to the controller), every Config.LeaseRefresh, when this controller may
-// write to the switch. A standby, a leader whose term ended, or a controller that is gone
-// renews nothing, so the switch's lease runs out and it serves new connections from the
-// group alone (docs/dataplane.md, "Reactive dispatch"). It writes nothing when current is in
-// doubt (a read-back is due): the next sync re-adds the flow if it lapsed.
+// dispatch's flow to the controller), every Config.LeaseRefresh, while this controller is
+// confirmed as the switch's writer. A standby, a leader whose term ended, or a controller that
+// is gone renews nothing, so the switch's lease runs out and it serves new connections from
+// the group alone (docs/dataplane.md, "Reactive dispatch").
+//
+// A renewal never changes our role and never writes what is in doubt: asking for MASTER in a
+// new term, or a read-back that is due, is the next sync's work (it re-adds the flow if it
+// lapsed meanwhile); renewing from the old term's belief could restore a flow the new term's
+// intent removed.
 func (s *Syncer) renew(ctx context.Context) {
-	if !s.known || s.resync {
+	if !s.known || s.resync || !s.confirmedWriter() {
 		return
 	}
 	msgs := dataplane.Renewals(s.current)
 	if len(msgs) == 0 {
 		return
 	}
-	term, write := s.role(ctx)
-	if !write {
-		return
-	}
-	if s.cfg.Lead != nil {
-		if t, ok := s.cfg.Lead.Leading(); !ok || t != term {
-			return
-		}
-	}
 	cctx, cancel := context.WithTimeout(ctx, 2*s.barrierTimeout())
 	defer cancel()
 	sw := s.cfg.Conn
 	if _, err := sw.Apply(cctx, msgs); err != nil {
-		s.resync = true // the next sync reads back and re-adds what lapsed
+		// Read back at once, not at the next intent: a lapse under a live controller costs
+		// new connections the time the group serves them.
+		s.resync = true
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
 		if s.cfg.Lead != nil && ofswitch.IsSlave(err) {
+			term, _ := s.cfg.Lead.Leading()
 			s.st.Role = "slave"
 			s.contest(term, ContestIsSlave, fmt.Sprintf("switch %s refused a lease renewal as from a slave", sw))
 			return
@@ -44,7 +48,7 @@ func (s *Syncer) renew(ctx context.Context) {
 		inc(s.cfg.Metrics.RewriteErrors)
 		if !s.renewFailing {
 			s.renewFailing = true
-			s.cfg.Logger.Warn("lease renewal failed; will resync (logged once until a renewal succeeds)", "dpid", sw.String(), "flows", len(msgs), "err", err)
+			s.cfg.Logger.Warn("lease renewal failed; reading back (logged once until a renewal succeeds)", "dpid", sw.String(), "flows", len(msgs), "err", err)
 		}
 		return
 	}
@@ -52,4 +56,19 @@ func (s *Syncer) renew(ctx context.Context) {
 		s.renewFailing = false
 		s.cfg.Logger.Info("lease renewal works again", "dpid", sw.String())
 	}
+}
+
+// confirmedWriter reports, without asking the switch anything, whether we may write to it
+// now: always without HA; with HA only as the leader of the current term, not contested, that
+// the switch confirmed as MASTER with that term's generation id.
+func (s *Syncer) confirmedWriter() bool {
+	if s.cfg.Lead == nil {
+		return true
+	}
+	term, lead := s.cfg.Lead.Leading()
+	if !lead || s.master != term || s.contested == term {
+		return false
+	}
+	r := s.cfg.Conn.Role()
+	return r.Role == ofp.ControllerRoleMaster && r.GenerationID == term
 }

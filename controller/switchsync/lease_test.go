@@ -9,6 +9,20 @@ import (
 	"flowweight/internal/testutil"
 )
 
+// leaseEvery is the tests' LeaseRefresh.
+const leaseEvery = 5 * time.Millisecond
+
+// renewingSwitch starts a syncer without HA renewing in's leases every leaseEvery on a new
+// switch, and returns the switch: a clock for the other syncers of a test, counted in its
+// applies.
+func renewingSwitch(t *testing.T, dpid uint64, in *intent.Intent) (*FakeConn, *Syncer) {
+	t.Helper()
+	conn := NewFakeConn(dpid)
+	s := start(t, conn, Config{LeaseRefresh: leaseEvery})
+	s.Offer(in)
+	return conn, s
+}
+
 func reactive(name string, group uint32, w ...uint16) intent.Service {
 	s := web(name, group, nil, w...)
 	s.Dispatch = dataplane.DispatchReactive
@@ -21,15 +35,9 @@ func reactive(name string, group uint32, w ...uint16) intent.Service {
 // switch falls back to the group. The first syncer is the clock: the others' applies are
 // compared after it renewed five times.
 func TestLeaseRenewal(t *testing.T) {
-	const every = 5 * time.Millisecond
 	in := intentOf(1, 1, time.Hour, reactive("web", 5, 500, 500))
-	leader := NewFakeConn(1)
-	ls := start(t, leader, Config{LeaseRefresh: every})
-	ls.Offer(in)
-
-	plain := NewFakeConn(2)
-	ps := start(t, plain, Config{LeaseRefresh: every})
-	ps.Offer(intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500)))
+	leader, ls := renewingSwitch(t, 1, in)
+	plain, ps := renewingSwitch(t, 2, intentOf(1, 1, time.Hour, web("web", 5, nil, 500, 500)))
 
 	standby := NewFakeConn(3)
 	standby.Edit(func(sw *dataplane.FakeSwitch) { // what the leader wrote there
@@ -37,7 +45,7 @@ func TestLeaseRenewal(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	ss := start(t, standby, Config{LeaseRefresh: every, Lead: &fakeLead{term: 7}})
+	ss := start(t, standby, Config{LeaseRefresh: leaseEvery, Lead: &fakeLead{term: 7}})
 	ss.Offer(in)
 
 	for _, s := range []*Syncer{ls, ps, ss} {
@@ -62,5 +70,39 @@ func TestLeaseRenewal(t *testing.T) {
 	}
 	if leased != 1 {
 		t.Errorf("the switch holds %d leased flows, want the one flow to the controller", leased)
+	}
+}
+
+// TestLeaseRenewalNeedsTheConfirmedTerm: a leader renews while the switch has it as MASTER in
+// its term. When the election moves on with no intent since (no sync has run), it stops
+// renewing: in a newer term it leads too, a renewal would write the old term's belief before
+// any read-back, and ask for the role on the way; in a term it does not lead it must not write
+// at all. The first syncer is the clock; one renewal in flight at the change is allowed.
+func TestLeaseRenewalNeedsTheConfirmedTerm(t *testing.T) {
+	in := intentOf(1, 1, time.Hour, reactive("web", 5, 500, 500))
+	clock, _ := renewingSwitch(t, 1, in)
+	conn := NewFakeConn(2)
+	lead := &fakeLead{term: 3, leading: true}
+	s := start(t, conn, Config{LeaseRefresh: leaseEvery, Lead: lead})
+	s.Offer(in)
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { st := s.Status(); return st.Role, st.Seq == 1 && st.Role == "master" }, "master in term 3")
+	a := conn.Applies()
+	testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := conn.Applies(); return v, v >= a+3 }, "renewals in term 3")
+
+	for _, step := range []struct {
+		name    string
+		term    uint64
+		leading bool
+	}{{"a newer term we lead too", 5, true}, {"a term we do not lead", 6, false}} {
+		a, roles := conn.Applies(), conn.RoleRequests()
+		lead.set(step.term, step.leading)
+		c := clock.Applies()
+		testutil.Eventually(t, 20*time.Second, func() (any, bool) { v := clock.Applies(); return v, v >= c+5 }, "five ticks of the clock")
+		if n := conn.Applies() - a; n > 1 {
+			t.Errorf("%s: %d renewals after the election moved on", step.name, n)
+		}
+		if n := conn.RoleRequests() - roles; n != 0 {
+			t.Errorf("%s: %d role requests from renewals", step.name, n)
+		}
 	}
 }
