@@ -335,14 +335,24 @@ func TestReactiveDispatchControllerLost(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The controller has run for longer than the lease: its flow to the controller is there
+	// because it renews it, and was renewed within the last renewal period (and a second).
+	lease, _, err = dispatchFlows(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if age, err := flowDuration(lease); err != nil || age > dataplane.LeaseRefresh+time.Second {
+		t.Fatalf("the flow to the controller is %v old (%v), want renewed within %v: %s", age, err, dataplane.LeaseRefresh+time.Second, lease)
+	}
 	killed := time.Now()
 	if err := s.KillController(); err != nil {
 		t.Fatal(err)
 	}
-	// Nobody renews the lease now: the flow to the controller must lapse within it and Open
-	// vSwitch's one-second expiry sweep, counted from the last renewal (at most a second
-	// before the kill); the bound allows a second more for a loaded machine.
-	lapsed, err := waitFor(time.Duration(dataplane.DispatchLease+3)*time.Second, func() error {
+	// Nobody renews the lease now: the flow to the controller must lapse within the lease,
+	// Open vSwitch's one-second expiry sweep and the renewal period before the kill; the
+	// bound allows a second more for a loaded machine, and the flow must not go before the
+	// lease less that period and the sweep.
+	if _, err := waitFor(time.Duration(dataplane.DispatchLease+3)*time.Second-time.Since(killed), func() error {
 		l, fb, err := dispatchFlows(s)
 		switch {
 		case err != nil:
@@ -353,11 +363,14 @@ func TestReactiveDispatchControllerLost(t *testing.T) {
 			return fmt.Errorf("the flow to the controller is still there: %s", l)
 		}
 		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		t.Fatalf("after the controller was killed: %v", err)
 	}
+	lapsed := time.Since(killed)
 	figure(t, "reactive dispatch, controller SIGKILLed: the flow to the controller lapsed after", "%v (lease %d s)", lapsed.Round(10*time.Millisecond), dataplane.DispatchLease)
+	if early := time.Duration(dataplane.DispatchLease-2) * time.Second; lapsed < early {
+		t.Errorf("the flow to the controller lapsed %v after the kill, before its lease allows (%v)", lapsed, early)
+	}
 	// One request at a time, each a new connection with a short timeout (a SYN retransmission
 	// must not decide when it is answered), until one is answered from the group.
 	var first time.Duration
@@ -393,6 +406,7 @@ func TestReactiveDispatchControllerLost(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	settleCounters(t, s)
 	f2, p2 := fallbackPackets(t, s), pickPackets(t, s)
 	load("controller back", 30)
 	if n := dispatched(); n < 30 {
@@ -447,7 +461,20 @@ func dispatchFlows(s *scenario.Scenario) (lease, fallback string, err error) {
 	return lease, fallback, nil
 }
 
-var nPackets = regexp.MustCompile(`n_packets=(\d+)`)
+var (
+	nPackets = regexp.MustCompile(`n_packets=(\d+)`)
+	duration = regexp.MustCompile(`duration=([0-9.]+)s`)
+)
+
+// flowDuration is a dump-flows line's duration: the time since the flow was added or last
+// replaced by an add.
+func flowDuration(line string) (time.Duration, error) {
+	m := duration.FindStringSubmatch(line)
+	if m == nil {
+		return 0, fmt.Errorf("no duration in %q", line)
+	}
+	return time.ParseDuration(m[1] + "s")
+}
 
 // fallbackPackets is the fallback flow's packet count.
 func fallbackPackets(t *testing.T, s *scenario.Scenario) int {

@@ -93,6 +93,13 @@ func TestRenewals(t *testing.T) {
 	if r := Renewals(Desired([]Service{webService(ModeConntrack)}, DefaultOptions())); r != nil {
 		t.Errorf("group dispatch renews %v", r)
 	}
+	// A flow of ours of another kind that holds a hard timeout (a switch read back after
+	// someone edited it) is drift for the plan to repair, never a lease to keep alive.
+	odd := Desired([]Service{webService(ModeConntrack)}, DefaultOptions())
+	odd.Flows[0].HardTimeout = DispatchLease
+	if r := Renewals(odd); r != nil {
+		t.Errorf("a flow of kind %v with a hard timeout is renewed: %v", Kind(odd.Flows[0].Cookie&0xffff), r)
+	}
 }
 
 // TestDispatchActions: the packet-out marks the frame for the backend (its index + 1, so 0

@@ -21,7 +21,11 @@ import (
 // lapsed meanwhile); renewing from the old term's belief could restore a flow the new term's
 // intent removed.
 func (s *Syncer) renew(ctx context.Context) {
-	if !s.known || s.resync || !s.confirmedWriter() {
+	if !s.known || s.resync {
+		return
+	}
+	term, ok := s.confirmedWriter()
+	if !ok {
 		return
 	}
 	msgs := dataplane.Renewals(s.current)
@@ -40,7 +44,7 @@ func (s *Syncer) renew(ctx context.Context) {
 		default:
 		}
 		if s.cfg.Lead != nil && ofswitch.IsSlave(err) {
-			term, _ := s.cfg.Lead.Leading()
+			// The term the switch confirmed and refused, not whatever the election says by now.
 			s.st.Role = "slave"
 			s.contest(term, ContestIsSlave, fmt.Sprintf("switch %s refused a lease renewal as from a slave", sw))
 			return
@@ -59,16 +63,17 @@ func (s *Syncer) renew(ctx context.Context) {
 }
 
 // confirmedWriter reports, without asking the switch anything, whether we may write to it
-// now: always without HA; with HA only as the leader of the current term, not contested, that
-// the switch confirmed as MASTER with that term's generation id.
-func (s *Syncer) confirmedWriter() bool {
+// now, and in which term: always without HA (term 0); with HA only as the leader of the
+// current term that the switch confirmed as MASTER with that term's generation id and still
+// has as MASTER (contest clears s.master, so a contested term fails here too).
+func (s *Syncer) confirmedWriter() (term uint64, ok bool) {
 	if s.cfg.Lead == nil {
-		return true
+		return 0, true
 	}
 	term, lead := s.cfg.Lead.Leading()
-	if !lead || s.master != term || s.contested == term {
-		return false
+	if !lead || s.master != term {
+		return 0, false
 	}
 	r := s.cfg.Conn.Role()
-	return r.Role == ofp.ControllerRoleMaster && r.GenerationID == term
+	return term, r.Role == ofp.ControllerRoleMaster && r.GenerationID == term
 }
