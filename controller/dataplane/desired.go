@@ -271,7 +271,7 @@ func (p *planner) flow(table uint8, prio uint16, cookie uint64, match []ofp.XM, 
 }
 
 // leased is flow with a hard timeout of lease seconds (0: none), which the switch's syncer
-// renews (Leased): a flow that must not outlive the controller that keeps it.
+// renews (Renewals): a flow that must not outlive the controller that keeps it.
 func (p *planner) leased(table uint8, prio uint16, cookie uint64, match []ofp.XM, instr ofp.Instructions, lease uint16) {
 	m, err := ofwire.EncodeFields(match)
 	if err != nil {

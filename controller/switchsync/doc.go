@@ -8,8 +8,8 @@
 //
 // A syncer's goroutine (Run) is the only one that writes to its switch: syncs, role requests,
 // the renewals of leased flows (lease.go: reactive dispatch's flow to the controller, which
-// must lapse when no controller leads), and the switch's ARP/ND traffic (arp.go). After each intent it asks for the backends placed
-// on the switch that the learner wants located; a packet-in handed to it (PacketIn, from the
+// must lapse when no controller leads), and the switch's ARP/ND traffic (arp.go). After each
+// intent it asks for the backends placed on the switch that the learner wants located; a packet-in handed to it (PacketIn, from the
 // session's packet-in goroutine) is planned there (the reply for a VIP placed on the switch,
 // the frame to the learner, a challenge) and sent from Run between syncs. Neighbours
 // (neighbours.go) is where backends are on every switch, shared by the syncers: the ARP

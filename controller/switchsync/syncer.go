@@ -680,10 +680,8 @@ func (s *Syncer) role(ctx context.Context) (term uint64, write bool) {
 	if s.contested == term {
 		return 0, false
 	}
-	if s.master == term {
-		if r := sw.Role(); r.Role == ofp.ControllerRoleMaster && r.GenerationID == term {
-			return term, true
-		}
+	if t, ok := s.confirmedWriter(); ok && t == term {
+		return term, true
 	}
 	cctx, cancel := context.WithTimeout(ctx, 2*s.barrierTimeout())
 	defer cancel()
