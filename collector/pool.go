@@ -229,6 +229,9 @@ type Pool struct {
 	// instead of sorting 10,000 states under the lock the ingest path takes.
 	sorted []*backend
 	tombs  map[string]tombstone // removed backends, by name
+	// born is when the pool was made: a backend whose first good check comes within
+	// StaleAfter of it was serving before the controller started (check).
+	born time.Time
 }
 
 // NewPool returns an empty pool; add backends with SetBackends.
@@ -245,7 +248,7 @@ func NewPool(cfg Config) *Pool {
 	if cfg.SlowEvictAfter <= 0 {
 		cfg.SlowEvictAfter = DefaultSlowEvictAfter
 	}
-	return &Pool{cfg: cfg, backends: map[string]*backend{}, tombs: map[string]tombstone{}}
+	return &Pool{cfg: cfg, backends: map[string]*backend{}, tombs: map[string]tombstone{}, born: cfg.Now()}
 }
 
 // Reconfigure changes the thresholds (a config reload); states are kept.
@@ -515,6 +518,16 @@ func (p *Pool) observe(b *backend, now time.Time, s Sample) {
 // check runs the health machine: unknown -> warming on the first good check; fail_threshold
 // failures in a row -> down; rise_threshold successes in a row -> warming again.
 //
+// Start-up is not a recovery. A backend whose first good check comes within stale_after of
+// the pool's start (the controller's start-up hold, when every running backend reports at
+// least once) goes straight to up: it was serving before the controller started, and there
+// is no settled pool to protect from it. Ramping every backend at once changes no share
+// (weights hands a ramp's weight only to backends that are not ramping) but leaves the whole
+// pool "warming" for the warm-up (60 s by default) after every controller restart or
+// failover to a fresh standby. HAProxy's slowstart makes the same choice ("it never applies
+// when HAProxy starts"). A backend first seen later, added by a reload or down at the start,
+// still warms up.
+//
 // Busy is not dead. A check that timed out on a backend that is carrying load (busy) queued
 // behind real work: it is a load signal, and counting it as a failure evicts a healthy
 // backend exactly when the pool needs it, moves its traffic onto the others, and makes them
@@ -557,7 +570,10 @@ func (p *Pool) check(b *backend, now time.Time, h Health) {
 	}
 	switch b.health {
 	case weights.StatusUnknown:
-		if h.OK {
+		if h.OK && now.Sub(p.born) < p.cfg.StaleAfter {
+			b.health, b.warmFrom = weights.StatusUp, now
+			reason = "first healthy report at start-up: up without warm-up (serving before the controller started)"
+		} else if h.OK {
 			b.health, b.warmFrom = weights.StatusWarming, now
 			reason = "first healthy report"
 		} else if b.st.ConsecFail >= p.cfg.FailThreshold {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,10 +40,15 @@ func status(t *testing.T, p *Pool, name string) weights.Status {
 	return s.Status
 }
 
+// TestUnknownWarmingUp: a backend first seen after the start-up window (here added by a
+// reload) warms up for the whole warm-up before it is up.
 func TestUnknownWarmingUp(t *testing.T) {
 	c := testutil.NewClock(testutil.Start)
 	var tr []Transition
-	p := newPool(c, &tr)
+	p := NewPool(Config{FailThreshold: 3, RiseThreshold: 2, StaleAfter: 15 * time.Second, Warmup: 60 * time.Second,
+		Alpha: 0.5, Now: c.Now, OnTransition: func(t Transition) { tr = append(tr, t) }})
+	c.Advance(15 * time.Second)
+	p.SetBackends([]string{"a", "b"})
 	if got := status(t, p, "a"); got != weights.StatusUnknown {
 		t.Fatalf("initial %v", got)
 	}
@@ -74,6 +80,58 @@ func TestUnknownWarmingUp(t *testing.T) {
 	}
 	if len(ofA) != 2 || ofA[0].To != weights.StatusWarming || ofA[1].To != weights.StatusUp {
 		t.Fatalf("transitions logged %+v, want exactly unknown->warming->up", ofA)
+	}
+}
+
+// TestFirstHealthyReport: start-up is not a recovery. A backend whose first good check comes
+// within stale_after of the pool's start is up at once; one first seen later, or failing
+// first and recovering, warms up.
+func TestFirstHealthyReport(t *testing.T) {
+	cases := []struct {
+		name      string
+		addAfter  time.Duration // SetBackends this long after the pool's start
+		firstAt   time.Duration // the first report, from the pool's start
+		failFirst bool          // fail_threshold failed checks first, then rise_threshold good ones
+		want      weights.Status
+		reason    string
+	}{
+		{name: "at start-up", firstAt: time.Second, want: weights.StatusUp, reason: "at start-up"},
+		{name: "late in the window", firstAt: 15*time.Second - time.Millisecond, want: weights.StatusUp, reason: "at start-up"},
+		{name: "at the window's end", firstAt: 15 * time.Second, want: weights.StatusWarming, reason: "first healthy report"},
+		{name: "added by a reload", addAfter: 20 * time.Second, firstAt: 21 * time.Second, want: weights.StatusWarming, reason: "first healthy report"},
+		{name: "down at start-up, then recovered", firstAt: time.Second, failFirst: true, want: weights.StatusWarming, reason: "recovered"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testutil.NewClock(testutil.Start)
+			var tr []Transition
+			p := NewPool(Config{FailThreshold: 3, RiseThreshold: 2, StaleAfter: 15 * time.Second, Warmup: 60 * time.Second,
+				Alpha: 0.5, Now: c.Now, OnTransition: func(t Transition) { tr = append(tr, t) }})
+			c.Advance(tc.addAfter)
+			p.SetBackends([]string{"a"})
+			c.Advance(tc.firstAt - tc.addAfter)
+			if tc.failFirst {
+				for range 3 {
+					p.Accept(rep("a", false), from)
+				}
+				if got := status(t, p, "a"); got != weights.StatusDown {
+					t.Fatalf("after three failed checks %v, want down", got)
+				}
+				p.Accept(rep("a", true), from)
+			}
+			p.Accept(rep("a", true), from)
+			if got := status(t, p, "a"); got != tc.want {
+				t.Fatalf("status %v, want %v", got, tc.want)
+			}
+			last := tr[len(tr)-1]
+			if last.To != tc.want || !strings.Contains(last.Reason, tc.reason) {
+				t.Fatalf("last transition %+v, want to %v with a reason naming %q", last, tc.want, tc.reason)
+			}
+			s, _ := p.Get("a")
+			if tc.want == weights.StatusUp && s.WarmupElapsed != 0 {
+				t.Fatalf("up at start-up with warm-up elapsed %v: weights would read a ramp", s.WarmupElapsed)
+			}
+		})
 	}
 }
 

@@ -40,7 +40,7 @@ func TestTransitionLogRateLimit(t *testing.T) {
 		}
 		return out
 	}
-	p.Accept(rep("a", true), from) // unknown -> warming: 1 of the burst
+	p.Accept(rep("a", true), from) // unknown -> up (at start-up): 1 of the burst
 	const toggles = 2000
 	for i := range toggles {
 		c.Advance(time.Millisecond) // 2,000 reports in 2 s
@@ -50,7 +50,7 @@ func TestTransitionLogRateLimit(t *testing.T) {
 			r.Flags |= report.FlagDrain
 		}
 		p.Accept(r, from)
-		want := weights.StatusWarming
+		want := weights.StatusUp
 		if drain {
 			want = weights.StatusDrained
 		}

@@ -54,7 +54,7 @@ func TestStateEventsRateLimited(t *testing.T) {
 	if kicks != toggles+1 {
 		t.Errorf("%d early updates asked for %d changes, want one each", kicks, toggles+1)
 	}
-	counted := counterValue(t, b.metrics.transitions.WithLabelValues("drained")) + counterValue(t, b.metrics.transitions.WithLabelValues("warming"))
+	counted := counterValue(t, b.metrics.transitions.WithLabelValues("drained")) + counterValue(t, b.metrics.transitions.WithLabelValues("up"))
 	if counted != toggles+1 {
 		t.Errorf("transitions counted %v, want all %d", counted, toggles+1)
 	}

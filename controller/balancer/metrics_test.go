@@ -379,6 +379,9 @@ func TestWarmupSeriesWhileRamping(t *testing.T) {
 		}
 		computeAndObserve(b, m)
 	}
+	// Past the start-up window: backends first seen at start-up are up at once, without a
+	// ramp (collector.Pool's check).
+	clk.Advance(b.Config().Collector.StaleAfter)
 	update()
 	if w := gaugeValues(t, m, "flowweight_backend_warmup_ratio"); len(w) != 2 || w["a"] != 0.05 {
 		t.Fatalf("warm-up series %v, want a and b at 0.05 (a watched ramp's start)", w)
