@@ -572,7 +572,7 @@ func (p *Pool) check(b *backend, now time.Time, h Health) {
 	case weights.StatusUnknown:
 		if h.OK && now.Sub(p.born) < p.cfg.StaleAfter {
 			b.health, b.warmFrom = weights.StatusUp, now
-			reason = "first healthy report at start-up: up without warm-up (serving before the controller started)"
+			reason = "first healthy report at start-up: up without warm-up"
 		} else if h.OK {
 			b.health, b.warmFrom = weights.StatusWarming, now
 			reason = "first healthy report"

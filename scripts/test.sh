@@ -19,67 +19,114 @@ bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 echo "== go vet"
 go vet -tags integration ./...
 
-echo "== go test (unit + integration, race detector)"
-# -p 1 keeps the integration tests of different packages from starting Open vSwitch, snmpd
-# and namespaces at the same time on a 2-core machine.
+# Two streams at once. The end-to-end tier (Open vSwitch, namespaces, etcd: the packages whose
+# tests use e2e/lab or e2e/scenario) keeps the host's one userspace switch and waits on it most
+# of its 12 minutes, using about a third of this 2-core machine; everything else (unit tests,
+# snmpd, haproxy, Chromium, the simulator, the soak, fuzzing) runs beside it. One stream each,
+# so at most one package of each starts daemons at a time. The second stream's output is kept
+# in a file and printed when both are done (or at once, if the script is interrupted).
+switch_pkgs=$(go list -tags integration -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
+                awk '$1 ~ /^flowweight\/e2e(\/|$)/ || / flowweight\/e2e\/(lab|scenario)( |$)/ {print $1}')
 # The simulator's report command runs the same simulations as weights/sim 6x slower under
 # the race detector (104 s against 17 s); its only concurrency is weights/sim.RunAll, which
 # weights/sim's own tests run under the detector. So it runs once, without it, below.
-go test -race -tags integration -p 1 -count=1 -timeout 25m $(go list ./... | grep -v '/cmd/fwsim$')
+other_pkgs=$(go list ./... | grep -vxF -e flowweight/cmd/fwsim $(printf -- '-e %s ' $switch_pkgs))
+[ -n "$switch_pkgs" ] && [ -n "$other_pkgs" ] || { echo "test.sh: no packages to test"; exit 1; }
 
-echo "== the simulator's report command (without the race detector, see above)"
-go test -tags integration -count=1 ./cmd/fwsim
-
-echo "== soak (1,000 simulated probes at 1 Hz, 30 s; without the race detector, which would measure its own overhead)"
-# FLOWWEIGHT_SOAK=5m for the full length.
-go test -tags integration -count=1 -run '^TestSoak$' -timeout 15m ./controller/balancer
-
-fuzztime=${FUZZTIME:-10s}
-if [ "$fuzztime" != 0 ]; then
-  echo "== fuzz ($fuzztime per target)"
-  # List "package FuzzTarget" pairs first (grep finds none in most packages: not an error).
-  targets=$(go list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r ip dir; do
-              grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed "s|^func |$ip |" || true
-            done)
-  [ -n "$targets" ] || { echo "fuzz: no fuzz targets found"; exit 1; }
-  # Two targets at a time, one fuzzing worker each: the same CPU as one target on both cores,
-  # but each target's build and start-up overlaps another's fuzzing.
-  fuzz_one() {
-    local pkg=$1 target=$2 log
-    log=$(mktemp)
-    # Go 1.26's fuzz coordinator can end a run at the -fuzztime deadline with a bare "context
-    # deadline exceeded" and no failing input (golang/go#75804, fixed in Go 1.27). Such a run is
-    # retried, up to three tries in all (it hit FuzzOVSSlots twice in a row in one CI run); a run
-    # that writes a failing input, or fails every try, fails the stage.
-    for attempt in 1 2 3; do
-      if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -parallel 1 "$pkg" </dev/null >"$log" 2>&1; then
-        if grep -q 'no fuzz tests to fuzz' "$log"; then
-          echo "-- $pkg $target FAILED: go test found no such fuzz target (behind a build tag?)"
-          rm -f "$log"
-          return 1
-        fi
-        echo "-- $pkg $target ok"
-        rm -f "$log"
-        return 0
-      fi
-      if [ "$attempt" -lt 3 ] && ! grep -q 'Failing input written' "$log" &&
-         grep -qx '    context deadline exceeded' "$log"; then
-        echo "-- $pkg $target: deadline race in the fuzz coordinator (golang/go#75804), no failing input: retrying ($attempt of 3)"
-        continue
-      fi
-      echo "-- $pkg $target FAILED"
-      cat "$log"
-      rm -f "$log"
-      return 1
-    done
-  }
-  export -f fuzz_one
-  export fuzztime
-  n=$(wc -l <<<"$targets")
-  if ! xargs -P 2 -L 1 bash -c 'fuzz_one "$0" "$1"' <<<"$targets"; then
-    echo "fuzz: a target failed (its output is above)"
-    exit 1
+other_log=$(mktemp)
+other_pid=
+show_other() {
+  if [ -n "$other_pid" ]; then
+    kill -- "-$other_pid" 2>/dev/null || true # its own process group (setsid)
   fi
-  echo "fuzz: $n targets, $fuzztime each, no failure"
+  if [ -s "$other_log" ]; then
+    echo "== (the second stream's output so far)"
+    cat "$other_log"
+  fi
+  rm -f "$other_log"
+}
+trap 'show_other; exit 130' INT TERM
+
+other_stream() {
+  set -euo pipefail
+  echo "== go test, all but the end-to-end tier (unit + integration, race detector)"
+  # -p 1: the integration tests of different packages do not start snmpd, haproxy and
+  # Chromium at the same time.
+  go test -race -tags integration -p 1 -count=1 -timeout 25m $other_pkgs
+
+  echo "== the simulator's report command (without the race detector, see above)"
+  go test -tags integration -count=1 ./cmd/fwsim
+
+  echo "== soak (1,000 simulated probes at 1 Hz, 30 s; without the race detector, which would measure its own overhead)"
+  # FLOWWEIGHT_SOAK=5m for the full length.
+  go test -tags integration -count=1 -run '^TestSoak$' -timeout 15m ./controller/balancer
+
+  fuzztime=${FUZZTIME:-10s}
+  if [ "$fuzztime" != 0 ]; then
+    echo "== fuzz ($fuzztime per target)"
+    # List "package FuzzTarget" pairs first (grep finds none in most packages: not an error).
+    targets=$(go list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r ip dir; do
+                grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed "s|^func |$ip |" || true
+              done)
+    [ -n "$targets" ] || { echo "fuzz: no fuzz targets found"; exit 1; }
+    fuzz_one() {
+      local pkg=$1 target=$2 log
+      log=$(mktemp)
+      # Go 1.26's fuzz coordinator can end a run at the -fuzztime deadline with a bare "context
+      # deadline exceeded" and no failing input (golang/go#75804, fixed in Go 1.27). Such a run is
+      # retried, up to three tries in all (it hit FuzzOVSSlots twice in a row in one CI run); a run
+      # that writes a failing input, or fails every try, fails the stage.
+      for attempt in 1 2 3; do
+        if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -parallel 1 "$pkg" </dev/null >"$log" 2>&1; then
+          if grep -q 'no fuzz tests to fuzz' "$log"; then
+            echo "-- $pkg $target FAILED: go test found no such fuzz target (behind a build tag?)"
+            rm -f "$log"
+            return 1
+          fi
+          echo "-- $pkg $target ok"
+          rm -f "$log"
+          return 0
+        fi
+        if [ "$attempt" -lt 3 ] && ! grep -q 'Failing input written' "$log" &&
+           grep -qx '    context deadline exceeded' "$log"; then
+          echo "-- $pkg $target: deadline race in the fuzz coordinator (golang/go#75804), no failing input: retrying ($attempt of 3)"
+          continue
+        fi
+        echo "-- $pkg $target FAILED"
+        cat "$log"
+        rm -f "$log"
+        return 1
+      done
+    }
+    # One target at a time, one fuzzing worker: one core, beside the end-to-end tier.
+    n=0
+    while read -r pkg target; do
+      fuzz_one "$pkg" "$target" || { echo "fuzz: a target failed (its output is above)"; exit 1; }
+      n=$((n + 1))
+    done <<<"$targets"
+    echo "fuzz: $n targets, $fuzztime each, no failure"
+  fi
+}
+
+export -f other_stream
+export other_pkgs FUZZTIME
+setsid -w bash -c other_stream >"$other_log" 2>&1 &
+other_pid=$!
+
+echo "== go test, the end-to-end tier (real Open vSwitch, namespaces, etcd; race detector)"
+echo "   (beside it, in a second stream: everything else; its output follows)"
+switch_rc=0
+# -p 1: one package at a time holds the host's userspace switch.
+go test -race -tags integration -p 1 -count=1 -timeout 25m $switch_pkgs || switch_rc=$?
+
+other_rc=0
+wait "$other_pid" || other_rc=$?
+other_pid=
+cat "$other_log"
+rm -f "$other_log"
+trap - INT TERM
+if [ "$switch_rc" != 0 ] || [ "$other_rc" != 0 ]; then
+  echo "== FAILED: the end-to-end tier exited $switch_rc, the second stream $other_rc"
+  exit 1
 fi
 echo "== all tests passed"
