@@ -229,9 +229,10 @@ type Pool struct {
 	// instead of sorting 10,000 states under the lock the ingest path takes.
 	sorted []*backend
 	tombs  map[string]tombstone // removed backends, by name
-	// born is when the pool was made: a backend whose first good check comes within
-	// StaleAfter of it was serving before the controller started (check).
-	born time.Time
+	// startupUntil is the pool's start plus StaleAfter, fixed when the pool is made (a reload
+	// that changes StaleAfter later must not open the window again): a backend whose first
+	// check is good and comes before it was serving before the controller started (check).
+	startupUntil time.Time
 }
 
 // NewPool returns an empty pool; add backends with SetBackends.
@@ -248,7 +249,8 @@ func NewPool(cfg Config) *Pool {
 	if cfg.SlowEvictAfter <= 0 {
 		cfg.SlowEvictAfter = DefaultSlowEvictAfter
 	}
-	return &Pool{cfg: cfg, backends: map[string]*backend{}, tombs: map[string]tombstone{}, born: cfg.Now()}
+	return &Pool{cfg: cfg, backends: map[string]*backend{}, tombs: map[string]tombstone{},
+		startupUntil: cfg.Now().Add(cfg.StaleAfter)}
 }
 
 // Reconfigure changes the thresholds (a config reload); states are kept.
@@ -515,18 +517,19 @@ func (p *Pool) observe(b *backend, now time.Time, s Sample) {
 	b.st.HasMetrics = true
 }
 
-// check runs the health machine: unknown -> warming on the first good check; fail_threshold
+// check runs the health machine: unknown -> up on a first check that is good and comes in
+// the start-up window, unknown -> warming on the first good check otherwise; fail_threshold
 // failures in a row -> down; rise_threshold successes in a row -> warming again.
 //
-// Start-up is not a recovery. A backend whose first good check comes within stale_after of
-// the pool's start (the controller's start-up hold, when every running backend reports at
+// Start-up is not a recovery. A backend whose first check is good and comes within
+// stale_after of the pool's start (the controller's start-up hold, when every running backend reports at
 // least once) goes straight to up: it was serving before the controller started, and there
 // is no settled pool to protect from it. Ramping every backend at once changes no share
 // (weights hands a ramp's weight only to backends that are not ramping) but leaves the whole
 // pool "warming" for the warm-up (60 s by default) after every controller restart or
 // failover to a fresh standby. HAProxy's slowstart makes the same choice ("it never applies
-// when HAProxy starts"). A backend first seen later, added by a reload or down at the start,
-// still warms up.
+// when HAProxy starts"). A backend first seen later (added by a reload), or whose checks
+// failed before its first good one, still warms up.
 //
 // Busy is not dead. A check that timed out on a backend that is carrying load (busy) queued
 // behind real work: it is a load signal, and counting it as a failure evicts a healthy
@@ -540,6 +543,7 @@ func (p *Pool) observe(b *backend, now time.Time, s Sample) {
 // and evicting from it only concentrates the load (Envoy's ejection cap, for the same reason).
 func (p *Pool) check(b *backend, now time.Time, h Health) {
 	b.st.LastHealth = h
+	clean := b.health == weights.StatusUnknown && b.st.ConsecFail == 0 // no failed check yet
 	slow := !h.OK && h.Timeout && busy(&b.st, now)
 	switch {
 	case h.OK:
@@ -570,7 +574,7 @@ func (p *Pool) check(b *backend, now time.Time, h Health) {
 	}
 	switch b.health {
 	case weights.StatusUnknown:
-		if h.OK && now.Sub(p.born) < p.cfg.StaleAfter {
+		if h.OK && clean && now.Before(p.startupUntil) {
 			b.health, b.warmFrom = weights.StatusUp, now
 			reason = "first healthy report at start-up: up without warm-up"
 		} else if h.OK {

@@ -83,15 +83,17 @@ func TestUnknownWarmingUp(t *testing.T) {
 	}
 }
 
-// TestFirstHealthyReport: start-up is not a recovery. A backend whose first good check comes
-// within stale_after of the pool's start is up at once; one first seen later, or failing
-// first and recovering, warms up.
+// TestFirstHealthyReport: start-up is not a recovery. A backend whose first check is good and
+// comes within stale_after of the pool's start is up at once; one first seen later (a reload
+// that widens stale_after does not open the window again), or failing before its first good
+// check, warms up.
 func TestFirstHealthyReport(t *testing.T) {
 	cases := []struct {
 		name      string
 		addAfter  time.Duration // SetBackends this long after the pool's start
 		firstAt   time.Duration // the first report, from the pool's start
-		failFirst bool          // fail_threshold failed checks first, then rise_threshold good ones
+		failFirst int           // failed checks first (fail_threshold of them: down, then rise_threshold good ones)
+		reconfig  bool          // a reload raises stale_after to 10 minutes before the backend is added
 		want      weights.Status
 		reason    string
 	}{
@@ -99,7 +101,9 @@ func TestFirstHealthyReport(t *testing.T) {
 		{name: "late in the window", firstAt: 15*time.Second - time.Millisecond, want: weights.StatusUp, reason: "at start-up"},
 		{name: "at the window's end", firstAt: 15 * time.Second, want: weights.StatusWarming, reason: "first healthy report"},
 		{name: "added by a reload", addAfter: 20 * time.Second, firstAt: 21 * time.Second, want: weights.StatusWarming, reason: "first healthy report"},
-		{name: "down at start-up, then recovered", firstAt: time.Second, failFirst: true, want: weights.StatusWarming, reason: "recovered"},
+		{name: "down at start-up, then recovered", firstAt: time.Second, failFirst: 3, want: weights.StatusWarming, reason: "recovered"},
+		{name: "failing at start-up, then good", firstAt: time.Second, failFirst: 2, want: weights.StatusWarming, reason: "first healthy report"},
+		{name: "a reload widens stale_after later", addAfter: 20 * time.Second, firstAt: 21 * time.Second, reconfig: true, want: weights.StatusWarming, reason: "first healthy report"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,12 +112,15 @@ func TestFirstHealthyReport(t *testing.T) {
 			p := NewPool(Config{FailThreshold: 3, RiseThreshold: 2, StaleAfter: 15 * time.Second, Warmup: 60 * time.Second,
 				Alpha: 0.5, Now: c.Now, OnTransition: func(t Transition) { tr = append(tr, t) }})
 			c.Advance(tc.addAfter)
+			if tc.reconfig {
+				p.Reconfigure(Config{FailThreshold: 3, RiseThreshold: 2, StaleAfter: 10 * time.Minute, Warmup: 60 * time.Second, Alpha: 0.5})
+			}
 			p.SetBackends([]string{"a"})
 			c.Advance(tc.firstAt - tc.addAfter)
-			if tc.failFirst {
-				for range 3 {
-					p.Accept(rep("a", false), from)
-				}
+			for range tc.failFirst {
+				p.Accept(rep("a", false), from)
+			}
+			if tc.failFirst >= 3 {
 				if got := status(t, p, "a"); got != weights.StatusDown {
 					t.Fatalf("after three failed checks %v, want down", got)
 				}

@@ -16,22 +16,23 @@ echo "== gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 [ -z "$bad" ] || { echo "gofmt: unformatted files:"; echo "$bad"; exit 1; }
 
-echo "== go vet"
-go vet -tags integration ./...
-
 # Two streams at once. The end-to-end tier (Open vSwitch, namespaces, etcd: the packages whose
-# tests use e2e/lab or e2e/scenario) keeps the host's one userspace switch and waits on it most
-# of its 12 minutes, using about a third of this 2-core machine; everything else (unit tests,
-# snmpd, haproxy, Chromium, the simulator, the soak, fuzzing) runs beside it. One stream each,
-# so at most one package of each starts daemons at a time. The second stream's output is kept
-# in a file and printed when both are done (or at once, if the script is interrupted).
-switch_pkgs=$(go list -tags integration -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
-                awk '$1 ~ /^flowweight\/e2e(\/|$)/ || / flowweight\/e2e\/(lab|scenario)( |$)/ {print $1}')
+# code or tests import e2e/lab or e2e/scenario) holds the host's one userspace switch and
+# waits on it most of its 12 minutes, using about a third of this 2-core machine; everything
+# else (vet, unit tests, snmpd, haproxy, Chromium, the simulator, the soak, fuzzing) runs
+# beside it. One package at a time in each, so at most one of each starts daemons at a time.
+# The second stream's output is kept in a file and printed when both are done (or when the
+# script ends otherwise).
+pkgs=$(go list -tags integration -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./...)
+switch_pkgs=$(awk '$1 ~ /^flowweight\/e2e(\/|$)/ || / flowweight\/e2e\/(lab|scenario)( |$)/ {print $1}' <<<"$pkgs")
 # The simulator's report command runs the same simulations as weights/sim 6x slower under
 # the race detector (104 s against 17 s); its only concurrency is weights/sim.RunAll, which
 # weights/sim's own tests run under the detector. So it runs once, without it, below.
-other_pkgs=$(go list ./... | grep -vxF -e flowweight/cmd/fwsim $(printf -- '-e %s ' $switch_pkgs))
-[ -n "$switch_pkgs" ] && [ -n "$other_pkgs" ] || { echo "test.sh: no packages to test"; exit 1; }
+other_pkgs=$(awk '{print $1}' <<<"$pkgs" | grep -vxF -e flowweight/cmd/fwsim $(printf -- '-e %s ' $switch_pkgs) || true)
+if [ -z "$switch_pkgs" ] || [ -z "$other_pkgs" ]; then
+  echo "test.sh: no packages in a stream (end-to-end tier: '$switch_pkgs'; others: '$other_pkgs')"
+  exit 1
+fi
 
 other_log=$(mktemp)
 other_pid=
@@ -45,10 +46,15 @@ show_other() {
   fi
   rm -f "$other_log"
 }
-trap 'show_other; exit 130' INT TERM
+trap 'show_other' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 other_stream() {
   set -euo pipefail
+  echo "== go vet"
+  go vet -tags integration ./...
+
   echo "== go test, all but the end-to-end tier (unit + integration, race detector)"
   # -p 1: the integration tests of different packages do not start snmpd, haproxy and
   # Chromium at the same time.
@@ -110,7 +116,8 @@ other_stream() {
 
 export -f other_stream
 export other_pkgs FUZZTIME
-setsid -w bash -c other_stream >"$other_log" 2>&1 &
+# Niced a little: where the two compete for the CPU, the end-to-end tier (the longer) goes first.
+setsid -w nice -n 5 bash -c other_stream >"$other_log" 2>&1 &
 other_pid=$!
 
 echo "== go test, the end-to-end tier (real Open vSwitch, namespaces, etcd; race detector)"
@@ -122,9 +129,9 @@ go test -race -tags integration -p 1 -count=1 -timeout 25m $switch_pkgs || switc
 other_rc=0
 wait "$other_pid" || other_rc=$?
 other_pid=
+trap - EXIT INT TERM
 cat "$other_log"
 rm -f "$other_log"
-trap - INT TERM
 if [ "$switch_rc" != 0 ] || [ "$other_rc" != 0 ]; then
   echo "== FAILED: the end-to-end tier exited $switch_rc, the second stream $other_rc"
   exit 1

@@ -68,8 +68,10 @@ type Balancer struct {
 	snap     []collector.State
 
 	// kick asks the update loop for an early update (a learned MAC, a reload, a connect).
-	kick    chan struct{}
-	started time.Time // when New ran: the start-up hold counts from it
+	kick chan struct{}
+	// startupUntil ends the start-up hold: New's time plus the stale_after it started with (a
+	// reload that changes stale_after later must not hold the services again).
+	startupUntil time.Time
 
 	// mu is the update loop's lock: the running configuration and services, the registry of
 	// switches, the update counters. Readers do not take it: they read b.board.
@@ -119,7 +121,7 @@ func New(cfg *config.Config, opt Options) (*Balancer, error) {
 	}
 	b := &Balancer{log: opt.Logger, now: opt.Now, metrics: opt.Metrics, events: view.NewLog(200), hist: view.NewHistory(360),
 		board: opt.Metrics.board, kick: make(chan struct{}, 1), switches: map[uint64]*switchsync.Syncer{},
-		owned: map[uint32]bool{}, started: opt.Now()}
+		owned: map[uint32]bool{}, startupUntil: opt.Now().Add(cfg.Collector.StaleAfter)}
 	b.plog = ratelog.New(b.log, func() time.Time { return b.now() })
 	b.nb = newNeighbours(b)
 	b.notes = switchsync.NewNotes(b.log)

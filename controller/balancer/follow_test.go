@@ -182,7 +182,7 @@ func fastLoopBalancer(t *testing.T, extra string) (*Balancer, *testutil.Clock, f
 	}
 	b.pool.Accept(rep("a", -1), netip.AddrPort{})
 	b.pool.Accept(rep("b", -1), netip.AddrPort{})
-	b.started = clk.Now().Add(-time.Hour) // past the start-up hold
+	b.startupUntil = clk.Now() // past the start-up hold
 	b.update(context.Background(), true)
 	return b, clk, rep
 }

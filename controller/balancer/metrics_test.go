@@ -22,6 +22,7 @@ import (
 	"flowweight/controller/ratelog"
 	"flowweight/internal/report"
 	"flowweight/internal/testutil"
+	"flowweight/weights"
 )
 
 // runWithMetrics starts a Balancer on cfg with its metrics on a fresh registry and log into
@@ -361,6 +362,30 @@ func TestReloadForgetsRemovedBackendsSeries(t *testing.T) {
 }
 
 func hasKey(m map[string]float64, k string) bool { _, ok := m[k]; return ok }
+
+// TestNoWarmupAtStartUp: backends that report from the controller's start are up at once,
+// with no warm-up series (collector.Pool: start-up is not a recovery).
+func TestNoWarmupAtStartUp(t *testing.T) {
+	clk := testutil.NewClock(time.Unix(1e9, 0))
+	m := NewMetrics()
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq, id := range []string{"a", "b"} {
+		clk.Advance(100 * time.Millisecond)
+		b.pool.Accept(&report.Report{BackendID: id, Seq: uint64(seq + 1), Flags: report.FlagHealthOK, CPUUtil: 0.3, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30}, netip.AddrPort{})
+	}
+	computeAndObserve(b, m)
+	if w := gaugeValues(t, m, "flowweight_backend_warmup_ratio"); len(w) != 0 {
+		t.Fatalf("warm-up series %v at start-up, want none", w)
+	}
+	for _, id := range []string{"a", "b"} {
+		if st, _ := b.pool.Get(id); st.Status != weights.StatusUp {
+			t.Errorf("%s is %v after its first good report at start-up, want up", id, st.Status)
+		}
+	}
+}
 
 // TestWarmupSeriesWhileRamping: flowweight_backend_warmup_ratio exists while a backend ramps,
 // with its fraction, and goes once the ramp is over.

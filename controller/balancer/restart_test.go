@@ -155,7 +155,7 @@ func TestRestartStartsFromTheSwitchWeights(t *testing.T) {
 			t.Fatalf("seed from the switch %v, want the shares of %v to within a slot", seed, held)
 		}
 	}
-	restarted.started = clk.Now().Add(-time.Hour) // the hold ends with the first reports
+	restarted.startupUntil = clk.Now() // the hold ends with the first reports
 	got := periods(restarted, clk, 3)
 	// The switch holds its shares to a slot (22/21/21 of 64) where the running controller kept
 	// exact ones (1/3 each), so the restarted path may differ from the running one by up to a

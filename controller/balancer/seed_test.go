@@ -89,7 +89,7 @@ func TestSeedNotFromOneSwitch(t *testing.T) {
 	if s := b.services[0]; s.seed != nil {
 		t.Fatalf("seeded from %s: %v", s.seedFrom, s.seed)
 	}
-	b.started = clk.Now().Add(-time.Hour) // the hold ends with the first reports
+	b.startupUntil = clk.Now() // the hold ends with the first reports
 	got := periods(b, clk, 3)
 	for i, w := range got {
 		if !slices.Equal(w, []uint16{334, 333, 333}) {

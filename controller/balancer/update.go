@@ -120,7 +120,7 @@ func (b *Balancer) update(_ context.Context, periodic bool) {
 	dirty := !periodic || b.dirty
 	b.dirty = false
 	period := b.cfg.Weighting.InFlightPeriod
-	starting := b.now().Sub(b.started) < b.cfg.Collector.StaleAfter
+	starting := b.now().Before(b.startupUntil)
 	for _, s := range b.services {
 		wasHeld := s.hold
 		s.hold = starting && (s.anyUnknown(states) || (s.applied == nil && s.seed == nil && unread))
