@@ -215,7 +215,11 @@ func (v Service) Backend(name string) (BackendView, bool) {
 }
 
 // WaitReady waits until a switch is connected and every backend is "up" with a non-zero
-// weight in dump-groups equal to its applied weight.
+// applied weight and slots in the group, and dump-groups equals the applied slots. The slots
+// matter on their own: a backend is up (and weighted) as soon as it reports, but it gets
+// buckets only once the controller has located it on the switch; until then the group spreads
+// over the others, and its arrival moves slots (which breaks live connections in stateless
+// mode).
 func (s *Scenario) WaitReady(timeout time.Duration) error {
 	return lab.Poll(timeout, func() error {
 		var sw []string
@@ -230,9 +234,9 @@ func (s *Scenario) WaitReady(timeout time.Duration) error {
 			return err
 		}
 		for _, b := range v.Backends {
-			if b.State != "up" || b.AppliedWeight == 0 {
-				return fmt.Errorf("scenario: backend %s is %q with applied weight %d (health %q, last report %.1fs ago)",
-					b.Name, b.State, b.AppliedWeight, b.Health, b.LastReportAge)
+			if b.State != "up" || b.AppliedWeight == 0 || b.Slots == 0 {
+				return fmt.Errorf("scenario: backend %s is %q with applied weight %d and %d slots (health %q, last report %.1fs ago)",
+					b.Name, b.State, b.AppliedWeight, b.Slots, b.Health, b.LastReportAge)
 			}
 		}
 		_, err = s.InSync()
