@@ -522,9 +522,9 @@ func (p *Pool) observe(b *backend, now time.Time, s Sample) {
 // failures in a row -> down; rise_threshold successes in a row -> warming again.
 //
 // Start-up is not a recovery. A backend whose first check is good and comes within
-// stale_after of the pool's start (the controller's start-up hold, when every running backend reports at
-// least once) goes straight to up: it was serving before the controller started, and there
-// is no settled pool to protect from it. Ramping every backend at once changes no share
+// stale_after of the pool's start (the controller's start-up hold, when every running
+// backend reports at least once) goes straight to up: it was serving before the controller
+// started, and there is no settled pool to protect from it. Ramping every backend at once changes no share
 // (weights hands a ramp's weight only to backends that are not ramping) but leaves the whole
 // pool "warming" for the warm-up (60 s by default) after every controller restart or
 // failover to a fresh standby. HAProxy's slowstart makes the same choice ("it never applies

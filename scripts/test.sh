@@ -112,6 +112,7 @@ other_stream() {
     done <<<"$targets"
     echo "fuzz: $n targets, $fuzztime each, no failure"
   fi
+  echo "== the second stream took $SECONDS s"
 }
 
 export -f other_stream
@@ -123,8 +124,10 @@ other_pid=$!
 echo "== go test, the end-to-end tier (real Open vSwitch, namespaces, etcd; race detector)"
 echo "   (beside it, in a second stream: everything else; its output follows)"
 switch_rc=0
+tier_start=$SECONDS
 # -p 1: one package at a time holds the host's userspace switch.
 go test -race -tags integration -p 1 -count=1 -timeout 25m $switch_pkgs || switch_rc=$?
+echo "== the end-to-end tier took $((SECONDS - tier_start)) s"
 
 other_rc=0
 wait "$other_pid" || other_rc=$?
