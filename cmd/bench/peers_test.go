@@ -224,3 +224,43 @@ func TestSplitAtDrop(t *testing.T) {
 		}
 	}
 }
+
+// TestRecovery: the overload's "the 80 % p99 again from" is the first whole second after the
+// drop whose next window holds the 80 % figure, failures included.
+func TestRecovery(t *testing.T) {
+	const ms = time.Millisecond
+	// One request every 10 ms over [0, 40 s): latency slow before slowUntil, 50 ms after;
+	// the 600 ms from failedAt (if set) fail, 60 requests: more than 1 % of any window's.
+	run := func(slowUntil, failedAt time.Duration) scenario.LoadResult {
+		var r scenario.LoadResult
+		for at := time.Duration(0); at < 40*time.Second; at += 10 * ms {
+			q := scenario.Request{At: at, Latency: 50 * ms}
+			if at < slowUntil {
+				q.Latency = 500 * ms
+			}
+			q.Failed = failedAt != 0 && at >= failedAt && at < failedAt+600*ms
+			r.Requests = append(r.Requests, q)
+		}
+		return r
+	}
+	tests := []struct {
+		name       string
+		res        scenario.LoadResult
+		want       time.Duration
+		ok         bool
+		steady     time.Duration
+		drop, wind time.Duration
+	}{
+		{"back at once", run(20*time.Second, 0), 0, true, 100 * ms, 20 * time.Second, 10 * time.Second},
+		{"slow for 5.5 s: back from the 6th second", run(25500*ms, 0), 6 * time.Second, true, 100 * ms, 20 * time.Second, 10 * time.Second},
+		{"slow to the end", run(40*time.Second, 0), 0, false, 100 * ms, 20 * time.Second, 10 * time.Second},
+		{"failures around 30 s, in every window", run(20*time.Second, 29700*ms), 0, false, 100 * ms, 20 * time.Second, 10 * time.Second},
+		{"the 80 % figure was itself slow", run(25*time.Second, 0), 0, true, 500 * ms, 20 * time.Second, 10 * time.Second},
+	}
+	for _, tt := range tests {
+		got, ok := recovery(tt.res, tt.drop, tt.wind, 40*time.Second, tt.steady)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("%s: %v %v, want %v %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+}

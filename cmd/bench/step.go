@@ -107,7 +107,8 @@ func downEvents(s *scenario.Scenario, t0, t1 time.Time) (down, stale int, err er
 
 // overload measures each peer at 80 % (-measure), then 110 % for -measure followed at once by
 // 80 % for -measure: the failures during the overload, the backends evicted meanwhile, and
-// the p99 of the first half-window after the load drops against the 80 % figure before.
+// the p99 of the first half-window after the load drops against the 80 % figure before, when
+// that figure held again, and the backlog the overload left.
 func (b *bench) overload() error {
 	pl, stop, err := b.setupPeers()
 	if err != nil {
@@ -120,8 +121,8 @@ func (b *bench) overload() error {
 	lo80, hi := 0.8*pl.capacity, 1.1*pl.capacity
 	half := b.measure / 2
 	reps := b.repeatOr(3)
-	fmt.Printf("| repetition | peer | p99 of all at 80 %% | failed during 110 %% (by kind) | p99 of all per %v window from the overload on | evictions during the run | p99 of all, first %v after the drop | that / the 80 %% p99 | first packets dropped, overload and after (flowweight) |\n", half, half)
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("| repetition | peer | p99 of all at 80 %% | failed during 110 %% (by kind) | p99 of all per %v window from the overload on | evictions during the run | p99 of all, first %v after the drop | that / the 80 %% p99 | the 80 %% p99 again from | answered requests open at the drop, and the least time to clear them | first packets dropped, overload and after (flowweight) |\n", half, half)
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	for rep := range reps {
 		for j := range runs {
 			r := runs[(j+rep)%len(runs)]
@@ -184,13 +185,35 @@ func (b *bench) overload() error {
 				}
 				ratio = plainRatio(scenario.LoadResult{P99All: afterW.P99All, P99Failed: afterW.P99Failed}, steady)
 			}
-			fmt.Printf("| #%d | %s | %s | %d of %d%s | %s | %s | %s | %s | %s |\n", rep+1, r.label, p99Only(steady), failed, offered,
-				overKinds, windowsCell(res.Windows), evictions, after, ratio, drops)
+			back := "–"
+			if !steady.P99Failed {
+				back = fmt.Sprintf("> %v after the drop", b.measure-half)
+				if at, ok := recovery(res, b.measure, half, 2*b.measure, steady.P99All); ok {
+					back = fmt.Sprintf("%v after the drop", at)
+				}
+			}
+			waiting := res.AnsweredAcross(b.measure)
+			backlog := fmt.Sprintf("%d, %.1f s", waiting, float64(waiting)/(pl.capacity-lo80))
+			fmt.Printf("| #%d | %s | %s | %d of %d%s | %s | %s | %s | %s | %s | %s | %s |\n", rep+1, r.label, p99Only(steady), failed, offered,
+				overKinds, windowsCell(res.Windows), evictions, after, ratio, back, backlog, drops)
 		}
 	}
 	fmt.Println()
-	fmt.Printf("Offered: 80 %% = %.0f req/s, 110 %% = %.0f req/s of %.1f. Failures by scheduled arrival time; the overload's stragglers answered after it count in its windows.\n\n", lo80, hi, pl.capacity)
+	fmt.Printf("Offered: 80 %% = %.0f req/s, 110 %% = %.0f req/s of %.1f. Failures by scheduled arrival time; the overload's stragglers answered after it count in its windows.\n", lo80, hi, pl.capacity)
+	fmt.Printf("\"The 80 %% p99 again from\": the first whole second after the drop from which the p99 of all over the next %v is at or below the run's 80 %% figure. \"The least time to clear them\": the requests scheduled before the drop and answered after it, over the spare capacity at 80 %% (%.1f req/s); a balancer that answers every request is back at about the earliest when its backlog is served (the backends share their CPU between old and new requests).\n\n", half, pl.capacity-lo80)
 	return nil
+}
+
+// recovery is the first whole second after drop from which the p99 of all over the next
+// window is at or below steady (the 80 % figure): when that figure held again. Only starts
+// whose window ends by end are tried.
+func recovery(res scenario.LoadResult, drop, window, end, steady time.Duration) (time.Duration, bool) {
+	for at := time.Duration(0); drop+at+window <= end; at += time.Second {
+		if p99, failed, n := res.Between(drop+at, drop+at+window); n > 0 && !failed && p99 <= steady {
+			return at, true
+		}
+	}
+	return 0, false
 }
 
 // splitAtDrop reads an overload run's windows: the failures and arrivals of those that start

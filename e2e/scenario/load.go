@@ -68,10 +68,55 @@ type LoadResult struct {
 	// Poisson only: Offered is the arrivals due within the run's bounds (OK + Errors),
 	// Overflow those refused at MaxInFlight (also in Errors, as ErrKinds["overflow"]),
 	// MaxLag the latest the generator sent an arrival after its due time (latency includes
-	// it), Windows the time series when LoadOptions.Window was set.
+	// it), Windows the time series when LoadOptions.Window was set, and then Requests:
+	// every arrival (in the order they ended), for the figures a fixed grid of windows
+	// cannot give (Between, AnsweredAcross).
 	Offered, Overflow int
 	MaxLag            time.Duration
 	Windows           []Window
+	Requests          []Request
+	timeout           time.Duration
+}
+
+// Request is one arrival of a Poisson run: its scheduled offset from the run's start and,
+// when answered, its latency from then.
+type Request struct {
+	At, Latency time.Duration
+	Failed      bool
+}
+
+// Between is the p99 of all (P99All, P99Failed) over the requests scheduled in [from, to),
+// and how many there were: a window that starts where the caller needs it, not on the
+// run's grid.
+func (r LoadResult) Between(from, to time.Duration) (p99 time.Duration, failed bool, n int) {
+	var lats []time.Duration
+	errs := 0
+	for _, q := range r.Requests {
+		if q.At < from || q.At >= to {
+			continue
+		}
+		n++
+		if q.Failed {
+			errs++
+			continue
+		}
+		lats = append(lats, q.Latency)
+	}
+	p99, failed = p99All(lats, errs, r.timeout)
+	return p99, failed, n
+}
+
+// AnsweredAcross counts the answered requests scheduled before t and answered after it: the
+// work the clients were waiting for at t (a failed request's end is not known, so it is not
+// counted).
+func (r LoadResult) AnsweredAcross(t time.Duration) int {
+	n := 0
+	for _, q := range r.Requests {
+		if q.At < t && !q.Failed && q.At+q.Latency > t {
+			n++
+		}
+	}
+	return n
 }
 
 // ErrKind names the cause of a failed request without its addresses and ports, so that

@@ -197,7 +197,7 @@ func total(ps []Phase) time.Duration {
 // tally sums outcomes into a LoadResult, with one Window per window of length span when
 // window > 0.
 func tally(outs []outcome, timeout, window, span time.Duration) LoadResult {
-	res := LoadResult{PerBackend: map[string]int{}, ErrKinds: map[string]int{}, Offered: len(outs)}
+	res := LoadResult{PerBackend: map[string]int{}, ErrKinds: map[string]int{}, Offered: len(outs), timeout: timeout}
 	seen := map[string]bool{}
 	var lats []time.Duration
 	nw := 0
@@ -218,6 +218,7 @@ func tally(outs []outcome, timeout, window, span time.Duration) LoadResult {
 		if nw > 0 {
 			w = &ws[min(int(oc.at/window), nw-1)]
 			w.w.Offered++
+			res.Requests = append(res.Requests, Request{At: oc.at, Latency: oc.lat, Failed: oc.kind != ""})
 		}
 		if oc.kind != "" {
 			res.Errors++

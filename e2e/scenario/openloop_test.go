@@ -152,8 +152,42 @@ func TestTallyWindows(t *testing.T) {
 			t.Errorf("window %d: %+v, want %+v", i, g, w)
 		}
 	}
-	if got := tally(outs, time.Second, 0, 2800*ms); got.Windows != nil {
-		t.Errorf("no window asked, got %d", len(got.Windows))
+	if got := tally(outs, time.Second, 0, 2800*ms); got.Windows != nil || got.Requests != nil {
+		t.Errorf("no window asked, got %d windows, %d requests", len(got.Windows), len(got.Requests))
+	}
+
+	// Windows off the grid, from the requests.
+	if len(r.Requests) != len(outs) {
+		t.Fatalf("%d requests kept, want %d", len(r.Requests), len(outs))
+	}
+	for _, c := range []struct {
+		from, to time.Duration
+		p99      time.Duration
+		failed   bool
+		n        int
+	}{
+		{0, time.Second, 5 * ms, false, 2},
+		{800 * ms, 1600 * ms, 5 * time.Second, true, 3}, // 1 of 3 failed: the p99 is a failure
+		{1500 * ms, 2600 * ms, 9 * ms, false, 1},        // [from, to): the timeout at 2,600 is out
+		{3 * time.Second, 4 * time.Second, 0, false, 0},
+	} {
+		p99, failed, n := r.Between(c.from, c.to)
+		if p99 != c.p99 || failed != c.failed || n != c.n {
+			t.Errorf("Between(%v, %v) = %v %v %d, want %v %v %d", c.from, c.to, p99, failed, n, c.p99, c.failed, c.n)
+		}
+	}
+	for _, c := range []struct {
+		at   time.Duration
+		want int
+	}{
+		{903 * ms, 1},  // be2's, scheduled at 900, answered at 905
+		{905 * ms, 0},  // answered at that instant: not waited for after it
+		{1100 * ms, 0}, // the overflow failed: its end is unknown, not counted
+		{1505 * ms, 1},
+	} {
+		if got := r.AnsweredAcross(c.at); got != c.want {
+			t.Errorf("AnsweredAcross(%v) = %d, want %d", c.at, got, c.want)
+		}
 	}
 }
 
