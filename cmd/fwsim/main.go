@@ -18,14 +18,17 @@ import (
 func main() {
 	seed := flag.Uint64("seed", 1, "first seed; every cell also runs seed+1, and the tables show the spread")
 	jobs := flag.Int("jobs", 2_000_000, "arrivals per quality run")
-	table := flag.String("table", "all", "quality | oscillation | tuning | all | seeds | fastloop | staleness (the last three not part of all)")
+	table := flag.String("table", "all", "quality | oscillation | tuning | all | seeds | fastloop | staleness | health (the last four not part of all)")
 	nSeeds := flag.Int("seeds", 12, "seeds of -table seeds, from -seed on")
 	ovs := flag.Bool("ovs-slots", false, "dispatch through the controller's 256-slot layout on Open vSwitch 3.1.0's select group (controller/dataplane's exact slot model)")
 	flag.Parse()
-	if *table == "fastloop" || *table == "staleness" {
-		run := sim.FastLoop
-		if *table == "staleness" {
+	if *table == "fastloop" || *table == "staleness" || *table == "health" {
+		run, write := sim.FastLoop, sim.WriteFastLoop
+		switch *table {
+		case "staleness":
 			run = sim.FastLoopStaleness
+		case "health":
+			run, write = sim.HealthChecks, sim.WriteHealthChecks
 		}
 		rows, err := run(sim.TableOptions{Seeds: []uint64{*seed, *seed + 1}, Jobs: min(*jobs, 400_000), OVSSlots: *ovs})
 		if err != nil {
@@ -33,7 +36,7 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Printf("<!-- fwsim -table %s -seed %d -jobs %d -ovs-slots=%v -->\n", *table, *seed, min(*jobs, 400_000), *ovs)
-		sim.WriteFastLoop(os.Stdout, rows)
+		write(os.Stdout, rows)
 		return
 	}
 	if *table == "seeds" {

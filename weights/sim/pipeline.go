@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"flowweight/weights"
 )
 
@@ -21,7 +23,11 @@ type pipeline struct {
 	in      []weights.Backend
 	res     weights.Result
 	applied []uint16 // weights in force; nil before the first write (controller: service.applied)
-	lastBin int      // first sample interval of the current update period
+	// A ramp's carry (Config.Health): Explanation.Warmup and the WarmupElapsed it was
+	// computed at, while the backend ramps (controller: book.warm, book.warmAt).
+	warm    []float64
+	warmAt  []time.Duration
+	lastBin int // first sample interval of the current update period
 
 	rewrites, rewritesWindow, updatesWindow int
 	trace                                   []Point
@@ -32,7 +38,8 @@ type pipeline struct {
 func newPipeline(cfg *Config, bs []*station) *pipeline {
 	n := len(bs)
 	p := &pipeline{cfg: cfg, bs: bs, cpu: make([]weights.EWMA, n), own: make([]weights.EWMA, n), thr: make([]weights.EWMA, n), conns: make([]weights.EWMA, n),
-		learned: make([]float64, n), prev: make([]float64, n), in: make([]weights.Backend, n)}
+		learned: make([]float64, n), prev: make([]float64, n), in: make([]weights.Backend, n),
+		warm: make([]float64, n), warmAt: make([]time.Duration, n)}
 	for i := range bs {
 		p.cpu[i] = weights.NewEWMA(cfg.Tuning.Alpha)
 		p.own[i] = weights.NewEWMA(cfg.Tuning.Alpha)
@@ -75,6 +82,10 @@ func (p *pipeline) update(at float64, s *sim, inWindow bool) bool {
 		if p.cfg.ServiceCPU {
 			in.ServiceCPU, in.HasServiceCPU = p.own[i].Value()
 		}
+		if s.health != nil {
+			s.healthInput(i, at, &in)
+			in.PrevWarmup, in.PrevWarmupElapsed = p.warm[i], p.warmAt[i]
+		}
 		p.in[i] = in
 	}
 	p.lastBin = bin
@@ -90,6 +101,12 @@ func (p *pipeline) update(at float64, s *sim, inWindow bool) bool {
 	weights.Compute(p.in, p.cfg.Tuning, &p.res)
 	for i, e := range p.res.Backends {
 		p.learned[i], p.prev[i] = e.Learned, e.Full
+		switch {
+		case e.WarmupTimer > 0: // ramping: the next period continues from here
+			p.warm[i], p.warmAt[i] = e.Warmup, p.in[i].WarmupElapsed
+		case p.in[i].Status.Live():
+			p.warm[i], p.warmAt[i] = 0, 0
+		}
 	}
 	if inWindow {
 		p.updatesWindow++

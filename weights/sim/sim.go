@@ -150,6 +150,9 @@ type Config struct {
 	// (weights.InFlightTracker; the controller's weighting.in_flight_reference "own") instead
 	// of with the other backends' counts ("pool", the controller's default).
 	InFlightOwn bool
+	// Health, when its Interval is set, runs the probes' health checks and evicts by them
+	// (health.go). Weight policies only.
+	Health Health
 	// OVSSlots quantises weighted dispatch like Open vSwitch's select group (see slots.go).
 	OVSSlots bool
 	Steps    []Step
@@ -180,7 +183,9 @@ type Result struct {
 	// (weight policies only): a final share is one moment of a moving vector.
 	MeanShares []float64
 	Learned    []float64 // learned capacity factors at the end (Dynamic only)
-	Trace      []Point   // with Config.Trace
+	// Evictions counts backends the health checks took out in the window (Config.Health).
+	Evictions int
+	Trace     []Point // with Config.Trace
 }
 
 // Point is the dispatch shares in force after one update.
@@ -291,6 +296,15 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	if h := c.Health; h != (Health{}) {
+		if h.Interval <= 0 || h.Timeout <= 0 || h.Fails < 1 || h.Rise < 1 || h.SlowEvictAfter < 0 {
+			bad("health: interval %v and timeout %v must be positive, fails %d and rise %d at least 1, slow_evict_after %v not negative",
+				h.Interval, h.Timeout, h.Fails, h.Rise, h.SlowEvictAfter)
+		}
+		if c.Policy.weightsPolicy() == "" {
+			bad("health: needs a weights policy (evicting means a weight of 0)")
+		}
+	}
 	if c.InFlightOwn && c.InFlight == 0 {
 		bad("in_flight_own: needs in_flight")
 	}
@@ -368,6 +382,9 @@ type sim struct {
 	counts    [][]count
 	open      [][]float64 // per backend, with InFlightLinger: when each counted connection closes
 	own       weights.InFlightTracker
+	// Config.Health: per backend, its checks' state; evictions in the window.
+	health    []health
+	evictions int
 }
 
 // inFlight is backend i's count at t: its jobs in the system, or with InFlightLinger its
@@ -405,6 +422,15 @@ func newSim(cfg *Config) *sim {
 	s.disp = newDispatcher(cfg, s.bs, s.pick)
 	if cfg.Policy.weightsPolicy() != "" {
 		s.pipe = newPipeline(cfg, s.bs)
+	}
+	if cfg.Health.on() {
+		s.health = make([]health, s.n)
+		for i := range s.health {
+			// Up since long before the run, and checked in turn across the interval, as
+			// independent probes are.
+			s.health[i] = health{status: weights.StatusUp, warmFrom: longAgo,
+				next: cfg.Health.Interval.Seconds() * float64(i+1) / float64(s.n)}
+		}
 	}
 	return s
 }
@@ -459,11 +485,19 @@ func (s *sim) run() {
 				}
 			}
 			probe := s.probeNext[p]
-			at := min(next, nextFast, probe)
+			c, check := 0, math.Inf(1)
+			for i := range s.health {
+				if s.health[i].next < check {
+					c, check = i, s.health[i].next
+				}
+			}
+			at := min(next, nextFast, probe, check)
 			if at > t {
 				break
 			}
 			switch at {
+			case check:
+				s.check(c, check)
 			case probe:
 				s.counts[p] = append(s.counts[p], count{t: probe, n: s.inFlight(p, probe)})
 				s.probeNext[p] += report
@@ -573,6 +607,7 @@ func (s *sim) result() Result {
 	if r.Window > 0 {
 		r.Throughput = float64(done) / r.Window
 	}
+	r.Evictions = s.evictions
 	if p := s.pipe; p != nil {
 		r.Rewrites, r.RewritesTotal, r.Updates = p.rewritesWindow+s.fastWrites, p.rewrites+s.fastWrites, p.updatesWindow
 		r.FinalShares = shares(p.applied)

@@ -337,6 +337,9 @@ func TestValidate(t *testing.T) {
 		{"tuning", func(c *Config) { c.Tuning = weights.DefaultTuning(); c.Tuning.Alpha = 0 }, "tuning: alpha"},
 		{"step backend", func(c *Config) { c.Steps = []Step{{Backend: 3, Factor: 1}} }, "steps[0]: backend 3"},
 		{"step factor", func(c *Config) { c.Steps = []Step{{Backend: 0}} }, "steps[0]: factor 0"},
+		{"health timeout", func(c *Config) { c.Health = LabHealth(0, true) }, "health: interval 100ms and timeout 0s"},
+		{"health fails", func(c *Config) { c.Health = LabHealth(time.Second, true); c.Health.Fails = 0 }, "fails 0"},
+		{"health without weights", func(c *Config) { c.Policy = LeastConn; c.Health = LabHealth(time.Second, false) }, "health: needs a weights policy"},
 	}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("good config: %v", err)

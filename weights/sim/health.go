@@ -1,0 +1,221 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"flowweight/weights"
+)
+
+// Health is the probes' health checks and what the controller makes of a late answer
+// (Config.Health). A check is answered when a server of its backend is free: it queues
+// behind the jobs there, as the lab's checks queue behind real requests, so a loaded
+// backend answers late, and the check fails when that wait passes Timeout. This is the
+// mechanism the lab's first 80 % runs evicted healthy backends by (docs/weights.md, "Busy is
+// not dead"); without it the simulator could not show that cascade, nor whether the rule
+// that ended it holds.
+type Health struct {
+	Interval, Timeout time.Duration
+	Fails, Rise       int // timeouts in a row that evict; good checks in a row that return
+	// BusyNotDead is the collector's rule: a timeout on a busy backend marks it slow
+	// (weights.Backend.Slow) and counts neither way, and a backend slow for SlowEvictAfter is
+	// evicted only while fewer than half of the live backends are slow. Without it every
+	// timeout counts toward Fails, as before the rule.
+	BusyNotDead    bool
+	SlowEvictAfter time.Duration
+}
+
+func (h Health) on() bool { return h.Interval > 0 }
+
+// The collector's busy thresholds (collector/pool.go, busy): a backend whose smoothed CPU or
+// connections say it carries load. The simulator may not import the collector (weights/sim
+// is pure), so the two numbers are repeated here.
+const (
+	busyCPU         = 0.5
+	busyConnections = 1
+)
+
+// longAgo is when the backends up at a run's start began warming: long enough ago for any
+// ramp to be over, near enough for its WarmupElapsed to fit a time.Duration.
+const longAgo = -1e6 // seconds
+
+// health is one backend's check state, the collector's for that backend.
+type health struct {
+	status    weights.Status
+	fails     int
+	oks       int
+	slow      bool
+	slowSince float64
+	warmFrom  float64 // when it last began warming
+	next      float64 // its next check
+}
+
+// wait is how long a check arriving at t waits for a server of st: behind every job
+// assigned to that server (FCFS), and under a quota behind their throttling too.
+func (st *station) wait(t float64) float64 {
+	j := 0
+	for i := 1; i < st.k; i++ {
+		if st.free[i] < st.free[j] {
+			j = i
+		}
+	}
+	return max(st.free[j]-t, 0)
+}
+
+// check runs backend i's health check at t.
+func (s *sim) check(i int, t float64) {
+	cfg := s.cfg.Health
+	h := &s.health[i]
+	h.next += cfg.Interval.Seconds()
+	late := s.bs[i].wait(t) > cfg.Timeout.Seconds()
+	switch {
+	case !late:
+		h.oks++
+		h.fails = 0
+		if h.slow && h.oks >= cfg.Rise {
+			h.slow = false
+		}
+		if h.status == weights.StatusDown && h.oks >= cfg.Rise {
+			h.status, h.warmFrom = weights.StatusWarming, t
+		}
+	case cfg.BusyNotDead && s.busy(i):
+		if !h.slow {
+			h.slowSince = t
+		}
+		h.slow, h.oks = true, 0
+		if h.status.Live() && t-h.slowSince >= cfg.SlowEvictAfter.Seconds() && s.slowOutlier() {
+			s.evict(i, t)
+		}
+	default:
+		h.fails++
+		h.oks = 0
+		if h.status.Live() && h.fails >= cfg.Fails {
+			s.evict(i, t)
+		}
+	}
+}
+
+// busy is the collector's busy for backend i, on the pipeline's smoothed signals.
+func (s *sim) busy(i int) bool {
+	cpu, _ := s.pipe.cpu[i].Value()
+	conns, _ := s.pipe.conns[i].Value()
+	return cpu >= busyCPU || conns >= busyConnections
+}
+
+// slowOutlier reports whether fewer than half of the live backends are slow.
+func (s *sim) slowOutlier() bool {
+	live, slow := 0, 0
+	for _, h := range s.health {
+		if h.status.Live() {
+			live++
+			if h.slow {
+				slow++
+			}
+		}
+	}
+	return 2*slow < live
+}
+
+// evict takes backend i out at t, at once, as the controller's update on a transition does:
+// its weight in force goes to 0, and the next period's Compute sees it down. A pool every
+// backend of which would be out keeps the weights it has (the dispatcher has nowhere else to
+// send a job; the controller would serve none).
+func (s *sim) evict(i int, t float64) {
+	s.health[i].status = weights.StatusDown
+	s.health[i].slow = false
+	if t >= s.warm {
+		s.evictions++
+	}
+	for _, w := range [][]uint16{s.pipe.applied, s.fastW} {
+		if len(w) == 0 {
+			continue
+		}
+		old := w[i]
+		w[i] = 0
+		total := 0
+		for _, x := range w {
+			total += int(x)
+		}
+		if total == 0 {
+			w[i] = old
+		}
+	}
+	if len(s.fastW) > 0 {
+		s.disp.setWeights(s.fastW)
+	} else {
+		s.disp.setWeights(s.pipe.applied)
+	}
+}
+
+// healthInput sets in's status, warm-up and slowness from backend i's checks at t; a
+// warming backend whose Tuning.Warmup has passed is up.
+func (s *sim) healthInput(i int, t float64, in *weights.Backend) {
+	h := &s.health[i]
+	if h.status == weights.StatusWarming && t-h.warmFrom >= s.cfg.Tuning.Warmup.Seconds() {
+		h.status = weights.StatusUp
+	}
+	in.Status, in.Slow = h.status, h.slow
+	if h.status.Live() {
+		in.WarmupElapsed = time.Duration((t - h.warmFrom) * float64(time.Second))
+	}
+}
+
+// HealthTimeouts are the check timeouts the health table tries: the lab's 1 s runs, the
+// probe's default (2 s), and a tight one.
+var HealthTimeouts = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
+
+// LabHealth is the lab's checks: every 100 ms, fail_threshold 3, rise_threshold 2, and the
+// collector's default slow_evict_after.
+func LabHealth(timeout time.Duration, busyNotDead bool) Health {
+	return Health{Interval: 100 * time.Millisecond, Timeout: timeout, Fails: 3, Rise: 2,
+		BusyNotDead: busyNotDead, SlowEvictAfter: 30 * time.Second}
+}
+
+// HealthChecks runs the health table on the lab's pool under CFS quotas at 80 and 95 %:
+// per-request least connections, headroom every second without checks, and with the lab's
+// checks at each HealthTimeouts, once counting every timeout toward eviction (before "busy is
+// not dead") and once by the collector's rule.
+func HealthChecks(o TableOptions) ([]FastLoopRow, error) {
+	o.defaults()
+	var rows []FastLoopRow
+	var cfgs []Config
+	add := func(load float64, label string, c Config) {
+		rows = append(rows, FastLoopRow{Pool: "CFS quota", Load: load, Label: label})
+		for _, seed := range o.Seeds {
+			c.Backends, c.Load, c.MeanSize, c.Jobs, c.Seed, c.OVSSlots = FastLoopPoolCFS, load, fastLoopJobSize, o.Jobs, seed, o.OVSSlots
+			c.Warmup = 30 * time.Second
+			cfgs = append(cfgs, c)
+		}
+	}
+	headroom := Config{Policy: Headroom, ServiceCPU: true, Sample: time.Second, Update: time.Second}
+	for _, load := range FastLoopLoads[1:] {
+		add(load, "least connections, per request", Config{Policy: LeastConn})
+		add(load, "headroom every 1s, no health checks", headroom)
+		for _, to := range HealthTimeouts {
+			c := headroom
+			c.Health = LabHealth(to, false)
+			add(load, fmt.Sprintf("headroom, checks timing out at %v: every timeout counts toward eviction", to), c)
+			c.Health = LabHealth(to, true)
+			add(load, fmt.Sprintf("headroom, checks timing out at %v: busy is not dead", to), c)
+		}
+	}
+	return runFastLoopRows(rows, cfgs, len(o.Seeds))
+}
+
+// WriteHealthChecks prints the health table: p99, its ratio to per-request least connections,
+// and the evictions.
+func WriteHealthChecks(w io.Writer, rows []FastLoopRow) {
+	fmt.Fprintln(w, "| load | dispatch | mean ms | p99 ms | p99 / per-request least connections | evictions per minute |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|")
+	var ref float64
+	for _, r := range rows {
+		p := meanOf(r.Runs, func(x Result) float64 { return x.P99 })
+		if r.Label == "least connections, per request" {
+			ref = p
+		}
+		fmt.Fprintf(w, "| %.0f %% | %s | %.1f | %.1f | %.2f | %.1f |\n", 100*r.Load, r.Label,
+			1000*meanOf(r.Runs, func(x Result) float64 { return x.Mean }), 1000*p, p/ref,
+			meanOf(r.Runs, func(x Result) float64 { return 60 * float64(x.Evictions) / x.Window }))
+	}
+}
