@@ -23,6 +23,9 @@
 //     smoothed with weights.EWMA; every update period weights.Compute runs with the carried
 //     Learned/PrevShare/PrevWeight exactly as controller/balancer does, and the dispatcher's
 //     weights change only when weights.Worth says so (each change is one rewrite).
+//   - Optionally the probes' health checks run too (Config.Health, health.go): a check waits
+//     for a free server like a job, fails past its timeout, and evicts by the collector's
+//     rule or by the older one that counted every timeout (the lab's cascade at high load).
 //   - Optionally the weighted dispatch goes through Open vSwitch's select group as the
 //     controller lays it out: each new connection hashes into a 256-slot table rebuilt on
 //     every weight change (internal/slots's exact model, see slots.go).
