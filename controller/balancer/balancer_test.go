@@ -240,12 +240,7 @@ func TestReloadChangesWeightsAndBuckets(t *testing.T) {
 
 // TestRefusedARPCounted: refusals show in /metrics by reason, every reason from the start.
 func TestRefusedARPCounted(t *testing.T) {
-	clk := testutil.NewClock(time.Unix(1e9, 0))
-	m := NewMetrics()
-	b, err := New(testConfig(t, ""), Options{Now: clk.Now, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, m, _ := newMetered(t)
 	// An answer from a backend nobody asked about, as its switch would hand it up.
 	backend := netip.MustParseAddr(b.Config().Services[0].Backends[0].IP)
 	req, err := arp.Request(net.HardwareAddr{2, 0, 0, 0, 0, 0x99}, netip.MustParseAddr("10.0.0.99"), backend)

@@ -273,12 +273,7 @@ func computeAndObserve(b *Balancer, m *Metrics) {
 // fall and the dashboard's in-flight panel shows, exists for a backend once it has reported,
 // with the count it reported.
 func TestConnectionsSeriesOnceReported(t *testing.T) {
-	clk := testutil.NewClock(time.Unix(1e9, 0))
-	m := NewMetrics()
-	b, err := New(testConfig(t, ""), Options{Now: clk.Now, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, m, _ := newMetered(t)
 	observe := func() { computeAndObserve(b, m) }
 	observe()
 	if c := gaugeValues(t, m, "flowweight_backend_connections"); len(c) != 0 {
@@ -292,12 +287,7 @@ func TestConnectionsSeriesOnceReported(t *testing.T) {
 }
 
 func TestHeadroomSeriesOnlyWhileMeasured(t *testing.T) {
-	clk := testutil.NewClock(time.Unix(1e9, 0))
-	m := NewMetrics()
-	b, err := New(testConfig(t, ""), Options{Now: clk.Now, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, m, _ := newMetered(t)
 	gauges := func(family string) map[string]float64 { t.Helper(); return gaugeValues(t, m, family) }
 	seq := uint64(0)
 	update := func(withB bool) {
@@ -366,12 +356,7 @@ func hasKey(m map[string]float64, k string) bool { _, ok := m[k]; return ok }
 // TestNoWarmupAtStartUp: backends that report from the controller's start are up at once,
 // with no warm-up series (collector.Pool: start-up is not a recovery).
 func TestNoWarmupAtStartUp(t *testing.T) {
-	clk := testutil.NewClock(time.Unix(1e9, 0))
-	m := NewMetrics()
-	b, err := New(testConfig(t, ""), Options{Now: clk.Now, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, m, clk := newMetered(t)
 	for seq, id := range []string{"a", "b"} {
 		clk.Advance(100 * time.Millisecond)
 		b.pool.Accept(&report.Report{BackendID: id, Seq: uint64(seq + 1), Flags: report.FlagHealthOK, CPUUtil: 0.3, CPUCount: 2, MemUtil: 0.2, MemBytes: 1 << 30}, netip.AddrPort{})
@@ -390,12 +375,7 @@ func TestNoWarmupAtStartUp(t *testing.T) {
 // TestWarmupSeriesWhileRamping: flowweight_backend_warmup_ratio exists while a backend ramps,
 // with its fraction, and goes once the ramp is over.
 func TestWarmupSeriesWhileRamping(t *testing.T) {
-	clk := testutil.NewClock(time.Unix(1e9, 0))
-	m := NewMetrics()
-	b, err := New(testConfig(t, ""), Options{Now: clk.Now, Metrics: m}) // warmup 10s
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, m, clk := newMetered(t) // warmup 10s
 	seq := uint64(0)
 	update := func() {
 		for _, id := range []string{"a", "b"} {
@@ -418,4 +398,16 @@ func TestWarmupSeriesWhileRamping(t *testing.T) {
 	if w := gaugeValues(t, m, "flowweight_backend_warmup_ratio"); len(w) != 0 {
 		t.Fatalf("warm-up series %v after the ramps ended", w)
 	}
+}
+
+// newMetered is a balancer on testConfig with metrics and a fake clock.
+func newMetered(t *testing.T) (*Balancer, *Metrics, *testutil.Clock) {
+	t.Helper()
+	clk := testutil.NewClock(time.Unix(1e9, 0))
+	m := NewMetrics()
+	b, err := New(testConfig(t, ""), Options{Now: clk.Now, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, m, clk
 }
