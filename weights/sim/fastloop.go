@@ -58,34 +58,52 @@ func FastLoopTuning() weights.Tuning {
 // FastLoop runs the table: per load, per-request least connections, the oracle fixed split,
 // and weights.PolicyLeastConn recomputed every FastLoopPeriods.
 func FastLoop(o TableOptions) ([]FastLoopRow, error) {
-	o.defaults()
-	var rows []FastLoopRow
-	var cfgs []Config
-	pool, pools := "", map[string][]Backend{"FCFS": FastLoopPool, "CFS quota": FastLoopPoolCFS}
-	add := func(load float64, label string, period time.Duration, c Config) {
-		rows = append(rows, FastLoopRow{Pool: pool, Load: load, Label: label, Period: period})
-		for _, seed := range o.Seeds {
-			c.Backends, c.Load, c.MeanSize, c.Jobs, c.Seed, c.OVSSlots = pools[pool], load, fastLoopJobSize, o.Jobs, seed, o.OVSSlots
-			c.Warmup = 30 * time.Second
-			cfgs = append(cfgs, c)
-		}
+	lt := newLabTable(o)
+	for _, pool := range []struct {
+		name     string
+		backends []Backend
+	}{{"FCFS", FastLoopPool}, {"CFS quota", FastLoopPoolCFS}} {
+		fastLoopRows(func(load float64, label string, period time.Duration, c Config) {
+			lt.add(pool.name, pool.backends, load, label, period, c)
+		})
 	}
-	for _, pool = range []string{"FCFS", "CFS quota"} {
-		fastLoopRows(add)
-	}
-	return runFastLoopRows(rows, cfgs, len(o.Seeds))
+	return lt.run()
 }
 
-// runFastLoopRows runs cfgs, k per row in rows' order, and hands each row its runs.
-func runFastLoopRows(rows []FastLoopRow, cfgs []Config, k int) ([]FastLoopRow, error) {
-	rs, err := RunAll(cfgs)
+// labTable collects the rows of a table on the lab's pool and their runs, one per seed.
+type labTable struct {
+	o    TableOptions
+	rows []FastLoopRow
+	cfgs []Config
+}
+
+func newLabTable(o TableOptions) *labTable {
+	o.defaults()
+	return &labTable{o: o}
+}
+
+// add is one row: c on backends at load, with the lab's job size and the table's jobs, seeds
+// and slot model.
+func (lt *labTable) add(pool string, backends []Backend, load float64, label string, period time.Duration, c Config) {
+	lt.rows = append(lt.rows, FastLoopRow{Pool: pool, Load: load, Label: label, Period: period})
+	for _, seed := range lt.o.Seeds {
+		c.Backends, c.Load, c.MeanSize, c.Jobs, c.Seed, c.OVSSlots = backends, load, fastLoopJobSize, lt.o.Jobs, seed, lt.o.OVSSlots
+		c.Warmup = 30 * time.Second
+		lt.cfgs = append(lt.cfgs, c)
+	}
+}
+
+// run runs every row's configs and hands each row its runs.
+func (lt *labTable) run() ([]FastLoopRow, error) {
+	rs, err := RunAll(lt.cfgs)
 	if err != nil {
 		return nil, err
 	}
-	for i := range rows {
-		rows[i].Runs = rs[i*k : (i+1)*k]
+	k := len(lt.o.Seeds)
+	for i := range lt.rows {
+		lt.rows[i].Runs = rs[i*k : (i+1)*k]
 	}
-	return rows, nil
+	return lt.rows, nil
 }
 
 // fastLoopRows adds one pool's rows.
@@ -134,16 +152,9 @@ var FastLoopStale = []struct {
 // connections, the oracle fixed split, headroom alone, and headroom with the fast loop at each
 // FastLoopStale period, probe interval and delay.
 func FastLoopStaleness(o TableOptions) ([]FastLoopRow, error) {
-	o.defaults()
-	var rows []FastLoopRow
-	var cfgs []Config
+	lt := newLabTable(o)
 	add := func(load float64, label string, period time.Duration, c Config) {
-		rows = append(rows, FastLoopRow{Pool: "CFS quota", Load: load, Label: label, Period: period})
-		for _, seed := range o.Seeds {
-			c.Backends, c.Load, c.MeanSize, c.Jobs, c.Seed, c.OVSSlots = FastLoopPoolCFS, load, fastLoopJobSize, o.Jobs, seed, o.OVSSlots
-			c.Warmup = 30 * time.Second
-			cfgs = append(cfgs, c)
-		}
+		lt.add("CFS quota", FastLoopPoolCFS, load, label, period, c)
 	}
 	for _, load := range FastLoopLoads[1:] {
 		add(load, "least connections, per request", 0, Config{Policy: LeastConn})
@@ -168,7 +179,7 @@ func FastLoopStaleness(o TableOptions) ([]FastLoopRow, error) {
 					InFlightReport: f.Report, InFlightDelay: f.Delay, InFlightLinger: f.Linger, InFlightOwn: f.Own})
 		}
 	}
-	return runFastLoopRows(rows, cfgs, len(o.Seeds))
+	return lt.run()
 }
 
 // WriteFastLoop prints the table: p99 and its ratio to per-request least connections.

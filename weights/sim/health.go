@@ -34,6 +34,7 @@ func (h Health) on() bool { return h.Interval > 0 }
 const (
 	busyCPU         = 0.5
 	busyConnections = 1
+	busyInFlightAge = 1.0 // seconds
 )
 
 // longAgo is when the backends up at a run's start began warming: long enough ago for any
@@ -45,10 +46,30 @@ type health struct {
 	status    weights.Status
 	fails     int
 	oks       int
+	slowRun   int // late checks while busy in a row: the slow clock runs from the first
 	slow      bool
 	slowSince float64
 	warmFrom  float64 // when it last began warming
 	next      float64 // its next check
+	// Checks sent and not yet judged, oldest first: a check is known good when it is
+	// answered, late only when its timeout has passed, and under FCFS both come in the order
+	// the checks were sent (a server's free time only moves on).
+	pending []checkResult
+}
+
+// checkResult is one check's outcome and when the probe knows it.
+type checkResult struct {
+	at   float64
+	late bool
+}
+
+// event is when backend h's next health event happens: a check's outcome becoming known, or
+// its next check being sent.
+func (h *health) event() float64 {
+	if len(h.pending) > 0 && h.pending[0].at <= h.next {
+		return h.pending[0].at
+	}
+	return h.next
 }
 
 // wait is how long a check arriving at t waits for a server of st: behind every job
@@ -63,44 +84,70 @@ func (st *station) wait(t float64) float64 {
 	return max(st.free[j]-t, 0)
 }
 
-// check runs backend i's health check at t.
-func (s *sim) check(i int, t float64) {
+// healthEvent runs backend i's next health event, at t (h.event()).
+func (s *sim) healthEvent(i int, t float64) {
+	h := &s.health[i]
+	if len(h.pending) > 0 && h.pending[0].at <= h.next {
+		r := h.pending[0]
+		h.pending = h.pending[1:]
+		s.judge(i, t, r.late)
+		return
+	}
+	timeout := s.cfg.Health.Timeout.Seconds()
+	wait := s.bs[i].wait(t)
+	h.pending = append(h.pending, checkResult{at: t + min(wait, timeout), late: wait > timeout})
+	h.next += s.cfg.Health.Interval.Seconds()
+}
+
+// judge is the collector's check for backend i: a check's outcome known at t.
+func (s *sim) judge(i int, t float64, late bool) {
 	cfg := s.cfg.Health
 	h := &s.health[i]
-	h.next += cfg.Interval.Seconds()
-	late := s.bs[i].wait(t) > cfg.Timeout.Seconds()
 	switch {
 	case !late:
 		h.oks++
-		h.fails = 0
+		h.fails, h.slowRun = 0, 0
 		if h.slow && h.oks >= cfg.Rise {
 			h.slow = false
 		}
 		if h.status == weights.StatusDown && h.oks >= cfg.Rise {
 			h.status, h.warmFrom = weights.StatusWarming, t
 		}
-	case cfg.BusyNotDead && s.busy(i):
-		if !h.slow {
+	case cfg.BusyNotDead && s.busy(i, t):
+		// As the collector's: any answer in time or real failure restarts the clock, so
+		// slow_evict_after is a stretch with no check answered at all.
+		if h.slowRun == 0 {
 			h.slowSince = t
 		}
+		h.slowRun++
 		h.slow, h.oks = true, 0
 		if h.status.Live() && t-h.slowSince >= cfg.SlowEvictAfter.Seconds() && s.slowOutlier() {
 			s.evict(i, t)
 		}
 	default:
 		h.fails++
-		h.oks = 0
+		h.oks, h.slowRun = 0, 0
 		if h.status.Live() && h.fails >= cfg.Fails {
 			s.evict(i, t)
 		}
 	}
 }
 
-// busy is the collector's busy for backend i, on the pipeline's smoothed signals.
-func (s *sim) busy(i int) bool {
+// busy is the collector's busy for backend i at t: its smoothed CPU or connections, or
+// with the probes' in-flight counts (Config.InFlightReport) a count of at least one taken in
+// the last busyInFlightAge. The collector's throttling and pressure thresholds have no
+// counterpart here (the simulator's probes report neither).
+func (s *sim) busy(i int, t float64) bool {
 	cpu, _ := s.pipe.cpu[i].Value()
 	conns, _ := s.pipe.conns[i].Value()
-	return cpu >= busyCPU || conns >= busyConnections
+	if cpu >= busyCPU || conns >= busyConnections {
+		return true
+	}
+	if cs := s.counts[i]; len(cs) > 0 {
+		c := cs[len(cs)-1]
+		return t-c.t <= busyInFlightAge && c.n >= busyConnections
+	}
+	return false
 }
 
 // slowOutlier reports whether fewer than half of the live backends are slow.
@@ -117,16 +164,18 @@ func (s *sim) slowOutlier() bool {
 	return 2*slow < live
 }
 
-// evict takes backend i out at t, at once, as the controller's update on a transition does:
-// its weight in force goes to 0, and the next period's Compute sees it down. A pool every
-// backend of which would be out keeps the weights it has (the dispatcher has nowhere else to
-// send a job; the controller would serve none).
+// evict takes backend i out at t, at once, as the controller's update on a transition does
+// (one rewrite): its weight in force goes to 0, and the next period's Compute sees it down.
+// The last backend with weight keeps it: the dispatcher must send each job somewhere (the
+// controller's panic rule would spread the weight over the backends that had it).
 func (s *sim) evict(i int, t float64) {
-	s.health[i].status = weights.StatusDown
-	s.health[i].slow = false
+	h := &s.health[i]
+	h.status, h.slow, h.slowRun = weights.StatusDown, false, 0
 	if t >= s.warm {
-		s.evictions++
+		s.evictions = append(s.evictions, t)
+		s.pipe.rewritesWindow++
 	}
+	s.pipe.rewrites++
 	for _, w := range [][]uint16{s.pipe.applied, s.fastW} {
 		if len(w) == 0 {
 			continue
@@ -161,8 +210,8 @@ func (s *sim) healthInput(i int, t float64, in *weights.Backend) {
 	}
 }
 
-// HealthTimeouts are the check timeouts the health table tries: the lab's 1 s runs, the
-// probe's default (2 s), and a tight one.
+// HealthTimeouts are the check timeouts the health table tries: two tight ones, the lab's
+// 1 s runs and the probe's default (2 s).
 var HealthTimeouts = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
 
 // LabHealth is the lab's checks: every 100 ms, fail_threshold 3, rise_threshold 2, and the
@@ -177,17 +226,8 @@ func LabHealth(timeout time.Duration, busyNotDead bool) Health {
 // checks at each HealthTimeouts, once counting every timeout toward eviction (before "busy is
 // not dead") and once by the collector's rule.
 func HealthChecks(o TableOptions) ([]FastLoopRow, error) {
-	o.defaults()
-	var rows []FastLoopRow
-	var cfgs []Config
-	add := func(load float64, label string, c Config) {
-		rows = append(rows, FastLoopRow{Pool: "CFS quota", Load: load, Label: label})
-		for _, seed := range o.Seeds {
-			c.Backends, c.Load, c.MeanSize, c.Jobs, c.Seed, c.OVSSlots = FastLoopPoolCFS, load, fastLoopJobSize, o.Jobs, seed, o.OVSSlots
-			c.Warmup = 30 * time.Second
-			cfgs = append(cfgs, c)
-		}
-	}
+	lt := newLabTable(o)
+	add := func(load float64, label string, c Config) { lt.add("CFS quota", FastLoopPoolCFS, load, label, 0, c) }
 	headroom := Config{Policy: Headroom, ServiceCPU: true, Sample: time.Second, Update: time.Second}
 	for _, load := range FastLoopLoads[1:] {
 		add(load, "least connections, per request", Config{Policy: LeastConn})
@@ -200,7 +240,7 @@ func HealthChecks(o TableOptions) ([]FastLoopRow, error) {
 			add(load, fmt.Sprintf("headroom, checks timing out at %v: busy is not dead", to), c)
 		}
 	}
-	return runFastLoopRows(rows, cfgs, len(o.Seeds))
+	return lt.run()
 }
 
 // WriteHealthChecks prints the health table: p99, its ratio to per-request least connections,
@@ -214,8 +254,12 @@ func WriteHealthChecks(w io.Writer, rows []FastLoopRow) {
 		if r.Label == "least connections, per request" {
 			ref = p
 		}
-		fmt.Fprintf(w, "| %.0f %% | %s | %.1f | %.1f | %.2f | %.1f |\n", 100*r.Load, r.Label,
-			1000*meanOf(r.Runs, func(x Result) float64 { return x.Mean }), 1000*p, p/ref,
-			meanOf(r.Runs, func(x Result) float64 { return 60 * float64(x.Evictions) / x.Window }))
+		ratio := "—"
+		if ref > 0 {
+			ratio = fmt.Sprintf("%.2f", p/ref)
+		}
+		fmt.Fprintf(w, "| %.0f %% | %s | %.1f | %.1f | %s | %.1f |\n", 100*r.Load, r.Label,
+			1000*meanOf(r.Runs, func(x Result) float64 { return x.Mean }), 1000*p, ratio,
+			meanOf(r.Runs, func(x Result) float64 { return 60 * float64(len(x.Evictions)) / max(x.Window, 1) }))
 	}
 }

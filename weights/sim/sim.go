@@ -183,8 +183,9 @@ type Result struct {
 	// (weight policies only): a final share is one moment of a moving vector.
 	MeanShares []float64
 	Learned    []float64 // learned capacity factors at the end (Dynamic only)
-	// Evictions counts backends the health checks took out in the window (Config.Health).
-	Evictions int
+	// Evictions are the times (seconds) the health checks took a backend out, from the
+	// warm-up's end to the last arrival (Config.Health).
+	Evictions []float64
 	Trace     []Point // with Config.Trace
 }
 
@@ -297,8 +298,8 @@ func (c Config) Validate() error {
 		}
 	}
 	if h := c.Health; h != (Health{}) {
-		if h.Interval <= 0 || h.Timeout <= 0 || h.Fails < 1 || h.Rise < 1 || h.SlowEvictAfter < 0 {
-			bad("health: interval %v and timeout %v must be positive, fails %d and rise %d at least 1, slow_evict_after %v not negative",
+		if h.Interval <= 0 || h.Timeout <= 0 || h.Fails < 1 || h.Rise < 1 || h.BusyNotDead && h.SlowEvictAfter <= 0 {
+			bad("health: interval %v and timeout %v must be positive, fails %d and rise %d at least 1, slow_evict_after %v positive with busy_not_dead",
 				h.Interval, h.Timeout, h.Fails, h.Rise, h.SlowEvictAfter)
 		}
 		if c.Policy.weightsPolicy() == "" {
@@ -384,7 +385,7 @@ type sim struct {
 	own       weights.InFlightTracker
 	// Config.Health: per backend, its checks' state; evictions in the window.
 	health    []health
-	evictions int
+	evictions []float64
 }
 
 // inFlight is backend i's count at t: its jobs in the system, or with InFlightLinger its
@@ -487,8 +488,8 @@ func (s *sim) run() {
 			probe := s.probeNext[p]
 			c, check := 0, math.Inf(1)
 			for i := range s.health {
-				if s.health[i].next < check {
-					c, check = i, s.health[i].next
+				if e := s.health[i].event(); e < check {
+					c, check = i, e
 				}
 			}
 			at := min(next, nextFast, probe, check)
@@ -497,7 +498,7 @@ func (s *sim) run() {
 			}
 			switch at {
 			case check:
-				s.check(c, check)
+				s.healthEvent(c, check)
 			case probe:
 				s.counts[p] = append(s.counts[p], count{t: probe, n: s.inFlight(p, probe)})
 				s.probeNext[p] += report
