@@ -121,7 +121,7 @@ func (b *bench) overload() error {
 	lo80, hi := 0.8*pl.capacity, 1.1*pl.capacity
 	half := b.measure / 2
 	reps := b.repeatOr(3)
-	fmt.Printf("| repetition | peer | p99 of all at 80 %% | failed during 110 %% (by kind) | p99 of all per %v window from the overload on | evictions during the run | p99 of all, first %v after the drop | that / the 80 %% p99 | the 80 %% p99 again from | answered requests open at the drop, and the least time to clear them | first packets dropped, overload and after (flowweight) |\n", half, half)
+	fmt.Printf("| repetition | peer | p99 of all at 80 %% | failed during 110 %% (by kind) | p99 of all per %v window from the overload on | evictions during the run | p99 of all, first %v after the drop | that / the 80 %% p99 | the 80 %% p99 again from | answered requests open at the drop, and about the time to clear them | first packets dropped, overload and after (flowweight) |\n", half, half)
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	for rep := range reps {
 		for j := range runs {
@@ -200,7 +200,7 @@ func (b *bench) overload() error {
 	}
 	fmt.Println()
 	fmt.Printf("Offered: 80 %% = %.0f req/s, 110 %% = %.0f req/s of %.1f. Failures by scheduled arrival time; the overload's stragglers answered after it count in its windows.\n", lo80, hi, pl.capacity)
-	fmt.Printf("\"The 80 %% p99 again from\": the first whole second after the drop from which the p99 of all over the next %v is at or below the run's 80 %% figure. \"The least time to clear them\": the requests scheduled before the drop and answered after it, over the spare capacity at 80 %% (%.1f req/s); a balancer that answers every request is back at about the earliest when its backlog is served (the backends share their CPU between old and new requests).\n\n", half, pl.capacity-lo80)
+	fmt.Printf("\"The 80 %% p99 again from\": the first whole second after the drop from which the p99 of all over the next %v is at or below the run's 80 %% figure. \"About the time to clear them\": the requests scheduled before the drop and answered after it (not those that failed, and some partly served, or sent late by the generator), over the spare capacity at 80 %% (%.1f req/s); a balancer that answers every request is back at about the earliest when its backlog is served (the backends share their CPU between old and new requests). \"Again from\" compares a half-window's p99 with a whole run's, strictly: a run already back meets it about half the time.\n\n", half, pl.capacity-lo80)
 	return nil
 }
 
