@@ -186,19 +186,37 @@ func FastLoopStaleness(o TableOptions) ([]FastLoopRow, error) {
 func WriteFastLoop(w io.Writer, rows []FastLoopRow) {
 	fmt.Fprintln(w, "| backends | load | dispatch | mean ms | p99 ms | p99 / per-request least connections | rewrites per second |")
 	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|")
-	var ref float64
-	for _, r := range rows {
-		p := meanOf(r.Runs, func(x Result) float64 { return x.P99 })
-		if r.Label == "least connections, per request" {
-			ref = p
-		}
+	for i, c := range labCells(rows) {
+		r := rows[i]
 		rw := "—"
 		if r.Period > 0 {
 			rw = fmt.Sprintf("%.1f", meanOf(r.Runs, func(x Result) float64 { return float64(x.Rewrites) / x.Window }))
 		}
-		fmt.Fprintf(w, "| %s | %.0f %% | %s | %.1f | %.1f | %.2f | %s |\n", r.Pool, 100*r.Load, r.Label,
-			1000*meanOf(r.Runs, func(x Result) float64 { return x.Mean }), 1000*p, p/ref, rw)
+		fmt.Fprintf(w, "| %s | %.0f %% | %s | %.1f | %.1f | %s | %s |\n", r.Pool, 100*r.Load, r.Label, c.mean, c.p99, c.ratio, rw)
 	}
+}
+
+// labCell is what every lab table shows of a row: its mean and p99 over the seeds, in ms,
+// and the p99 over that of the last row labelled per-request least connections above it.
+type labCell struct {
+	mean, p99 float64
+	ratio     string
+}
+
+func labCells(rows []FastLoopRow) []labCell {
+	out := make([]labCell, len(rows))
+	var ref float64
+	for i, r := range rows {
+		p := meanOf(r.Runs, func(x Result) float64 { return x.P99 })
+		if r.Label == "least connections, per request" {
+			ref = p
+		}
+		out[i] = labCell{mean: 1000 * meanOf(r.Runs, func(x Result) float64 { return x.Mean }), p99: 1000 * p, ratio: "—"}
+		if ref > 0 {
+			out[i].ratio = fmt.Sprintf("%.2f", p/ref)
+		}
+	}
+	return out
 }
 
 func meanOf(rs []Result, f func(Result) float64) float64 {

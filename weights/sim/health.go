@@ -248,18 +248,9 @@ func HealthChecks(o TableOptions) ([]FastLoopRow, error) {
 func WriteHealthChecks(w io.Writer, rows []FastLoopRow) {
 	fmt.Fprintln(w, "| load | dispatch | mean ms | p99 ms | p99 / per-request least connections | evictions per minute |")
 	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|")
-	var ref float64
-	for _, r := range rows {
-		p := meanOf(r.Runs, func(x Result) float64 { return x.P99 })
-		if r.Label == "least connections, per request" {
-			ref = p
-		}
-		ratio := "—"
-		if ref > 0 {
-			ratio = fmt.Sprintf("%.2f", p/ref)
-		}
-		fmt.Fprintf(w, "| %.0f %% | %s | %.1f | %.1f | %s | %.1f |\n", 100*r.Load, r.Label,
-			1000*meanOf(r.Runs, func(x Result) float64 { return x.Mean }), 1000*p, ratio,
-			meanOf(r.Runs, func(x Result) float64 { return 60 * float64(len(x.Evictions)) / max(x.Window, 1) }))
+	for i, c := range labCells(rows) {
+		r := rows[i]
+		ev := meanOf(r.Runs, func(x Result) float64 { return 60 * float64(len(x.Evictions)) / max(x.Window, 1) })
+		fmt.Fprintf(w, "| %.0f %% | %s | %.1f | %.1f | %s | %.1f |\n", 100*r.Load, r.Label, c.mean, c.p99, c.ratio, ev)
 	}
 }
