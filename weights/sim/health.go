@@ -28,9 +28,9 @@ type Health struct {
 
 func (h Health) on() bool { return h.Interval > 0 }
 
-// The collector's busy thresholds (collector/pool.go, busy): a backend whose smoothed CPU or
-// connections say it carries load. The simulator may not import the collector (weights/sim
-// is pure), so the two numbers are repeated here.
+// The collector's busy thresholds (collector/pool.go, busy): a backend whose smoothed CPU,
+// connections or fresh in-flight count say it carries load. The simulator may not import
+// the collector (weights/sim is pure), so its thresholds are repeated here.
 const (
 	busyCPU         = 0.5
 	busyConnections = 1
