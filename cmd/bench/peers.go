@@ -23,6 +23,7 @@ const (
 	labelFWFastOwn  = "flowweight headroom, fast loop against its own average"
 	labelFWLeast    = "flowweight least_conn"
 	labelFWReactive = "flowweight reactive dispatch (headroom weights)"
+	labelFWCPUOnly  = "flowweight headroom, capacity by CPU alone"
 )
 
 // HAProxy needs no learning; its short settle only warms the path like the others'.
@@ -155,7 +156,22 @@ func (pl *peerLab) peerRuns() []policyRun {
 		ownReference(feedback(fastLabel(labelFWFastOwn), "headroom")),
 		fastLoopOff(feedback(labelFWLeast, "least_conn")),
 		reactive(feedback(labelFWReactive, "headroom")),
+		cpuCapacity(fastLoopOff(feedback(labelFWCPUOnly, "headroom"))),
 	}
+}
+
+// cpuCapacity is r with the capacity counted from the CPUs alone (weighting.capacity
+// { cpu = 1, mem = 0 }), where the default also counts memory (0.3), the same on every
+// backend of the lab: near saturation the headroom policy splits by capacity, and the
+// learned factor has to undo the memory term (docs/results/reactive-dispatch.md, "110 %
+// overload: when the 80 % p99 held again").
+func cpuCapacity(r policyRun) policyRun {
+	extra := map[string]string{"capacity": cpuOnly}
+	for k, v := range r.extra {
+		extra[k] = v
+	}
+	r.extra = extra
+	return r
 }
 
 // reactive is r with dispatch = "reactive": the controller chooses each new connection's
