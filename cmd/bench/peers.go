@@ -23,7 +23,7 @@ const (
 	labelFWFastOwn  = "flowweight headroom, fast loop against its own average"
 	labelFWLeast    = "flowweight least_conn"
 	labelFWReactive = "flowweight reactive dispatch (headroom weights)"
-	labelFWCPUOnly  = "flowweight headroom, capacity by CPU alone"
+	labelFWCPUOnly  = "flowweight CPU-only capacity (headroom)"
 )
 
 // HAProxy needs no learning; its short settle only warms the path like the others'.
