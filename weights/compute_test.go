@@ -147,12 +147,17 @@ func TestPropertyMoreLoadNeverMoreWeight(t *testing.T) {
 			continue
 		}
 		in[j].CPU = rng.Float64() * 0.9
-		before := compute(in, tun).Backends[j].Weight
+		before := compute(in, tun).Backends[j]
 		in[j].CPU += rng.Float64() * (1 - in[j].CPU)
 		in[j].Conns += float64(rng.IntN(100))
-		after := compute(in, tun).Backends[j].Weight
-		if after > before {
-			t.Fatalf("iter %d: more load raised %s's weight %d -> %d", iter, in[j].Name, before, after)
+		after := compute(in, tun).Backends[j]
+		// The policy's share must not rise; the integer weight may by the one unit that the
+		// largest remainder hands out when the other backends' shares move (a backend held at
+		// the floor, with a warming one's weight spread over the rest, went 14 -> 15 while
+		// its share fell from 0.0097 to 0.0080).
+		if after.Full > before.Full+1e-12 || after.Weight > before.Weight+1 {
+			t.Fatalf("iter %d: more load raised %s's share %.4f -> %.4f, weight %d -> %d", iter, in[j].Name,
+				before.Full, after.Full, before.Weight, after.Weight)
 		}
 	}
 }

@@ -23,7 +23,7 @@ const (
 	labelFWFastOwn  = "flowweight headroom, fast loop against its own average"
 	labelFWLeast    = "flowweight least_conn"
 	labelFWReactive = "flowweight reactive dispatch (headroom weights)"
-	labelFWCPUOnly  = "flowweight CPU-only capacity (headroom)"
+	labelFWMemory   = "flowweight memory in capacity (headroom, capacity 0.7 CPU + 0.3 memory)"
 )
 
 // HAProxy needs no learning; its short settle only warms the path like the others'.
@@ -156,17 +156,17 @@ func (pl *peerLab) peerRuns() []policyRun {
 		ownReference(feedback(fastLabel(labelFWFastOwn), "headroom")),
 		fastLoopOff(feedback(labelFWLeast, "least_conn")),
 		reactive(feedback(labelFWReactive, "headroom")),
-		cpuCapacity(fastLoopOff(feedback(labelFWCPUOnly, "headroom"))),
+		memCapacity(fastLoopOff(feedback(labelFWMemory, "headroom"))),
 	}
 }
 
-// cpuCapacity is r with the capacity counted from the CPUs alone (weighting.capacity
-// { cpu = 1, mem = 0 }), where the default also counts memory (0.3), the same on every
-// backend of the lab: near saturation the headroom policy splits by capacity, and the
-// learned factor has to undo the memory term (docs/results/reactive-dispatch.md, "110 %
-// overload: when the 80 % p99 held again").
-func cpuCapacity(r policyRun) policyRun {
-	extra := map[string]string{"capacity": cpuOnly}
+// memCapacity is r with the capacity counting memory too (weighting.capacity { cpu = 0.7,
+// mem = 0.3 }, the default until 2026-12-07), where the default counts the CPUs alone: the
+// lab's backends have the same memory, so near saturation, where the headroom policy splits
+// by capacity, the memory term hands the small ones more than their CPUs
+// (docs/results/reactive-dispatch.md, "Capacity by CPUs alone").
+func memCapacity(r policyRun) policyRun {
+	extra := map[string]string{"capacity": "{ cpu = 0.7, mem = 0.3 }"}
 	for k, v := range r.extra {
 		extra[k] = v
 	}

@@ -346,7 +346,7 @@ func TestClampLoggedOncePerTransition(t *testing.T) {
 	b.mu.Lock()
 	e := b.services[0].result.Backends[1]
 	b.mu.Unlock()
-	if e.Clamp.CPUCount != 200_000 || e.Clamp.CPUUsed != 16 || e.Weight > 720 { // 710 = C 1.42 : 0.58; unbounded it is 850
+	if e.Clamp.CPUCount != 200_000 || e.Clamp.CPUUsed != 16 || e.Weight > 810 { // 800 = 16 : 4 cores, the bound 4 × the other's; unbounded it is 1000
 		t.Fatalf("explanation %+v", e)
 	}
 	// Honest again (an EWMA brings the count down over a few updates): one "no longer" line.
