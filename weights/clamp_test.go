@@ -61,6 +61,9 @@ func TestCapacityClaimsBounded(t *testing.T) {
 			tun := DefaultTuning()
 			tun.Learn.Enabled = false
 			tun.MaxCapacityRatio = c.ratio
+			// Memory counted too, so that a memory claim's bound shows in the weights (the
+			// default counts the CPUs alone).
+			tun.Capacity = Capacity{CPU: 0.7, Mem: 0.3}
 			r := compute(c.in, tun)
 			// What the pool would get had every clamped backend reported the bound itself.
 			honest := append([]Backend(nil), c.in...)

@@ -138,6 +138,12 @@ func TestPropertyMoreLoadNeverMoreWeight(t *testing.T) {
 	for iter := 0; iter < 2000; iter++ {
 		tun := DefaultTuning()
 		tun.MaxStep = 1 // the step limit is studied separately (see docs/weights.md)
+		// Without a ramp: a warming backend's weight is spread over the others in proportion
+		// to theirs, and its watched ramp compares it with the pool's CPU, this backend's
+		// included, so with a backend warming more load can move this one's weight by a unit
+		// (a backend held at the floor went 14 -> 15 while its share fell from 0.0097 to
+		// 0.0080). Warm-up is tested on its own (TestWarmup).
+		tun.Warmup = 0
 		in := randomPool(rng, 2+rng.IntN(20))
 		for i := range in {
 			in[i].HasMetrics = true
@@ -147,17 +153,12 @@ func TestPropertyMoreLoadNeverMoreWeight(t *testing.T) {
 			continue
 		}
 		in[j].CPU = rng.Float64() * 0.9
-		before := compute(in, tun).Backends[j]
+		before := compute(in, tun).Backends[j].Weight
 		in[j].CPU += rng.Float64() * (1 - in[j].CPU)
 		in[j].Conns += float64(rng.IntN(100))
-		after := compute(in, tun).Backends[j]
-		// The policy's share must not rise; the integer weight may by the one unit that the
-		// largest remainder hands out when the other backends' shares move (a backend held at
-		// the floor, with a warming one's weight spread over the rest, went 14 -> 15 while
-		// its share fell from 0.0097 to 0.0080).
-		if after.Full > before.Full+1e-12 || after.Weight > before.Weight+1 {
-			t.Fatalf("iter %d: more load raised %s's share %.4f -> %.4f, weight %d -> %d", iter, in[j].Name,
-				before.Full, after.Full, before.Weight, after.Weight)
+		after := compute(in, tun).Backends[j].Weight
+		if after > before {
+			t.Fatalf("iter %d: more load raised %s's weight %d -> %d", iter, in[j].Name, before, after)
 		}
 	}
 }
