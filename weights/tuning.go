@@ -32,9 +32,9 @@ type Load struct {
 // saturation, where the headroom policy splits by capacity, a memory term the same on every
 // backend hands the small ones more than their CPUs: in one lab set (quotas 1:2:4,
 // 2026-12-07) the default of 0.7 CPU + 0.3 memory gave p99 80.4 ms at 80 % load and 230.7 ms
-// at 95 %, CPU alone 54.5 and 170.9 ms, lower in each of six paired runs (docs/weights.md,
-// "The formula", and what that set leaves open). The learned factor corrects such a term
-// only slowly and partly.
+// at 95 %, CPU alone 54.5 and 170.9 ms, lower in each of six paired runs, and in a second set
+// with the runs' order reversed 60.2 against 79.8 ms at 80 % (docs/weights.md, "The
+// formula"). The learned factor corrects such a term only slowly and partly.
 type Capacity struct {
 	CPU float64 `toml:"cpu"` // weight of CPU count relative to the pool mean; default 1
 	Mem float64 `toml:"mem"` // weight of memory size relative to the pool mean; default 0
